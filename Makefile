@@ -1,0 +1,68 @@
+# distsampling: every target installs what it needs into .venv first.
+# `make help` lists the targets; a `## text` after a target is its help line.
+
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+PYTHON ?= python3
+# torch is installed first, and only where the venv has none. The default is the CPU build
+# that pip finds offline on this project's machines; elsewhere pick your own build, e.g.
+#   make install TORCH='torch==2.5.1'      or      make install TORCH='torch --index-url <url>'
+TORCH ?= torch==2.13.0
+VENV := .venv
+PY := $(VENV)/bin/python
+HYPOTHESIS_PROFILE ?= ci
+export NO_MKDOCS_2_WARNING := 1
+export HYPOTHESIS_PROFILE
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q $(TORCH)
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+.PHONY: install
+install: $(VENV)/.installed ## Create .venv and install distsampling (editable) with test, docs and lint tools
+
+.PHONY: demo
+demo: $(VENV)/.installed ## The main job: print which rank reads which sample for the seeds' examples, then check it live
+	$(PY) -m distsampling demo
+
+.PHONY: test
+test: $(VENV)/.installed ## Run the whole suite in parallel (Hypothesis profile $$HYPOTHESIS_PROFILE, default ci)
+	$(PY) -m pytest -n auto
+
+.PHONY: test-fast
+test-fast: $(VENV)/.installed ## Run the suite without the multi-process (torch.distributed) tests
+	$(PY) -m pytest -n auto -m 'not multiprocess'
+
+.PHONY: docs
+docs: $(VENV)/.installed ## Build the documentation with mkdocs build --strict
+	$(PY) -m mkdocs build --strict
+
+.PHONY: docs-serve
+docs-serve: $(VENV)/.installed ## Serve the documentation with live reload on localhost:8000
+	$(PY) -m mkdocs serve
+
+.PHONY: bench
+bench: $(VENV)/.installed ## Benchmark ours against torch side by side (ratios); BENCH_ARGS='--large' adds N=1e8
+	$(PY) -m benchmarks $(BENCH_ARGS)
+
+.PHONY: lint
+lint: $(VENV)/.installed ## Check style with ruff
+	$(PY) -m ruff check src tests benchmarks docs
+	$(PY) -m ruff format --check src tests benchmarks docs
+
+.PHONY: format
+format: $(VENV)/.installed ## Fix what ruff can fix and format the code
+	$(PY) -m ruff check --fix src tests benchmarks docs
+	$(PY) -m ruff format src tests benchmarks docs
+
+.PHONY: clean
+clean: ## Remove the venv, caches and the built site
+	rm -rf $(VENV) site docs/generated .pytest_cache .hypothesis .ruff_cache build dist src/*.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+.PHONY: help
+help: ## Show this help
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-11s\033[0m %s\n", $$1, $$2}'

@@ -1,0 +1,108 @@
+"""The measuring side of the benchmarks: fresh processes, medians, peak-memory growth, ratios.
+
+A contender is a function ``fn(timer, **params) -> dict | None`` in a ``bench_*`` module. It
+does its set-up, then calls ``timer.start()`` right before the measured work, ``timer.first()``
+when the first result is out (optional), and ``timer.stop()`` after the last. It may return
+extra figures (for example ``{"MB/s": ...}``), reported as medians too.
+
+Peak memory growth is measured by the kernel: ``timer.start()`` resets the process's peak
+resident set size (``/proc/self/clear_refs``) and ``timer.stop()`` reads it back (``VmHWM``),
+minus the resident size at the start. It counts what torch and numpy allocate in C too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _status_kib(key: str) -> int:
+    return int(re.search(rf"{key}:\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
+
+
+class Timer:
+    """Marks the measured span inside a contender (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.t0 = self.t_first = self.t_end = None
+        self.rss0 = self.peak = 0
+
+    def start(self) -> None:
+        Path("/proc/self/clear_refs").write_text("5")  # reset the peak RSS to the current RSS
+        self.rss0 = _status_kib("VmRSS")
+        self.t0 = time.perf_counter()
+
+    def first(self) -> None:
+        if self.t_first is None:
+            self.t_first = time.perf_counter()
+
+    def stop(self) -> None:
+        self.t_end = time.perf_counter()
+        self.peak = _status_kib("VmHWM")
+
+    def figures(self) -> dict[str, float]:
+        first = self.t_first if self.t_first is not None else self.t_end
+        return {
+            "time_s": self.t_end - self.t0,
+            "first_s": first - self.t0,
+            "peak_MiB": max(self.peak - self.rss0, 0) / 1024,
+        }
+
+
+@dataclass
+class Comparison:
+    """One row group of the report: contenders run on the same params, ratios against baseline."""
+
+    title: str
+    contenders: dict[str, str]  # label -> "bench_module:function"
+    baseline: str  # the label the ratios divide by
+    params: dict = field(default_factory=dict)
+    note: str = ""
+
+
+def run_in_fresh_process(target: str, params: dict, timeout: float = 600) -> dict[str, float]:
+    """Run one contender once in a new interpreter; return its figures."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks._harness", target, json.dumps(params)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{target}({params}) failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure(comparison: Comparison, repeats: int) -> dict[str, dict[str, float]]:
+    """Median of ``repeats`` fresh-process runs for each contender, runs interleaved."""
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label in comparison.contenders}
+    for _ in range(repeats):  # interleave contenders so drift in the machine hits all alike
+        for label, target in comparison.contenders.items():
+            runs[label].append(run_in_fresh_process(target, comparison.params))
+    return {
+        label: {key: statistics.median(r[key] for r in rs) for key in rs[0]}
+        for label, rs in runs.items()
+    }
+
+
+def _child(target: str, params_json: str) -> None:
+    module_name, function = target.split(":")
+    fn = getattr(importlib.import_module(f"benchmarks.{module_name}"), function)
+    timer = Timer()
+    extra = fn(timer, **json.loads(params_json)) or {}
+    assert timer.t_end is not None, f"{target} never called timer.stop()"
+    print(json.dumps({**timer.figures(), **extra}))
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1], sys.argv[2])

@@ -1,0 +1,48 @@
+"""DistributedSampler: ours vs torch's at N = 1e6, 1e7 (1e8 with --large), world 8, rank 0.
+
+Time is the whole epoch for one rank (``iter`` plus exhausting it), time to first index is from
+``iter`` to the first index out, memory is the peak growth over the epoch.
+"""
+
+from __future__ import annotations
+
+import torch.utils.data as tud
+
+from distsampling import DistributedSampler
+
+from ._harness import Comparison
+
+
+def _epoch(timer, sampler) -> None:
+    sampler.set_epoch(1)
+    timer.start()
+    it = iter(sampler)
+    next(it)
+    timer.first()
+    for _ in it:
+        pass
+    timer.stop()
+
+
+def ours(timer, n: int, world: int) -> None:
+    _epoch(timer, DistributedSampler(range(n), num_replicas=world, rank=0))
+
+
+def torch_(timer, n: int, world: int) -> None:
+    _epoch(timer, tud.DistributedSampler(range(n), num_replicas=world, rank=0))
+
+
+def suite(large: bool) -> list[Comparison]:
+    sizes = [10**6, 10**7] + ([10**8] if large else [])
+    return [
+        Comparison(
+            title=f"DistributedSampler, N={n:.0e}, world 8, one rank's epoch",
+            contenders={
+                "torch": "bench_distributed:torch_",
+                "distsampling": "bench_distributed:ours",
+            },
+            baseline="torch",
+            params={"n": n, "world": 8},
+        )
+        for n in sizes
+    ]

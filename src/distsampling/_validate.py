@@ -1,0 +1,67 @@
+"""Argument checks shared by every sampler: each error names the argument and the value.
+
+The messages follow torch's style (``... but got batch_size=0``) so that a user who reads one
+knows at once which argument to fix and what was passed.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sized
+
+import torch.distributed as dist
+
+__all__ = ["check_bool", "check_int", "check_len", "resolve_world"]
+
+
+def check_int(name: str, value: object, *, low: int | None = None, high: int | None = None) -> int:
+    """Return ``value`` as an ``int``; raise if it is not an integer (bools excluded) in range."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{name} should be an integer, but got {name}={value!r} of type {type(value).__name__}"
+        )
+    value = int(value)
+    if low is not None and high is not None and not low <= value <= high:
+        raise ValueError(
+            f"{name} should be in the interval [{low}, {high}], but got {name}={value}"
+        )
+    if low is not None and value < low:
+        raise ValueError(f"{name} should be >= {low}, but got {name}={value}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} should be <= {high}, but got {name}={value}")
+    return value
+
+
+def check_bool(name: str, value: object) -> bool:
+    """Return ``value``; raise unless it is a real ``bool`` (``0``/``1`` are not silently taken)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} should be a boolean value, but got {name}={value!r}")
+    return value
+
+
+def check_len(name: str, obj: object) -> int:
+    """Return ``len(obj)``; raise if ``obj`` has no length (an iterable-style dataset, a generator)."""
+    if not isinstance(obj, Sized):
+        raise TypeError(
+            f"{name} should have __len__ (a map-style dataset or a sized sampler), "
+            f"but got {name}={obj!r} of type {type(obj).__name__}"
+        )
+    return len(obj)
+
+
+def resolve_world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
+    """Fill ``num_replicas``/``rank`` from the default process group where they are ``None``."""
+    if num_replicas is None or rank is None:
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError(
+                "num_replicas and rank default to the world size and rank of the default process "
+                "group, but no process group is initialised (got "
+                f"num_replicas={num_replicas}, rank={rank}). Call "
+                "torch.distributed.init_process_group(...) first (torchrun sets the environment "
+                "for it), or pass num_replicas= and rank= explicitly."
+            )
+        num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+        rank = dist.get_rank() if rank is None else rank
+    num_replicas = check_int("num_replicas", num_replicas, low=1)
+    rank = check_int("rank", rank, low=0, high=num_replicas - 1)
+    return num_replicas, rank

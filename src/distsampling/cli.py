@@ -1,0 +1,166 @@
+r"""The command line: ``python -m distsampling split ...`` prints which rank reads what.
+
+``split`` answers the question every user starts with ("does each rank get a contiguous half,
+or a random share?") by printing the plan: for each epoch, each rank's indices, and its batches
+when ``--batch-size`` is given. Indices that are padding (repeats of the epoch's head, so that
+every rank reads the same number) carry a ``*``. ``demo`` is a short tour over the users'
+own small examples.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from ._validate import check_int
+from .batch import BatchSampler
+from .distributed import DistributedSampler
+
+__all__ = ["format_split", "main", "plan_split"]
+
+
+def plan_split(
+    size: int,
+    replicas: int,
+    epochs: int,
+    *,
+    shuffle: bool = True,
+    seed: int = 0,
+    drop_last: bool = False,
+) -> list[list[list[int]]]:
+    r"""Return ``plan[epoch][rank]``: the indices each rank reads, simulating every rank here.
+
+    Examples:
+        >>> plan_split(5, 2, 1, shuffle=False)
+        [[[0, 2, 4], [1, 3, 0]]]
+    """
+    plan = []
+    for epoch in range(check_int("epochs", epochs, low=1)):
+        ranks = []
+        for rank in range(replicas):
+            sampler = DistributedSampler(range(size), replicas, rank, shuffle, seed, drop_last)
+            sampler.set_epoch(epoch)
+            ranks.append(list(sampler))
+        plan.append(ranks)
+    return plan
+
+
+def _mark_padding(indices: list[int], rank: int, replicas: int, size: int) -> list[str]:
+    # this rank's k-th index sits at position rank + k * replicas of the padded epoch;
+    # positions >= size are the padding that repeats the head of the order
+    return [f"{i}*" if rank + k * replicas >= size else str(i) for k, i in enumerate(indices)]
+
+
+def format_split(
+    size: int,
+    replicas: int,
+    epochs: int,
+    *,
+    shuffle: bool = True,
+    seed: int = 0,
+    drop_last: bool = False,
+    batch_size: int | None = None,
+) -> str:
+    r"""Render :func:`plan_split` as the table that ``python -m distsampling split`` prints.
+
+    Examples:
+        >>> print(format_split(5, 2, 1, shuffle=False, batch_size=2))
+        DistributedSampler(size=5, num_replicas=2, shuffle=False, seed=0, drop_last=False)
+        each rank reads num_samples=3; the padded epoch has total_size=6 (1 padded, marked *)
+        BatchSampler(batch_size=2, drop_last=False): 2 batches per rank
+        epoch 0
+          rank 0: [0, 2] [4]
+          rank 1: [1, 3] [0*]
+    """
+    first = DistributedSampler(range(size), replicas, 0, shuffle, seed, drop_last)
+    pad = first.total_size - size
+    what = f"{pad} padded, marked *" if pad > 0 else f"{-pad} dropped" if pad < 0 else "no padding"
+    lines = [
+        f"DistributedSampler(size={size}, num_replicas={replicas}, shuffle={shuffle}, "
+        f"seed={seed}, drop_last={drop_last})",
+        f"each rank reads num_samples={first.num_samples}; "
+        f"the padded epoch has total_size={first.total_size} ({what})",
+    ]
+    if batch_size is not None:
+        n_batches = len(BatchSampler(first, batch_size, drop_last))
+        lines.append(
+            f"BatchSampler(batch_size={batch_size}, drop_last={drop_last}): {n_batches} batches per rank"
+        )
+    for epoch, ranks in enumerate(
+        plan_split(size, replicas, epochs, shuffle=shuffle, seed=seed, drop_last=drop_last)
+    ):
+        lines.append(f"epoch {epoch}")
+        for rank, indices in enumerate(ranks):
+            shown = _mark_padding(indices, rank, replicas, size)
+            if batch_size is None:
+                row = "[" + ", ".join(shown) + "]"
+            else:
+                row = " ".join(
+                    "[" + ", ".join(b) + "]" for b in BatchSampler(shown, batch_size, drop_last)
+                )
+            lines.append(f"  rank {rank}: {row}")
+    return "\n".join(lines)
+
+
+def _demo() -> None:
+    tour = [
+        (
+            "Seed 000/002: ten samples, two ranks. Contiguous halves, or a random split?",
+            dict(size=10, replicas=2, epochs=2),
+        ),
+        (
+            "Without shuffle the split is strided, not contiguous: rank r reads r, r+W, r+2W, ...",
+            dict(size=10, replicas=2, epochs=1, shuffle=False),
+        ),
+        (
+            "Seed 003: 10 samples on 3 ranks do not divide: the head of the order is repeated",
+            dict(size=10, replicas=3, epochs=1, batch_size=2),
+        ),
+        (
+            "... or, with drop_last, the tail is cut and nothing repeats",
+            dict(size=10, replicas=3, epochs=1, drop_last=True, batch_size=2),
+        ),
+    ]
+    for title, kwargs in tour:
+        print(f"== {title}")
+        print(format_split(**kwargs))
+        print()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of ``python -m distsampling``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m distsampling", description=__doc__.split("\n")[0]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    split = sub.add_parser("split", help="print which rank reads which index, per epoch")
+    split.add_argument("--size", type=int, required=True, help="dataset length")
+    split.add_argument("--replicas", type=int, required=True, help="number of ranks")
+    split.add_argument("--epochs", type=int, default=1, help="epochs to show (default 1)")
+    split.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
+    split.add_argument(
+        "--no-shuffle", dest="shuffle", action="store_false", help="keep dataset order"
+    )
+    split.add_argument("--drop-last", action="store_true", help="cut the tail instead of padding")
+    split.add_argument(
+        "--batch-size", type=int, default=None, help="also group each rank's indices into batches"
+    )
+    sub.add_parser("demo", help="a tour over the users' own small examples")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "split":
+            print(
+                format_split(
+                    args.size,
+                    args.replicas,
+                    args.epochs,
+                    shuffle=args.shuffle,
+                    seed=args.seed,
+                    drop_last=args.drop_last,
+                    batch_size=args.batch_size,
+                )
+            )
+        else:
+            _demo()
+    except (TypeError, ValueError) as err:
+        parser.error(str(err))

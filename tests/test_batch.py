@@ -1,0 +1,98 @@
+"""Properties of distsampling.BatchSampler, each checked against torch's own class."""
+
+from __future__ import annotations
+
+import pytest
+import torch.utils.data as tud
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distsampling import BatchSampler, DistributedSampler
+from strategies import batch_sizes, dataset_lengths, epochs, flags, sampler_args, world_sizes
+
+
+@given(n=dataset_lengths, batch_size=batch_sizes, drop_last=flags)
+def test_matches_torch_batches_and_len_over_a_sequential_sampler(n, batch_size, drop_last):
+    """Invariant: same batches, same order, same len as torch.utils.data.BatchSampler."""
+    sampler = tud.SequentialSampler(range(n))
+    idx_ours = BatchSampler(sampler, batch_size, drop_last)
+    idx_torch = tud.BatchSampler(sampler, batch_size, drop_last)
+    assert list(idx_ours) == list(idx_torch)
+    assert len(idx_ours) == len(idx_torch) == len(list(idx_ours))
+
+
+@given(
+    n=dataset_lengths, args=sampler_args(), epoch=epochs, batch_size=batch_sizes, drop_last=flags
+)
+def test_matches_torch_over_our_and_torchs_distributed_samplers(
+    n, args, epoch, batch_size, drop_last
+):
+    """Invariant: batching our DistributedSampler equals torch's BatchSampler over torch's sampler."""
+    ours = DistributedSampler(range(n), **args)
+    theirs = tud.DistributedSampler(range(n), **args)
+    ours.set_epoch(epoch)
+    theirs.set_epoch(epoch)
+    idx_ours = list(BatchSampler(ours, batch_size, drop_last))
+    idx_torch = list(tud.BatchSampler(theirs, batch_size, drop_last))
+    assert idx_ours == idx_torch
+    assert len(BatchSampler(ours, batch_size, drop_last)) == len(idx_torch)
+
+
+@given(
+    indices=st.lists(st.integers(0, 10**6), max_size=60), batch_size=batch_sizes, drop_last=flags
+)
+def test_concatenated_batches_are_the_sampler_in_order(indices, batch_size, drop_last):
+    """Invariant: batches are consecutive runs of the sampler; only a short last batch may go."""
+    batches = list(BatchSampler(indices, batch_size, drop_last))
+    flat = [i for b in batches for i in b]
+    kept = len(indices) - (len(indices) % batch_size if drop_last else 0)
+    assert flat == indices[:kept]
+    assert all(len(b) == batch_size for b in batches[:-1])
+    assert all(0 < len(b) <= batch_size for b in batches)
+
+
+@given(n=dataset_lengths, world=world_sizes, batch_size=batch_sizes, shuffle=flags, data=st.data())
+def test_every_rank_yields_the_same_number_of_batches(n, world, batch_size, shuffle, data):
+    """Invariant: DistributedSampler -> BatchSampler gives every rank equal batch counts (DDP never waits)."""
+    drop_last = data.draw(flags, label="drop_last")
+    counts = {
+        len(
+            list(
+                BatchSampler(
+                    DistributedSampler(range(n), world, r, shuffle=shuffle, drop_last=drop_last),
+                    batch_size,
+                    drop_last,
+                )
+            )
+        )
+        for r in range(world)
+    }
+    assert len(counts) == 1
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 2.0, True, "3", None])
+def test_bad_batch_size_raises_torchs_error_naming_the_value(batch_size):
+    """Invariant: the same ValueError, word for word, as torch for any non-positive-int batch_size."""
+    with pytest.raises(ValueError) as ours:
+        BatchSampler(range(4), batch_size, False)
+    with pytest.raises(ValueError) as theirs:
+        tud.BatchSampler(range(4), batch_size, False)
+    assert (
+        str(ours.value)
+        == str(theirs.value)
+        == f"batch_size should be a positive integer value, but got batch_size={batch_size}"
+    )
+
+
+@pytest.mark.parametrize("drop_last", [0, 1, "yes", None])
+def test_non_bool_drop_last_raises_torchs_error_naming_the_value(drop_last):
+    """Invariant: drop_last must be a bool; the same message as torch."""
+    with pytest.raises(ValueError) as ours:
+        BatchSampler(range(4), 2, drop_last)
+    with pytest.raises(ValueError) as theirs:
+        tud.BatchSampler(range(4), 2, drop_last)
+    assert (
+        str(ours.value)
+        == str(theirs.value)
+        == f"drop_last should be a boolean value, but got drop_last={drop_last}"
+    )

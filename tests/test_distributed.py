@@ -1,0 +1,212 @@
+"""Properties of distsampling.DistributedSampler, each checked against torch's own class."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.utils.data.distributed as torch_distributed
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distsampling import DistributedSampler
+from strategies import dataset_lengths, epochs, non_integers, sampler_args, world_sizes
+
+
+def both(n: int, epoch: int = 0, **kwargs) -> tuple[list[int], list[int]]:
+    """Iterate ours and torch's sampler over ``range(n)`` with the same arguments and epoch."""
+    ours = DistributedSampler(range(n), **kwargs)
+    theirs = torch_distributed.DistributedSampler(range(n), **kwargs)
+    ours.set_epoch(epoch)
+    theirs.set_epoch(epoch)
+    return list(ours), list(theirs)
+
+
+def all_ranks(n: int, world: int, epoch: int = 0, **kwargs) -> list[list[int]]:
+    """Every rank's indices for one epoch, ranks simulated in this process."""
+    out = []
+    for rank in range(world):
+        s = DistributedSampler(range(n), num_replicas=world, rank=rank, **kwargs)
+        s.set_epoch(epoch)
+        out.append(list(s))
+    return out
+
+
+@given(n=dataset_lengths, args=sampler_args(), epoch=epochs)
+def test_matches_torch_indices_order_and_len_for_all_arguments(n, args, epoch):
+    """Invariant: ours yields torch's indices in torch's order, and the same len/num_samples/total_size."""
+    idx_ours, idx_torch = both(n, epoch, **args)
+    assert idx_ours == idx_torch
+    ours = DistributedSampler(range(n), **args)
+    theirs = torch_distributed.DistributedSampler(range(n), **args)
+    assert (len(ours), ours.num_samples, ours.total_size) == (
+        len(theirs),
+        theirs.num_samples,
+        theirs.total_size,
+    )
+
+
+@given(n=dataset_lengths, world=world_sizes, epoch=epochs, shuffle=st.booleans())
+def test_ranks_are_disjoint_and_cover_the_padded_epoch(n, world, epoch, shuffle):
+    """Invariant: interleaving the ranks position by position rebuilds the padded epoch exactly once."""
+    per_rank = all_ranks(n, world, epoch, shuffle=shuffle)
+    full = DistributedSampler(range(n), num_replicas=1, rank=0, shuffle=shuffle)
+    full.set_epoch(epoch)
+    order = list(full)  # the unpadded epoch order, shared by all ranks
+    # rank r holds positions r, r + W, r + 2W, ...: position p belongs to exactly one rank
+    padded = [per_rank[p % world][p // world] for p in range(sum(map(len, per_rank)))]
+    assert padded[:n] == order
+    assert sorted(set(padded)) == list(range(n))
+
+
+@given(n=dataset_lengths, world=world_sizes, epoch=epochs, shuffle=st.booleans())
+def test_padding_repeats_the_head_so_every_rank_has_num_samples(n, world, epoch, shuffle):
+    """Invariant: each rank has num_samples items; the padding is the epoch's head, wrapping as needed."""
+    per_rank = all_ranks(n, world, epoch, shuffle=shuffle)
+    num_samples = -(-n // world)
+    assert all(len(r) == num_samples for r in per_rank)
+    padded = [per_rank[p % world][p // world] for p in range(num_samples * world)]
+    order = padded[:n]
+    assert padded[n:] == [order[i % n] for i in range(num_samples * world - n)]
+
+
+@given(n=dataset_lengths, world=world_sizes, epoch=epochs, shuffle=st.booleans())
+def test_drop_last_cuts_the_tail_and_never_repeats(n, world, epoch, shuffle):
+    """Invariant: with drop_last every rank has floor(n / W) items, no index repeats, the tail is cut."""
+    per_rank = all_ranks(n, world, epoch, shuffle=shuffle, drop_last=True)
+    assert all(len(r) == n // world for r in per_rank)
+    flat = [i for r in per_rank for i in r]
+    assert len(flat) == len(set(flat)) == (n // world) * world
+
+
+@given(n=dataset_lengths, args=sampler_args(), e1=epochs, e2=epochs)
+def test_set_epoch_changes_nothing_without_shuffle(n, args, e1, e2):
+    """Invariant: shuffle=False gives the same order for every epoch."""
+    args["shuffle"] = False
+    assert both(n, e1, **args)[0] == both(n, e2, **args)[0]
+
+
+@given(n=st.integers(2, 200), seed=st.integers(0, 1000), epoch=epochs)
+def test_order_depends_only_on_seed_plus_epoch(n, seed, epoch):
+    """Invariant: the shuffled order is a function of seed + epoch (as torch's), not of each separately."""
+    a = both(n, epoch, num_replicas=1, rank=0, seed=seed)[0]
+    b = both(n, 0, num_replicas=1, rank=0, seed=seed + epoch)[0]
+    assert a == b
+
+
+def test_a_fresh_process_with_other_global_rng_state_yields_the_same_indices():
+    """Invariant: the order comes from (seed, epoch) alone, not from the global RNGs of a process."""
+    code = (
+        "import json, random, sys, numpy, torch\n"
+        "random.seed(7); numpy.random.seed(7); torch.manual_seed(7); torch.rand(99)\n"
+        "from distsampling import DistributedSampler\n"
+        "out = []\n"
+        "for rank in range(3):\n"
+        "    s = DistributedSampler(range(50), num_replicas=3, rank=rank, seed=11)\n"
+        "    s.set_epoch(4)\n"
+        "    out.append(list(s))\n"
+        "print(json.dumps(out))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    torch.manual_seed(12345)  # this process's global state differs from the child's
+    assert json.loads(proc.stdout) == all_ranks(50, 3, 4, seed=11)
+
+
+def test_defaults_come_from_the_process_group_or_fail_with_a_fix():
+    """Invariant: without a process group, None world arguments raise an error saying how to fix it."""
+    assert not torch.distributed.is_initialized()
+    with pytest.raises(RuntimeError, match=r"init_process_group.*num_replicas= and rank="):
+        DistributedSampler(range(4))
+    with pytest.raises(RuntimeError, match="got num_replicas=2, rank=None"):
+        DistributedSampler(range(4), num_replicas=2)
+
+
+@given(world=world_sizes, data=st.data())
+def test_rank_outside_the_world_is_rejected_naming_the_value(world, data):
+    """Invariant: rank must lie in [0, num_replicas); the error names rank and its value."""
+    rank = data.draw(st.one_of(st.integers(max_value=-1), st.integers(min_value=world)))
+    with pytest.raises(
+        ValueError,
+        match=rf"rank should be in the interval \[0, {world - 1}\], but got rank={rank}$",
+    ):
+        DistributedSampler(range(4), num_replicas=world, rank=rank)
+
+
+@pytest.mark.parametrize("num_replicas", [0, -3])
+def test_num_replicas_below_one_is_rejected(num_replicas):
+    """Invariant: a world needs at least one rank."""
+    with pytest.raises(
+        ValueError, match=f"num_replicas should be >= 1, but got num_replicas={num_replicas}"
+    ):
+        DistributedSampler(range(4), num_replicas=num_replicas, rank=0)
+
+
+@pytest.mark.parametrize("name", ["num_replicas", "rank", "seed"])
+@given(value=non_integers)
+def test_non_integer_arguments_are_rejected_naming_the_value(name, value):
+    """Invariant: num_replicas, rank and seed must be ints (bool excluded); the error names the value."""
+    kwargs = {"num_replicas": 2, "rank": 0, "seed": 0, name: value}
+    with pytest.raises(TypeError, match=rf"{name} should be an integer, but got {name}="):
+        DistributedSampler(range(4), **kwargs)
+
+
+@given(value=non_integers)
+def test_set_epoch_rejects_a_non_integer_epoch(value):
+    """Invariant: set_epoch takes an int (bool excluded); the error names epoch and the value."""
+    s = DistributedSampler(range(4), num_replicas=2, rank=0)
+    with pytest.raises(TypeError, match=r"epoch should be an integer, but got epoch="):
+        s.set_epoch(value)
+
+
+def test_a_dataset_without_len_is_rejected():
+    """Invariant: the split needs the dataset's length; an unsized iterable is named in the error."""
+    with pytest.raises(TypeError, match=r"dataset should have __len__.*but got dataset=<generator"):
+        DistributedSampler((i for i in range(4)), num_replicas=2, rank=0)
+
+
+@pytest.mark.parametrize("name", ["shuffle", "drop_last"])
+def test_flags_must_be_bools(name):
+    """Invariant: shuffle and drop_last are not guessed from truthy values."""
+    with pytest.raises(TypeError, match=f"{name} should be a boolean value, but got {name}=1"):
+        DistributedSampler(range(4), num_replicas=1, rank=0, **{name: 1})
+
+
+def test_seed_plus_epoch_outside_the_generator_range_is_rejected():
+    """Invariant: a seed torch.Generator cannot take fails with both values named, not deep in torch."""
+    s = DistributedSampler(range(4), num_replicas=1, rank=0, seed=2**64 - 1)
+    s.set_epoch(1)
+    with pytest.raises(ValueError, match=rf"but got seed={2**64 - 1}, epoch=1"):
+        list(s)
+
+
+def test_a_dataset_whose_length_changed_is_reported_not_mis_split():
+    """Invariant: if len(dataset) changes after construction, iterating says so instead of mis-splitting."""
+    data = list(range(10))
+    s = DistributedSampler(data, num_replicas=2, rank=0)
+    data.extend([10, 11])
+    with pytest.raises(RuntimeError, match=r"len\(dataset\) changed.*got len\(dataset\)=12"):
+        list(s)
+
+
+@given(n=st.integers(0, 5000), seed=st.integers(-(2**63), 2**64 - 1))
+def test_an_int32_permutation_is_torchs_int64_permutation(n, seed):
+    """Invariant: randperm draws the same permutation for int32 and int64 (our memory saving relies on it)."""
+    g32, g64 = torch.Generator(), torch.Generator()
+    g32.manual_seed(seed)
+    g64.manual_seed(seed)
+    assert torch.equal(
+        torch.randperm(n, generator=g32, dtype=torch.int32).long(), torch.randperm(n, generator=g64)
+    )
+
+
+def test_a_large_epoch_matches_torch_on_the_last_rank():
+    """Invariant: parity holds at a size where randperm's large-n path and chunked output are used."""
+    n, world, rank = 3 * 10**6 + 7, 8, 7
+    ours = DistributedSampler(range(n), world, rank, seed=3)
+    theirs = torch_distributed.DistributedSampler(range(n), world, rank, seed=3)
+    assert list(ours) == list(theirs)

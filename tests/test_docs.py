@@ -1,0 +1,147 @@
+"""Every code block in the docs and the README runs, and every output shown is the real output.
+
+The rules a page follows (checked by ``test_every_fence_is_run_or_checked``):
+
+- ```` ```python ```` blocks run, in page order, in one namespace per page (like a notebook);
+  ``--8<-- "path"`` / ``--8<-- "path:section"`` lines are expanded as pymdownx.snippets does.
+- A ```` ```text title="Output" ```` block right after a python block is its exact stdout.
+- ```` ```console ```` blocks: each ``$ command`` runs in the repository root with this venv
+  first on PATH; the lines after it, up to the next ``$``, are its exact output.
+- ```` ```pycon ```` blocks are ``>>>`` sessions checked like doctests, in the page's namespace.
+- ```` ```bash ```` blocks hold only ``make <target>`` lines: the set-up commands that CI runs
+  itself (running them here would recurse into ``make test``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import doctest
+import io
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
+OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,})(?P<lang>[\w-]*)(?P<rest>.*)$")
+SNIPPET = re.compile(r'^\s*--8<--\s+"(?P<path>[^":]+)(?::(?P<section>[\w-]+))?"\s*$')
+
+
+@dataclass
+class Fence:
+    lang: str
+    rest: str
+    body: str
+    line: int
+
+    @property
+    def is_output(self) -> bool:
+        return self.lang == "text" and 'title="Output"' in self.rest
+
+
+def fences(text: str) -> list[Fence]:
+    """Every fenced block of a markdown text, tabs and admonitions (indented blocks) included."""
+    lines, out, i = text.splitlines(), [], 0
+    while i < len(lines):
+        m = OPEN.match(lines[i])
+        if m:
+            indent, fence, start = m["indent"], m["fence"], i
+            close = re.compile(rf"^{re.escape(indent)}{fence}\s*$")
+            body, i = [], i + 1
+            while i < len(lines) and not close.match(lines[i]):
+                body.append(lines[i][len(indent) :])
+                i += 1
+            out.append(Fence(m["lang"], m["rest"], "\n".join(body), start + 1))
+        i += 1
+    return out
+
+
+def expand(body: str) -> str:
+    """Replace snippet lines by the file (or the named ``[start:x]``/``[end:x]`` section) they name."""
+    lines = []
+    for line in body.splitlines():
+        m = SNIPPET.match(line)
+        if not m:
+            lines.append(line)
+            continue
+        text = (ROOT / m["path"]).read_text()
+        if m["section"]:
+            s = re.search(
+                rf"--8<-- \[start:{m['section']}\]\n(.*?)\n.*--8<-- \[end:{m['section']}\]",
+                text,
+                re.S,
+            )
+            assert s, f"section {m['section']} not found in {m['path']}"
+            text = s.group(1)
+        lines.append(text.rstrip("\n"))
+    return "\n".join(lines)
+
+
+def run_python(code: str, namespace: dict, where: str) -> str:
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        exec(compile(code, where, "exec"), namespace)
+    return buffer.getvalue()
+
+
+def run_pycon(body: str, namespace: dict, where: str) -> None:
+    test = doctest.DocTestParser().get_doctest(body, namespace, where, where, 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    with contextlib.redirect_stdout(io.StringIO()) as report:
+        runner.run(test)
+    assert runner.failures == 0, f"{where}: interactive example differs:\n{report.getvalue()}"
+
+
+def run_console(body: str, where: str) -> None:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    commands: list[tuple[str, list[str]]] = []
+    for line in body.splitlines():
+        if line.startswith("$ "):
+            commands.append((line[2:], []))
+        else:
+            assert commands, f"{where}: output before any '$ ' command"
+            commands[-1][1].append(line)
+    for command, expected in commands:
+        proc = subprocess.run(
+            command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+        )
+        assert proc.returncode == 0, f"{where}: `{command}` failed:\n{proc.stdout}\n{proc.stderr}"
+        if expected:
+            assert proc.stdout.rstrip() == "\n".join(expected).rstrip(), (
+                f"{where}: output of `{command}` differs"
+            )
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_fence_is_run_or_checked(page: Path):
+    """Invariant: each code block of the page runs, and each output block equals the real output."""
+    blocks = fences(page.read_text())
+    namespace: dict = {"__name__": f"docs_{page.stem}"}
+    for k, block in enumerate(blocks):
+        where = f"{page.relative_to(ROOT)}:{block.line}"
+        if block.lang == "python":
+            stdout = run_python(expand(block.body), namespace, where)
+            if k + 1 < len(blocks) and blocks[k + 1].is_output:
+                assert stdout.rstrip() == blocks[k + 1].body.rstrip(), (
+                    f"{where}: shown output differs"
+                )
+        elif block.lang == "pycon":
+            run_pycon(block.body, namespace, where)
+        elif block.lang == "console":
+            run_console(block.body, where)
+        elif block.is_output:
+            previous = blocks[k - 1].lang if k else None
+            assert previous == "python", f"{where}: an Output block must follow a python block"
+        elif block.lang == "bash":
+            assert all(
+                re.fullmatch(r"(make [\w-]+( [\w=-]+)*|[A-Z_]+=\S+ make [\w-]+)", ln)
+                for ln in block.body.splitlines()
+                if ln
+            ), f"{where}: bash blocks hold only make commands"
+        else:
+            pytest.fail(f"{where}: a ```{block.lang} block is neither run nor checked")
