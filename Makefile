@@ -30,11 +30,11 @@ demo: $(VENV)/.installed ## The main job: print which rank reads which sample fo
 
 .PHONY: test
 test: $(VENV)/.installed ## Run the whole suite in parallel (Hypothesis profile $$HYPOTHESIS_PROFILE, default ci)
-	$(PY) -m pytest -n auto
+	$(PY) -m pytest -n auto --dist loadgroup
 
 .PHONY: test-fast
 test-fast: $(VENV)/.installed ## Run the suite without the multi-process (torch.distributed) tests
-	$(PY) -m pytest -n auto -m 'not multiprocess'
+	$(PY) -m pytest -n auto --dist loadgroup -m 'not multiprocess'
 
 .PHONY: docs
 docs: $(VENV)/.installed ## Build the documentation with mkdocs build --strict

@@ -102,31 +102,6 @@ def format_split(
     return "\n".join(lines)
 
 
-def _demo() -> None:
-    tour = [
-        (
-            "Seed 000/002: ten samples, two ranks. Contiguous halves, or a random split?",
-            dict(size=10, replicas=2, epochs=2),
-        ),
-        (
-            "Without shuffle the split is strided, not contiguous: rank r reads r, r+W, r+2W, ...",
-            dict(size=10, replicas=2, epochs=1, shuffle=False),
-        ),
-        (
-            "Seed 003: 10 samples on 3 ranks do not divide: the head of the order is repeated",
-            dict(size=10, replicas=3, epochs=1, batch_size=2),
-        ),
-        (
-            "... or, with drop_last, the tail is cut and nothing repeats",
-            dict(size=10, replicas=3, epochs=1, drop_last=True, batch_size=2),
-        ),
-    ]
-    for title, kwargs in tour:
-        print(f"== {title}")
-        print(format_split(**kwargs))
-        print()
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``python -m distsampling``."""
     parser = argparse.ArgumentParser(
@@ -161,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 )
             )
         else:
-            _demo()
+            from .demo import main as demo
+
+            demo()
     except (TypeError, ValueError) as err:
         parser.error(str(err))

@@ -1,0 +1,121 @@
+r"""assert_rank_consistent: one collective call that proves every rank sees the same epoch.
+
+Ranks never exchange indices: they agree on the split only because each computes the same
+global epoch order from the same length, seed and epoch. When one of these differs, ranks
+silently overlap and skip samples. This check gathers a small digest of each rank's view —
+the sampler's length, dataset length, seed, epoch, flags, and a hash of the *global* epoch
+order — compares them, and raises naming the ranks that differ and the likely cause:
+
+- ``epoch`` differs: ``set_epoch`` was forgotten (or called with other values) on some rank;
+- ``dataset_len`` differs: the dataset differs per rank (a file list read in another order,
+  a filter that depends on the rank);
+- ``seed`` differs: a seed derived from the rank or the clock;
+- only ``order`` differs: an inner sampler draws from a global RNG whose state differs per rank
+  (an unseeded sampler under a distributed wrapper).
+
+References:
+    torch/utils/data/distributed.py (what every rank must agree on)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .distributed import rank_positions
+
+__all__ = ["RankMismatchError", "assert_rank_consistent", "epoch_digest"]
+
+_FIELDS = ("num_replicas", "seed", "epoch", "shuffle", "drop_last")
+_CAUSES = {  # field -> likely cause, in the order they are diagnosed
+    "dataset_len": "the dataset has a different length on some ranks (build it the same way everywhere)",
+    "epoch": "set_epoch(epoch) was not called on every rank (call it at the start of every epoch, before iterating)",
+    "seed": "the seed differs per rank (pass the same seed=... on every rank, not one derived from the rank or clock)",
+    "num_replicas": "ranks were built with different num_replicas",
+    "order": "the epoch order differs although length, seed and epoch agree: an inner sampler draws from a global RNG "
+    "(np.random, random, torch's default generator) whose state differs per rank; give it its own seeded generator",
+}
+
+
+class RankMismatchError(RuntimeError):
+    """Raised by :func:`assert_rank_consistent` when ranks disagree about the epoch."""
+
+
+def _order_hash(sampler: Any) -> str:
+    # the global order: what every rank must compute identically before taking its share
+    if hasattr(sampler, "sampler"):  # a wrapper or a batch sampler: the order of what it wraps
+        return _order_hash(sampler.sampler)
+    if all(hasattr(sampler, a) for a in ("dataset", "seed", "epoch", "shuffle")):
+        # a DistributedSampler (ours or torch's): the unpadded order all ranks take shares of
+        order = rank_positions(
+            len(sampler.dataset),
+            1,
+            0,
+            shuffle=sampler.shuffle,
+            seed=sampler.seed,
+            epoch=sampler.epoch,
+        )
+    else:  # any other sampler: its epoch as it yields it
+        order = torch.as_tensor(list(sampler), dtype=torch.int64)
+    return hashlib.sha1(order.to(torch.int64).numpy().tobytes()).hexdigest()[:16]
+
+
+def epoch_digest(sampler: Any) -> dict[str, Any]:
+    r"""This rank's view of the epoch: the fields every rank must share, and the order's hash.
+
+    Examples:
+        >>> from distsampling import DistributedSampler
+        >>> d = epoch_digest(DistributedSampler(range(10), num_replicas=2, rank=1))
+        >>> {k: d[k] for k in ("type", "dataset_len", "seed", "epoch")}
+        {'type': 'DistributedSampler', 'dataset_len': 10, 'seed': 0, 'epoch': 0}
+    """
+    digest: dict[str, Any] = {"type": type(sampler).__name__, "len": len(sampler)}
+    if hasattr(sampler, "dataset"):
+        digest["dataset_len"] = len(sampler.dataset)
+    inner = sampler
+    while inner is not None:  # fields of the sampler, or of the one it wraps (BatchSampler)
+        digest.update(
+            {f: getattr(inner, f) for f in _FIELDS if hasattr(inner, f) and f not in digest}
+        )
+        inner = getattr(inner, "sampler", None)
+    digest["order"] = _order_hash(sampler)
+    return digest
+
+
+def assert_rank_consistent(sampler: Any, group: dist.ProcessGroup | None = None) -> dict[str, Any]:
+    r"""Check, collectively, that every rank of ``group`` sees the same epoch; return the digest.
+
+    Call it on every rank after ``set_epoch`` and before iterating (it is one
+    ``all_gather_object`` of a small dict, plus hashing the epoch's order once).
+
+    Args:
+        sampler: this rank's sampler (a DistributedSampler, a wrapper, a BatchSampler over one).
+        group: the process group; the default group when ``None``.
+
+    Raises:
+        RankMismatchError: naming the fields that differ, each rank's value, and the likely cause.
+    """
+    mine = epoch_digest(sampler)
+    digests: list[dict[str, Any]] = [{} for _ in range(dist.get_world_size(group))]
+    dist.all_gather_object(digests, mine, group=group)
+    differing = [k for k in mine if any(d.get(k) != mine[k] for d in digests)]
+    if not differing:
+        return mine
+    # "len" follows from dataset_len; report the root field first, then what it caused
+    lines = []
+    for field in differing:
+        values: dict[Any, list[int]] = {}
+        for rank, d in enumerate(digests):
+            values.setdefault(d.get(field), []).append(rank)
+        lines.append(
+            f"  {field}: " + "; ".join(f"ranks {ranks} have {v!r}" for v, ranks in values.items())
+        )
+    cause = next(
+        (c for f, c in _CAUSES.items() if f in differing), "ranks built different samplers"
+    )
+    raise RankMismatchError(
+        "ranks disagree about the epoch:\n" + "\n".join(lines) + f"\nlikely cause: {cause}"
+    )

@@ -1,0 +1,117 @@
+r"""Evaluation without duplicates: every index exactly once, and metrics gathered exactly.
+
+``DistributedSampler`` pads the epoch so every rank reads the same number of samples; for
+training that is harmless, for evaluation it counts the padded samples twice (pytorch issue
+25162). :class:`UnpaddedDistributedSampler` keeps torch's order and split but drops the
+padding, so ranks read ``ceil((N - rank) / W)`` samples — lengths differ by at most one.
+:func:`gather_by_index` then collects per-sample results from every rank into dataset order,
+each index once, whichever sampler was used.
+
+Uneven lengths mean uneven loops: a rank with one batch fewer must not be expected in a
+collective the others call per step (DDP's backward, an ``all_reduce`` per batch). Evaluate
+under ``torch.no_grad()`` without per-step collectives, gather once at the end, or wrap the loop
+in DDP's ``join()`` context manager.
+
+References:
+    torch/utils/data/distributed.py (DistributedSampler: the order and split kept here)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence, Sized
+from typing import Any
+
+import torch.distributed as dist
+
+from .distributed import DistributedSampler, _as_ints, rank_positions
+
+__all__ = ["UnpaddedDistributedSampler", "gather_by_index", "merge_by_index"]
+
+
+class UnpaddedDistributedSampler(DistributedSampler):
+    r"""torch's split without padding: each index read by exactly one rank, once.
+
+    Same arguments as :class:`~distsampling.DistributedSampler` but ``drop_last`` (nothing is
+    padded, nothing dropped). Rank ``r`` yields the prefix of torch's indices for rank ``r``
+    that lies inside the dataset.
+
+    Examples:
+        >>> [list(UnpaddedDistributedSampler(range(5), 2, r, shuffle=False)) for r in (0, 1)]
+        [[0, 2, 4], [1, 3]]
+    """
+
+    def __init__(
+        self,
+        dataset: Sized,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(dataset, num_replicas, rank, shuffle, seed, drop_last=False)
+        # positions rank, rank + W, ... below N: ceil((N - rank) / W) of them, no padding
+        self.total_size = len(dataset)
+        self.num_samples = len(range(self.rank, self.total_size, self.num_replicas))
+
+    def __iter__(self) -> Iterator[int]:
+        n = len(self.dataset)
+        if n != self.total_size:
+            raise RuntimeError(
+                f"len(dataset) changed since this sampler was built from {self.total_size}, but got len(dataset)={n}"
+            )
+        padded = rank_positions(
+            n, self.num_replicas, self.rank, shuffle=self.shuffle, seed=self.seed, epoch=self.epoch
+        )
+        return _as_ints(padded[: self.num_samples])  # the padding is always at the end
+
+
+def merge_by_index(per_rank: Sequence[tuple[Sequence[int], Sequence[Any]]], size: int) -> list[Any]:
+    r"""Merge each rank's ``(indices, values)`` into one list in dataset order, each index once.
+
+    A padded sampler repeats some indices; the first value seen for an index is kept. Raises
+    if an index in ``range(size)`` has no value (a rank's results are missing).
+
+    Examples:
+        >>> merge_by_index([([0, 2, 0], ["a", "c", "a"]), ([1], ["b"])], size=3)
+        ['a', 'b', 'c']
+    """
+    out: list[Any] = [None] * size
+    seen = bytearray(size)
+    for rank, (indices, values) in enumerate(per_rank):
+        if len(indices) != len(values):
+            raise ValueError(
+                f"rank {rank} sent {len(indices)} indices but {len(values)} values: they must pair up"
+            )
+        for i, v in zip(indices, values):
+            if not 0 <= i < size:
+                raise ValueError(
+                    f"index should be in [0, {size}), but got index={i} from rank {rank}"
+                )
+            if not seen[i]:
+                out[i], seen[i] = v, 1
+    missing = size - sum(seen)
+    if missing:
+        first = [i for i in range(size) if not seen[i]][:5]
+        raise ValueError(
+            f"{missing} of size={size} indices have no result (first: {first}); did every rank evaluate its whole share?"
+        )
+    return out
+
+
+def gather_by_index(
+    indices: Sequence[int], values: Sequence[Any], size: int, group: dist.ProcessGroup | None = None
+) -> list[Any]:
+    r"""Collective: gather every rank's per-sample ``values`` into dataset order, padding dropped.
+
+    Args:
+        indices: the dataset indices this rank evaluated (what its sampler yielded).
+        values: one result per index (a loss, a prediction, a correct/incorrect flag).
+        size: the dataset length.
+        group: the process group; the default group when ``None``.
+
+    Returns:
+        ``size`` values, value ``i`` for dataset index ``i``, on every rank.
+    """
+    gathered: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(gathered, (list(indices), list(values)), group=group)
+    return merge_by_index(gathered, size)

@@ -1,0 +1,95 @@
+"""Properties of UnpaddedDistributedSampler and the exact gathering of per-sample results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch.utils.data.distributed as torch_distributed
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distsampling import UnpaddedDistributedSampler, merge_by_index, run_world
+from strategies import dataset_lengths, epochs, seeds, world_sizes
+
+
+@given(
+    n=dataset_lengths,
+    world=world_sizes,
+    seed=seeds,
+    epoch=epochs,
+    shuffle=st.booleans(),
+    data=st.data(),
+)
+def test_unpadded_is_torchs_split_with_the_padding_removed(n, world, seed, epoch, shuffle, data):
+    """Invariant: each rank yields torch's indices for that rank, minus the padded positions (all at the end)."""
+    rank = data.draw(st.integers(0, world - 1), label="rank")
+    ours = UnpaddedDistributedSampler(range(n), world, rank, shuffle=shuffle, seed=seed)
+    theirs = torch_distributed.DistributedSampler(range(n), world, rank, shuffle=shuffle, seed=seed)
+    ours.set_epoch(epoch)
+    theirs.set_epoch(epoch)
+    idx_ours, idx_torch = list(ours), list(theirs)
+    assert idx_ours == idx_torch[: len(idx_ours)]
+    # the removed ones are exactly the positions p = rank + k * world >= n: the padding
+    assert (
+        len(idx_ours) == len(ours) == sum(1 for k in range(len(idx_torch)) if rank + k * world < n)
+    )
+
+
+@given(n=dataset_lengths, world=world_sizes, epoch=epochs)
+def test_unpadded_ranks_read_every_index_exactly_once_with_lengths_within_one(n, world, epoch):
+    """Invariant: no duplicates across ranks, nothing missing, per-rank lengths differ by at most 1."""
+    per_rank = []
+    for rank in range(world):
+        s = UnpaddedDistributedSampler(range(n), world, rank, seed=1)
+        s.set_epoch(epoch)
+        per_rank.append(list(s))
+    assert sorted(i for r in per_rank for i in r) == list(range(n))
+    assert max(map(len, per_rank)) - min(map(len, per_rank)) <= 1
+
+
+@given(n=st.integers(1, 100), world=world_sizes, seed=seeds)
+def test_merging_padded_shares_gives_each_index_once_in_dataset_order(n, world, seed):
+    """Invariant: merge_by_index over torch's padded shares yields value(i) at i, padding dropped."""
+    value = [f"v{i}" for i in range(n)]
+    per_rank = []
+    for rank in range(world):
+        idx = list(torch_distributed.DistributedSampler(range(n), world, rank, seed=seed))
+        per_rank.append((idx, [value[i] for i in idx]))
+    assert merge_by_index(per_rank, n) == value
+
+
+def test_merging_reports_missing_indices_and_mismatched_lengths():
+    """Invariant: a missing result, an out-of-range index, or unpaired values raise, naming the values."""
+    with pytest.raises(ValueError, match=r"1 of size=3 indices have no result \(first: \[2\]\)"):
+        merge_by_index([([0, 1], [0.0, 1.0])], 3)
+    with pytest.raises(ValueError, match="rank 0 sent 2 indices but 1 values"):
+        merge_by_index([([0, 1], [0.0])], 2)
+    with pytest.raises(
+        ValueError, match=r"index should be in \[0, 2\), but got index=5 from rank 0"
+    ):
+        merge_by_index([([5], [0.0])], 2)
+
+
+def test_unpadded_rejects_a_dataset_whose_length_changed():
+    """Invariant: a changed dataset length is reported, not silently mis-split."""
+    data = list(range(5))
+    s = UnpaddedDistributedSampler(data, 2, 0)
+    data.append(5)
+    with pytest.raises(RuntimeError, match=r"got len\(dataset\)=6"):
+        list(s)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.xdist_group("worlds")
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_metric_gathered_across_real_ranks_is_exact(world):
+    """Invariant: with either sampler, gather_by_index yields each sample's result once: the metric is exact."""
+    tests = str(Path(__file__).parent)
+    results = run_world("worlds:evaluate_everywhere", world, 23, timeout=180, pythonpath=[tests])
+    exact = [i % 3 == 0 for i in range(23)]  # "correct" iff i % 3 == 0
+    for r in results:
+        assert r["unpadded"] == r["padded"] == exact
+        assert (
+            r["naive_padded_accuracy"] != sum(exact) / 23 or 23 % world == 0
+        )  # padding biases the naive mean

@@ -1,0 +1,156 @@
+"""What each rank runs in the multi-process tests (imported by the rank processes by name).
+
+``SCENARIOS`` maps a name to ``factory(rank, world) -> sampler``. :func:`gather_scenarios` runs
+on every rank of a real process group: it disturbs the global RNGs differently per rank (so a
+sampler that leans on them is caught), iterates each sampler for some epochs, and
+``all_gather_object``s every rank's indices to rank 0, which returns them.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from distsampling import (
+    BatchSampler,
+    DistributedSampler,
+    RankMismatchError,
+    UnpaddedDistributedSampler,
+    assert_rank_consistent,
+)
+
+Factory = Callable[[int, int], Any]
+
+#: samplers whose ranks must partition the (padded) epoch: name -> factory(rank, world)
+PARTITIONS: dict[str, Factory] = {
+    "DistributedSampler(shuffle)": lambda r, w: DistributedSampler(range(23), w, r, seed=5),
+    "DistributedSampler(no shuffle)": lambda r, w: DistributedSampler(
+        range(23), w, r, shuffle=False
+    ),
+    "DistributedSampler(drop_last)": lambda r, w: DistributedSampler(
+        range(23), w, r, seed=5, drop_last=True
+    ),
+    "DistributedSampler(n < world)": lambda r, w: DistributedSampler(range(1), w, r, seed=2),
+    "BatchSampler(DistributedSampler)": lambda r, w: BatchSampler(
+        DistributedSampler(range(23), w, r, seed=5), 4, False
+    ),
+}
+#: samplers whose ranks cover the epoch exactly once, without padding
+EXACT_COVERS: dict[str, Factory] = {
+    "UnpaddedDistributedSampler": lambda r, w: UnpaddedDistributedSampler(range(23), w, r, seed=5),
+}
+SCENARIOS: dict[str, Factory] = {**PARTITIONS, **EXACT_COVERS}
+
+
+def flat(items: list) -> list[int]:
+    """A batch sampler's batches flattened, or a sampler's indices as they are."""
+    return [i for b in items for i in b] if items and isinstance(items[0], list) else list(items)
+
+
+def epoch_indices(sampler: Any, epoch: int) -> list[int]:
+    if hasattr(sampler, "set_epoch"):
+        sampler.set_epoch(epoch)
+    elif hasattr(getattr(sampler, "sampler", None), "set_epoch"):
+        sampler.sampler.set_epoch(epoch)  # a BatchSampler: the epoch goes to the sampler inside
+    return flat(list(sampler))
+
+
+def disturb_global_rngs(rank: int) -> None:
+    """Give each rank a different global RNG state, as real ranks often have."""
+    random.seed(1000 + rank)
+    np.random.seed(2000 + rank)
+    torch.manual_seed(3000 + rank)
+
+
+def gather_scenarios(names: list[str], epochs: int) -> dict[str, list[list[list[int]]]] | None:
+    """On every rank: run each named sampler; rank 0 returns ``out[name][epoch][rank]``."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    disturb_global_rngs(rank)
+    out: dict[str, list[list[list[int]]]] = {}
+    for name in names:
+        sampler = SCENARIOS[name](rank, world)
+        for epoch in range(epochs):
+            gathered: list[Any] = [None] * world
+            dist.all_gather_object(gathered, epoch_indices(sampler, epoch))
+            out.setdefault(name, []).append(gathered)
+    return out if rank == 0 else None
+
+
+class GlobalRNGSampler(torch.utils.data.Sampler[int]):
+    """A sampler like many found in the wild: its order comes from the global ``np.random``."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self):
+        return iter(np.random.permutation(self.n).tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
+#: each cause of disagreement, provoked on purpose: name -> factory(rank, world)
+PROVOKED: dict[str, Factory] = {
+    "consistent": lambda r, w: _with_epoch(DistributedSampler(range(20), w, r, seed=1), 3),
+    "forgotten set_epoch": lambda r, w: _with_epoch(
+        DistributedSampler(range(20), w, r), 1 if r == 0 else None
+    ),
+    "different dataset length": lambda r, w: DistributedSampler(range(20 + r), w, r),
+    "different seed": lambda r, w: DistributedSampler(range(20), w, r, seed=r),
+    "unseeded inner sampler": lambda r, w: BatchSampler(GlobalRNGSampler(20), 4, False),
+}
+
+
+def _with_epoch(sampler: Any, epoch: int | None) -> Any:
+    if epoch is not None:
+        sampler.set_epoch(epoch)
+    return sampler
+
+
+def provoke_mismatches(names: list[str]) -> dict[str, str]:
+    """On every rank: run assert_rank_consistent on each provoked sampler; return the outcome."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    disturb_global_rngs(rank)
+    outcome = {}
+    for name in names:
+        try:
+            assert_rank_consistent(PROVOKED[name](rank, world))
+            outcome[name] = "consistent"
+        except RankMismatchError as err:
+            outcome[name] = str(err)
+    return outcome
+
+
+def hang_on_rank_1() -> None:
+    """Rank 1 never joins the collective that rank 0 waits in: a hang the harness must end."""
+    if dist.get_rank() == 0:
+        dist.barrier()
+    else:
+        import time
+
+        time.sleep(600)
+
+
+def evaluate_everywhere(n: int) -> dict[str, Any]:
+    """On every rank: 'evaluate' (correct iff i % 3 == 0) with a padded and an unpadded sampler."""
+    from distsampling import gather_by_index
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out: dict[str, Any] = {}
+    for name, sampler in (
+        ("padded", DistributedSampler(range(n), world, rank, seed=4)),
+        ("unpadded", UnpaddedDistributedSampler(range(n), world, rank, seed=4)),
+    ):
+        indices = list(sampler)
+        correct = [i % 3 == 0 for i in indices]
+        out[name] = gather_by_index(indices, correct, n)
+        if name == "padded":  # what a naive all-reduce of per-rank sums would report
+            sums = [None] * world
+            dist.all_gather_object(sums, (sum(correct), len(correct)))
+            out["naive_padded_accuracy"] = sum(s for s, _ in sums) / sum(c for _, c in sums)
+    return out
