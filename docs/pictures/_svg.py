@@ -35,7 +35,8 @@ def grid(
     rows: list[tuple[str, list[tuple[object, int, bool]]]], title: str, legend: list[str]
 ) -> str:
     """Rows of cells: ``(row label, [(cell text, colour index, dashed), ...])``; a legend of colours."""
-    width = LABEL + max(len(cells) for _, cells in rows) * (CELL + GAP) + 20
+    cells_width = LABEL + max(len(cells) for _, cells in rows) * (CELL + GAP) + 20
+    width = max(cells_width, len(title) * 8 + 20, len(legend) * 110 + 20)  # 13px monospace ~ 8px/char
     body = [text(10, 20, title, 13, weight="bold")]
     y = 36
     for label, cells in rows:
