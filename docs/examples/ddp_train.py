@@ -4,6 +4,8 @@ Run: torchrun --standalone --nproc_per_node=2 docs/examples/ddp_train.py
 (The test suite also calls train() on real gloo ranks, and on nccl where CUDA is present.)
 """
 
+import gc
+
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -87,4 +89,5 @@ if __name__ == "__main__":
     dist.all_gather_object(gathered, result)
     if dist.get_rank() == 0:
         report(gathered)
+    gc.collect()  # free DDP's reference cycles while the group lives (else gloo may abort at exit)
     dist.destroy_process_group()

@@ -15,6 +15,7 @@ References:
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import pickle
@@ -161,6 +162,10 @@ def _rank_main(target: str, work: str, backend: str, timeout: str) -> None:
         result = fn(*args)
         dist.barrier()  # every rank finished its collectives before any rank tears down
     finally:
+        # DDP's reducer sits in a reference cycle that still holds the group: free it while the
+        # group is alive, or gloo's threads die at interpreter exit and abort the rank
+        # ("terminate called without an active exception"; seen here under load)
+        gc.collect()
         dist.destroy_process_group()
     Path(work, f"result{os.environ['RANK']}.pkl").write_bytes(pickle.dumps(result))
 
