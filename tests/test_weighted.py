@@ -1,0 +1,295 @@
+"""Properties of largest_remainder_counts and WeightedBalanceClassSampler, and a comparison with
+torch's WeightedRandomSampler (same expected class shares; ours exact, torch's scattered)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import subprocess
+import sys
+from collections import Counter
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distsampling import WeightedBalanceClassSampler, largest_remainder_counts
+from strategies import (
+    class_weight_lists,
+    epoch_lengths,
+    epochs,
+    labelled_datasets,
+    non_integers,
+    seeds,
+)
+
+
+def quotas(weights, total):
+    """Exact quotas ``total * w / sum(w)`` as fractions."""
+    exact = [Fraction(w) for w in weights]
+    return [total * w / sum(exact) for w in exact]
+
+
+def epoch_of(args, seed=0, epoch=0):
+    s = WeightedBalanceClassSampler(**args, seed=seed)
+    s.set_epoch(epoch)
+    return list(s)
+
+
+# largest_remainder_counts
+
+
+@given(weights=class_weight_lists, total=epoch_lengths)
+def test_counts_are_non_negative_ints_summing_to_exactly_total(weights, total):
+    """Invariant: no sample lost or added by rounding (int() truncation would lose some)."""
+    counts = largest_remainder_counts(weights, total)
+    assert all(isinstance(c, int) and c >= 0 for c in counts)
+    assert sum(counts) == total and len(counts) == len(weights)
+
+
+@given(weights=class_weight_lists, total=epoch_lengths)
+def test_each_count_is_the_floor_or_the_ceiling_of_its_quota(weights, total):
+    """Invariant: the quota rule: every count is within 1 of its exact quota, rounded down or up."""
+    for count, quota in zip(largest_remainder_counts(weights, total), quotas(weights, total)):
+        assert math.floor(quota) <= count <= math.ceil(quota)
+
+
+@given(weights=class_weight_lists, total=epoch_lengths)
+def test_a_zero_weight_gets_zero(weights, total):
+    """Invariant: a class weighted 0 is never drawn."""
+    counts = largest_remainder_counts(weights, total)
+    assert all(c == 0 for c, w in zip(counts, weights) if w == 0)
+
+
+@given(weights=class_weight_lists, total=epoch_lengths)
+def test_a_larger_weight_never_gets_a_smaller_count(weights, total):
+    """Invariant: monotone within one call: w_i > w_j implies count_i >= count_j."""
+    counts = largest_remainder_counts(weights, total)
+    for i in range(len(weights)):
+        for j in range(len(weights)):
+            if weights[i] > weights[j]:
+                assert counts[i] >= counts[j]
+
+
+@given(
+    weights=st.lists(st.integers(0, 50), min_size=1, max_size=8).filter(any),
+    total=epoch_lengths,
+    factor=st.integers(1, 10**6),
+    power=st.integers(-40, 40),
+)
+def test_scaling_all_weights_changes_no_count(weights, total, factor, power):
+    """Invariant: only the weights' ratios matter (exact scalings: an int factor, a power of 2)."""
+    counts = largest_remainder_counts(weights, total)
+    assert largest_remainder_counts([w * factor for w in weights], total) == counts
+    assert largest_remainder_counts([w * 2.0**power for w in weights], total) == counts
+
+
+@given(n=st.integers(1, 8), total=epoch_lengths)
+def test_ties_go_to_the_earlier_class(n, total):
+    """Invariant: equal weights are split as evenly as possible, the extra seats to the first ones."""
+    counts = largest_remainder_counts([1] * n, total)
+    assert counts == [total // n + (i < total % n) for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("weights", "error", "message"),
+    [
+        ([1, -1], ValueError, r"weights\[1\] should be finite and >= 0, but got weights\[1\]=-1$"),
+        ([1, math.nan], ValueError, r"but got weights\[1\]=nan$"),
+        ([math.inf, 1], ValueError, r"but got weights\[0\]=inf$"),
+        ([0, 0.0], ValueError, r"weights should have a positive sum, but got weights=\[0, 0.0\]$"),
+        ([], ValueError, r"weights should have a positive sum, but got weights=\[\]$"),
+        ([1, "2"], TypeError, r"weights\[1\] should be a real number, but got weights\[1\]='2'$"),
+        ([True], TypeError, r"but got weights\[0\]=True$"),
+        (3, TypeError, r"weights should have __len__.*but got weights=3"),
+    ],
+)
+def test_bad_weights_are_rejected_naming_the_value(weights, error, message):
+    """Invariant: negative, NaN, inf, all-zero, empty or non-numeric weights fail, naming the entry."""
+    with pytest.raises(error, match=message):
+        largest_remainder_counts(weights, 10)
+
+
+@given(total=st.one_of(st.integers(max_value=-1), non_integers))
+def test_a_bad_total_is_rejected_naming_the_value(total):
+    """Invariant: total is an int >= 0."""
+    with pytest.raises((TypeError, ValueError), match=r"total should be .*but got total="):
+        largest_remainder_counts([1, 2], total)
+
+
+# WeightedBalanceClassSampler
+
+
+@given(args=labelled_datasets(), seed=seeds, epoch=epochs)
+def test_class_counts_of_an_epoch_are_the_largest_remainder_counts(args, seed, epoch):
+    """Invariant: every epoch draws exactly largest_remainder_counts(weight, length) per class."""
+    labels, idx_ours = args["labels"], epoch_of(args, seed, epoch)
+    expected = largest_remainder_counts(args["weight"], args["length"])
+    drawn = Counter(labels[i] for i in idx_ours)
+    assert [drawn[c] for c in sorted(set(labels))] == expected
+    assert len(idx_ours) == len(WeightedBalanceClassSampler(**args)) == args["length"]
+
+
+@given(args=labelled_datasets(), seed=seeds, epoch=epochs)
+def test_no_repeat_within_a_class_until_the_class_is_used_up(args, seed, epoch):
+    """Invariant: k <= n draws k distinct samples; beyond, each repeats floor(k/n) or ceil(k/n) times."""
+    labels, idx_ours = args["labels"], epoch_of(args, seed, epoch)
+    times = Counter(idx_ours)
+    sizes = Counter(labels)
+    per_class = dict(zip(sorted(sizes), largest_remainder_counts(args["weight"], args["length"])))
+    for i, label in enumerate(labels):
+        k, n = per_class[label], sizes[label]
+        assert k // n <= times[i] <= -(-k // n)
+
+
+@given(args=labelled_datasets(), seed=seeds, epoch=epochs, noise=st.integers(0, 2**32 - 1))
+def test_the_epoch_ignores_every_global_rng(args, seed, epoch, noise):
+    """Invariant: the draw is a function of (seed, epoch): reseeding numpy, random and torch changes nothing."""
+    before = epoch_of(args, seed, epoch)
+    np.random.seed(noise)
+    random.seed(noise)
+    torch.manual_seed(noise)
+    assert epoch_of(args, seed, epoch) == before
+
+
+def test_a_fresh_process_with_other_global_rng_state_draws_the_same_epoch():
+    """Invariant: same (seed, epoch) -> the same list in another process with other global RNG states."""
+    labels = [i % 7 for i in range(200)]
+    weight = [1, 2, 3, 0, 5, 1, 9]
+    code = (
+        "import json, random, numpy, torch\n"
+        "random.seed(3); numpy.random.seed(3); torch.manual_seed(3); numpy.random.rand(9)\n"
+        "from distsampling import WeightedBalanceClassSampler\n"
+        f"s = WeightedBalanceClassSampler({labels}, {weight}, 500, seed=-4)\n"
+        "s.set_epoch(6)\n"
+        "print(json.dumps(list(s)))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    np.random.seed(99)
+    ours = WeightedBalanceClassSampler(labels, weight, 500, seed=-4)
+    ours.set_epoch(6)
+    assert json.loads(proc.stdout) == list(ours)
+
+
+def test_epochs_and_seeds_draw_different_epochs():
+    """Invariant: set_epoch and seed change the draw (a fixed example with 10! possible orders)."""
+    args = {"labels": list(range(10)), "weight": [1] * 10, "length": 10}
+    draws = {tuple(epoch_of(args, seed, epoch)) for seed in (0, 1) for epoch in (0, 1, 2)}
+    assert len(draws) == 6
+
+
+@given(args=labelled_datasets(), seed=seeds)
+def test_a_mapping_a_numpy_array_and_a_tensor_give_the_same_draw(args, seed):
+    """Invariant: weight as {label: w} equals weight aligned with the sorted labels; labels as arrays too."""
+    classes = sorted(set(args["labels"]))
+    as_mapping = {**args, "weight": dict(zip(classes, args["weight"]))}
+    expected = epoch_of(args, seed)
+    assert epoch_of(as_mapping, seed) == expected
+    assert epoch_of({**args, "labels": np.asarray(args["labels"])}, seed) == expected
+    if isinstance(classes[0], int):
+        assert epoch_of({**args, "labels": torch.tensor(args["labels"])}, seed) == expected
+
+
+def test_exact_class_shares_where_torchs_weighted_random_sampler_scatters():
+    """Invariant: per-sample weights w_c / n_c give torch the same expected shares; ours hits them exactly.
+
+    Fixed seeds, 400 epochs of 1000 draws, classes of 900/90/10 samples weighted 1:2:3. Torch's
+    class count is Binomial(1000, p_c): its mean over 400 epochs must lie within 4 standard errors
+    of the quota, and its spread within 20% of the binomial one (both hold with probability
+    > 0.999 for any seed; the seed is fixed, so the test is deterministic). Ours never deviates
+    from the rounded quota.
+    """
+    sizes, weight, length, runs = [900, 90, 10], [1, 2, 3], 1000, 400
+    labels = torch.repeat_interleave(torch.arange(3), torch.tensor(sizes))
+    shares = torch.tensor(weight, dtype=torch.double) / sum(weight)
+    quota = (shares * length).tolist()  # [166.67, 333.33, 500.0]
+    per_sample = (torch.tensor(weight, dtype=torch.double) / torch.tensor(sizes))[labels]
+    theirs = tud.WeightedRandomSampler(
+        per_sample, length, generator=torch.Generator().manual_seed(0)
+    )
+    ours = WeightedBalanceClassSampler(labels, weight, length)
+    counts_torch, counts_ours = [], []
+    for epoch in range(runs):
+        ours.set_epoch(epoch)
+        counts_ours.append(torch.bincount(labels[list(ours)], minlength=3))
+        counts_torch.append(torch.bincount(labels[list(theirs)], minlength=3))
+    t, o = torch.stack(counts_torch).double(), torch.stack(counts_ours).double()
+    binomial_sd = (length * shares * (1 - shares)).sqrt()  # (3,)
+    assert torch.all((t.mean(0) - torch.tensor(quota)).abs() <= 4 * binomial_sd / runs**0.5)
+    assert torch.all((t.std(0) / binomial_sd - 1).abs() <= 0.2)
+    assert (t - torch.tensor(quota)).abs().max() > 20  # torch: tens of samples off in some epoch
+    assert o.tolist() == [largest_remainder_counts(weight, length)] * runs  # ours: [167, 333, 500]
+    assert (o - torch.tensor(quota)).abs().max() < 1
+
+
+def test_labels_that_are_not_0_to_c_minus_1_are_classes_not_positions():
+    """Invariant: labels are looked up as values (7, 100, -3), never used as positions in weight."""
+    labels = [100, 7, 7, -3, 100, 100]
+    s = WeightedBalanceClassSampler(labels, [1, 0, 3], length=8)  # sorted classes: -3, 7, 100
+    assert s.classes == [-3, 7, 100]
+    assert Counter(labels[i] for i in s) == {-3: 2, 100: 6}
+
+
+@pytest.mark.parametrize(
+    ("weight", "error", "message"),
+    [
+        ([1, -2], ValueError, r"weight\[1\] should be finite and >= 0, but got weight\[1\]=-2$"),
+        ([math.nan, 1], ValueError, r"weight\[0\] should be finite.*got weight\[0\]=nan$"),
+        ({"a": 1, "b": math.inf}, ValueError, r"but got weight\['b'\]=inf$"),
+        ([0, 0], ValueError, r"weight should have a positive sum, but got weight=\[0, 0\]$"),
+        ([1, 2, 3], ValueError, r"one entry per distinct label \(2: \['a', 'b'\]\), but got 3"),
+        ({"a": 1}, ValueError, r"no entry for label 'b': weight=\{'a': 1\}$"),
+        ({"a": 1, "b": 1, "z": 2}, ValueError, r"label 'z' does not occur.*weight\['z'\]=2$"),
+        ("ab", TypeError, r"weight should be a sequence or a mapping, but got weight='ab'$"),
+    ],
+)
+def test_bad_weight_is_rejected_naming_the_value(weight, error, message):
+    """Invariant: negative/NaN/inf/all-zero weights, a weight for an absent class, a wrong length
+    or missing keys fail at construction, naming the entry and its value."""
+    with pytest.raises(error, match=message):
+        WeightedBalanceClassSampler(["a", "b", "a"], weight, length=4)
+
+
+def test_a_zero_weight_for_an_absent_class_is_accepted():
+    """Invariant: a mapping may carry classes this split lacks, if they are weighted 0."""
+    s = WeightedBalanceClassSampler([0, 1, 1], {0: 1, 1: 1, 2: 0}, length=4)
+    assert s.samples_per_class == [2, 2]
+
+
+@given(length=st.one_of(st.integers(max_value=-1), non_integers))
+def test_a_bad_length_is_rejected_naming_the_value(length):
+    """Invariant: length is an int >= 0; the error names length and the value."""
+    with pytest.raises((TypeError, ValueError), match=r"length should be .*but got length="):
+        WeightedBalanceClassSampler([0, 1], [1, 1], length)
+
+
+@pytest.mark.parametrize(
+    ("labels", "error", "message"),
+    [
+        ([], ValueError, r"labels should have at least one sample, but got labels=\[\]$"),
+        (iter([0, 1]), TypeError, r"labels should have __len__.*but got labels=<list_iterator"),
+        ([[0, 1], [1, 0]], ValueError, r"labels should be 1-D.*but got shape \(2, 2\)$"),
+        (np.array([1, "a", None], dtype=object), TypeError, r"labels should be mutually sortable"),
+    ],
+)
+def test_bad_labels_are_rejected_naming_the_value(labels, error, message):
+    """Invariant: empty, unsized, 2-D or unsortable labels fail with the value named."""
+    with pytest.raises(error, match=message):
+        WeightedBalanceClassSampler(labels, [1, 1], 4)
+
+
+@given(value=non_integers)
+def test_seed_and_epoch_must_be_integers(value):
+    """Invariant: seed and set_epoch take ints (bool excluded); the error names the value."""
+    with pytest.raises(TypeError, match=r"seed should be an integer, but got seed="):
+        WeightedBalanceClassSampler([0, 1], [1, 1], 4, seed=value)
+    s = WeightedBalanceClassSampler([0, 1], [1, 1], 4)
+    with pytest.raises(TypeError, match=r"epoch should be an integer, but got epoch="):
+        s.set_epoch(value)

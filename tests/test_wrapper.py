@@ -1,0 +1,309 @@
+"""Properties of DatasetFromSampler and DistributedSamplerWrapper, checked against torch's
+DistributedSampler over the inner epoch, and against a catalyst-style wrapper that breaks."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distsampling import (
+    DatasetFromSampler,
+    DistributedSamplerWrapper,
+    WeightedBalanceClassSampler,
+)
+from strategies import (
+    epochs,
+    inner_epochs,
+    labelled_datasets,
+    non_integers,
+    sampler_args,
+    seeds,
+    world_sizes,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def catalyst_style():
+    """The catalyst-style classes shown on docs/tutorials/wrapper.md (our own code)."""
+    path = ROOT / "docs" / "examples" / "wrapper_catalyst_style.py"
+    spec = importlib.util.spec_from_file_location("wrapper_catalyst_style", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def disturb_global_rngs(state: int) -> None:
+    """Give this 'process' its own global RNG state, as a separate rank process would have."""
+    random.seed(state)
+    np.random.seed(state)
+    torch.manual_seed(state)
+
+
+class EpochRecorder(tud.Sampler[int]):
+    """An inner sampler whose epoch (and length) is a function of the epoch it was told."""
+
+    def __init__(self) -> None:
+        self.epochs: list[int] = []
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epochs.append(epoch)
+
+    def __iter__(self):
+        epoch = self.epochs[-1] if self.epochs else 0
+        return iter(range(100, 100 + 3 + epoch % 5))
+
+    def __len__(self) -> int:
+        return 3 + (self.epochs[-1] if self.epochs else 0) % 5
+
+
+@given(inner=inner_epochs, args=sampler_args(), epoch=epochs)
+def test_each_rank_reads_torchs_positions_of_the_inner_epoch(inner, args, epoch):
+    """Invariant: rank r reads inner[p] for p in torch's DistributedSampler(range(len(inner))), same len."""
+    ours = DistributedSamplerWrapper(inner, **args)
+    positions = tud.DistributedSampler(range(len(inner)), **args)
+    ours.set_epoch(epoch)
+    positions.set_epoch(epoch)
+    idx_ours, idx_torch = list(ours), [inner[p] for p in positions]
+    assert idx_ours == idx_torch
+    assert len(ours) == len(positions) == len(idx_ours)
+
+
+@given(data=labelled_datasets(), args=sampler_args(), seed=seeds, epoch=epochs)
+def test_over_the_weighted_sampler_each_rank_reads_torchs_positions(data, args, seed, epoch):
+    """Invariant: the same over WeightedBalanceClassSampler (its tensor fast path), inner epoch set."""
+    inner = WeightedBalanceClassSampler(**data, seed=seed)
+    ours = DistributedSamplerWrapper(inner, **args)
+    ours.set_epoch(epoch)
+    inner_epoch = list(inner)  # the epoch ours forwarded: drawn for `epoch`
+    positions = tud.DistributedSampler(range(len(inner_epoch)), **args)
+    positions.set_epoch(epoch)
+    assert list(ours) == [inner_epoch[p] for p in positions]
+
+
+@given(
+    data=labelled_datasets(),
+    world=world_sizes,
+    epoch=epochs,
+    shuffle=st.booleans(),
+    drop_last=st.booleans(),
+)
+def test_ranks_with_their_own_global_rng_state_partition_the_inner_epoch(
+    data, world, epoch, shuffle, drop_last
+):
+    """Invariant: ranks, each with its own global RNG state, rebuild the inner epoch exactly once (+ padding)."""
+    per_rank = []
+    for rank in range(world):
+        disturb_global_rngs(1000 + rank)
+        inner = WeightedBalanceClassSampler(**data, seed=5)
+        s = DistributedSamplerWrapper(inner, world, rank, shuffle=shuffle, drop_last=drop_last)
+        s.set_epoch(epoch)
+        per_rank.append(list(s))
+    reference = WeightedBalanceClassSampler(**data, seed=5)
+    reference.set_epoch(epoch)
+    order = tud.DistributedSampler(range(len(reference)), 1, 0, shuffle=shuffle)
+    order.set_epoch(epoch)
+    inner_epoch = list(reference)
+    permuted = [inner_epoch[p] for p in order]  # the inner epoch in the wrapper's position order
+    # position p of the (padded or cut) epoch is read by rank p % W as its (p // W)-th index
+    total = sum(map(len, per_rank))
+    read = [per_rank[p % world][p // world] for p in range(total)]
+    n = len(inner_epoch)
+    assert read == [permuted[p % n] for p in range(total)] if n else read == []
+    assert total == (n // world * world if drop_last else -(-n // world) * world)
+
+
+def test_ranks_in_fresh_processes_partition_the_inner_epoch():
+    """Invariant: ranks built in separate processes (other global RNG states) cover the epoch once."""
+    code = (
+        "import json, sys, numpy, torch\n"
+        "rank = int(sys.argv[1])\n"
+        "numpy.random.seed(rank); torch.manual_seed(rank)\n"
+        "from distsampling import DistributedSamplerWrapper, WeightedBalanceClassSampler\n"
+        "inner = WeightedBalanceClassSampler([i % 5 for i in range(97)], [1, 2, 3, 4, 0], 90)\n"
+        "s = DistributedSamplerWrapper(inner, num_replicas=3, rank=rank, seed=1)\n"
+        "s.set_epoch(2)\n"
+        "print(json.dumps(list(s)))\n"
+    )
+    procs = [  # the three ranks run side by side, each its own interpreter
+        subprocess.Popen([sys.executable, "-c", code, str(rank)], stdout=subprocess.PIPE, text=True)
+        for rank in range(3)
+    ]
+    per_rank = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    inner = WeightedBalanceClassSampler([i % 5 for i in range(97)], [1, 2, 3, 4, 0], 90)
+    inner.set_epoch(2)
+    assert sorted(i for r in per_rank for i in r) == sorted(inner)  # 90 = 3 * 30: no padding
+
+
+def test_set_epoch_reaches_the_inner_sampler_and_len_follows_its_length():
+    """Invariant: set_epoch is forwarded every time; len and the split follow a changing inner length."""
+    inner = EpochRecorder()
+    ours = DistributedSamplerWrapper(inner, num_replicas=2, rank=1, seed=4)
+    for epoch in (0, 1, 2, 3, 7):
+        ours.set_epoch(epoch)
+        n = 3 + epoch % 5
+        positions = tud.DistributedSampler(range(n), 2, 1, seed=4)
+        positions.set_epoch(epoch)
+        assert len(ours) == len(positions) == -(-n // 2)
+        assert list(ours) == [100 + p for p in positions]
+    assert inner.epochs == [0, 1, 2, 3, 7]
+
+
+@given(data=labelled_datasets(), seed=seeds, e1=epochs, e2=epochs)
+def test_the_inner_epoch_follows_the_wrapper_epoch(data, seed, e1, e2):
+    """Invariant: after wrapper.set_epoch(e) the wrapper reads the inner sampler's epoch e."""
+    inner = WeightedBalanceClassSampler(**data, seed=seed)
+    ours = DistributedSamplerWrapper(inner, num_replicas=1, rank=0, shuffle=False)
+    ours.set_epoch(e1)
+    ours.set_epoch(e2)
+    fresh = WeightedBalanceClassSampler(**data, seed=seed)
+    fresh.set_epoch(e2)
+    assert list(ours) == list(fresh) == list(ours)  # drawn once per epoch: iterating twice agrees
+
+
+def test_a_catalyst_style_wrapper_over_a_global_rng_sampler_breaks_the_partition():
+    """Invariant (the lesson of docs/tutorials/wrapper.md): ranks with their own numpy state and a
+    catalyst-style wrapper read overlapping samples and miss others; ours partitions exactly."""
+    cat = catalyst_style()
+    labels, world = [i % 4 for i in range(800)], 4
+    counts = [40, 80, 120, 160]  # 400 draws from classes of 200: no replacement
+    theirs, ours = [], []
+    for rank in range(world):
+        disturb_global_rngs(rank)  # each process: its own (or no) numpy seed
+        theirs += list(
+            cat.CatalystStyleWrapper(cat.GlobalRNGClassSampler(labels, counts), world, rank)
+        )
+        inner = WeightedBalanceClassSampler(labels, counts, length=400)
+        ours += list(DistributedSamplerWrapper(inner, world, rank))
+    epoch = WeightedBalanceClassSampler(labels, counts, length=400)
+    assert sorted(ours) == sorted(epoch)  # one epoch, each drawn sample read once
+    assert len(set(ours)) == 400  # no replacement in any class: 400 distinct samples
+    # theirs: each rank drew its own epoch; here only 319 distinct samples among the 400 reads
+    assert len(theirs) == 400 and len(set(theirs)) < 350
+
+
+def test_dataset_from_sampler_holds_one_epoch_until_set_epoch():
+    """Invariant: items are the inner epoch, drawn once; set_epoch forwards and draws anew."""
+    inner = EpochRecorder()
+    d = DatasetFromSampler(inner)
+    assert (len(d), [d[i] for i in range(len(d))]) == (3, [100, 101, 102])
+    d.set_epoch(2)
+    assert inner.epochs == [2]
+    assert (len(d), d.indices.tolist()) == (5, [100, 101, 102, 103, 104])
+
+
+@pytest.mark.parametrize(
+    ("sampler", "message"),
+    [
+        (5, r"sampler should be iterable and have __len__.*but got sampler=5 of type int$"),
+        ((i for i in range(3)), r"but got sampler=<generator object"),
+        (tud.TensorDataset(torch.zeros(3)), r"but got sampler=<torch.utils.data.dataset.Tensor"),
+    ],
+)
+def test_a_non_sampler_or_an_unsized_sampler_is_rejected(sampler, message):
+    """Invariant: an int, a generator (no __len__) or a dataset (no __iter__) fails, naming it."""
+    with pytest.raises(TypeError, match=message):
+        DistributedSamplerWrapper(sampler, num_replicas=2, rank=0)
+
+
+@pytest.mark.parametrize(
+    "inner", [[0.5, 1.0], ["0", "1"], [[0, 1]], tud.BatchSampler(range(4), 2, False)]
+)
+def test_an_inner_sampler_yielding_non_integers_is_rejected(inner):
+    """Invariant: floats, strings or lists (a batch sampler) as indices fail, naming the sampler."""
+    with pytest.raises(TypeError, match=r"sampler should yield integer indices, but got sampler="):
+        list(DistributedSamplerWrapper(inner, num_replicas=2, rank=0))
+
+
+def test_an_inner_sampler_whose_len_disagrees_with_its_epoch_is_reported():
+    """Invariant: a sampler yielding a different count than its __len__ fails with both numbers."""
+
+    class Liar(tud.Sampler[int]):
+        def __iter__(self):
+            return iter(range(4))
+
+        def __len__(self):
+            return 6
+
+    with pytest.raises(RuntimeError, match=r"yielded 4 indices but has len\(sampler\)=6"):
+        list(DistributedSamplerWrapper(Liar(), num_replicas=2, rank=0))
+
+
+@pytest.mark.parametrize("name", ["num_replicas", "rank", "seed"])
+@given(value=non_integers)
+def test_non_integer_arguments_are_rejected_naming_the_value(name, value):
+    """Invariant: num_replicas, rank and seed must be ints (bool excluded); the error names the value."""
+    kwargs = {"num_replicas": 2, "rank": 0, "seed": 0, name: value}
+    with pytest.raises(TypeError, match=rf"{name} should be an integer, but got {name}="):
+        DistributedSamplerWrapper([1, 2, 3], **kwargs)
+
+
+@pytest.mark.parametrize("name", ["shuffle", "drop_last"])
+def test_flags_must_be_bools(name):
+    """Invariant: shuffle and drop_last are not guessed from truthy values."""
+    with pytest.raises(TypeError, match=f"{name} should be a boolean value, but got {name}=1"):
+        DistributedSamplerWrapper([1, 2], num_replicas=1, rank=0, **{name: 1})
+
+
+def test_world_arguments_are_checked_like_distributed_sampler():
+    """Invariant: a rank outside the world, or no process group for the defaults, fails clearly."""
+    with pytest.raises(
+        ValueError, match=r"rank should be in the interval \[0, 1\], but got rank=2"
+    ):
+        DistributedSamplerWrapper([1, 2], num_replicas=2, rank=2)
+    with pytest.raises(RuntimeError, match=r"init_process_group"):
+        DistributedSamplerWrapper([1, 2])
+    with pytest.raises(TypeError, match=r"epoch should be an integer, but got epoch=1.5"):
+        DistributedSamplerWrapper([1, 2], 1, 0).set_epoch(1.5)
+
+
+@given(
+    n=st.integers(1, 60),
+    extra=st.integers(-59, 130),
+    seed=st.one_of(st.none(), seeds),
+    epoch_calls=st.integers(1, 3),
+)
+def test_torchs_random_sampler_is_read_as_tensors_with_the_same_draws(n, extra, seed, epoch_calls):
+    """Invariant: the RandomSampler fast path yields list(sampler) and leaves the generator (or the
+    global RNG, without one) in the same state, epoch after epoch."""
+    num_samples = max(1, n + extra)
+
+    def make():
+        torch.manual_seed(7)  # a RandomSampler without generator seeds itself from here
+        g = None if seed is None else torch.Generator().manual_seed(seed)
+        return tud.RandomSampler(range(n), num_samples=num_samples, generator=g)
+
+    def run(read):  # epochs drawn one after another, then the generator states left behind
+        sampler = make()
+        draws = [read(sampler, epoch) for epoch in range(epoch_calls)]
+        return draws, torch.get_rng_state(), sampler.generator and sampler.generator.get_state()
+
+    def fast(sampler, epoch):
+        d = DatasetFromSampler(sampler)
+        d.set_epoch(epoch)  # RandomSampler has no set_epoch: this only drops the kept epoch
+        return d.indices.tolist()
+
+    idx_ours, global_ours, own_ours = run(fast)
+    idx_torch, global_torch, own_torch = run(lambda sampler, epoch: list(sampler))
+    assert idx_ours == idx_torch
+    assert torch.equal(global_ours, global_torch)
+    assert own_ours is None if seed is None else torch.equal(own_ours, own_torch)
+
+
+def test_torchs_sequential_sampler_is_read_as_a_range():
+    """Invariant: SequentialSampler's epoch is 0..n-1, also through the wrapper."""
+    inner = tud.SequentialSampler(range(7))
+    assert DatasetFromSampler(inner).indices.tolist() == list(inner)
+    assert list(DistributedSamplerWrapper(inner, 2, 1, shuffle=False)) == [1, 3, 5, 0]
