@@ -1,0 +1,114 @@
+r"""IterationBasedBatchSampler: a fixed number of iterations instead of epochs, with exact resume.
+
+Detection codebases train for a number of *iterations*: the batch sampler is re-iterated pass
+after pass until ``num_iterations`` batches are out, and every rank stops after the same count
+(even when grouping gives ranks different numbers of batches per pass).
+
+maskrcnn-benchmark resumes at ``start_iter`` by starting its counter there and seeding pass
+``p`` with the *iteration* number, so a resumed run reads other batches than the run it
+resumes. Here pass ``p`` always gets ``set_epoch(p)``, and resuming at ``k`` skips whole passes
+by their length (``len(batch_sampler)``, no batch built) and then ``k'`` batches inside one
+pass, so ``list(IBS(..., start_iter=k)) == list(IBS(..., start_iter=0))[k:]`` exactly, and no
+sample is ever loaded for a skipped batch.
+
+References:
+    maskrcnn_benchmark/data/samplers/iteration_based_batch_sampler.py
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from itertools import islice
+
+from torch.utils.data import Sampler
+
+from ._validate import check_int
+
+__all__ = ["IterationBasedBatchSampler"]
+
+
+class IterationBasedBatchSampler(Sampler[list[int]]):
+    r"""Re-iterate a batch sampler until ``num_iterations`` batches in all; resume exactly.
+
+    Pass ``p`` (0, 1, 2, ...) starts with ``set_epoch(p)`` on the batch sampler if it has one,
+    else on its ``.sampler`` if that has one, so each pass reads a different order. The result
+    is exact as long as each pass depends only on its epoch (true of this project's samplers).
+
+    Resuming costs ``len(batch_sampler)`` once per skipped pass (``O(1)`` for ``BatchSampler``,
+    one pass over the sampler for ``GroupedBatchSampler``; a batch sampler without ``len`` is
+    counted by iterating it) plus the index work of the batches skipped inside the last pass.
+
+    Args:
+        batch_sampler: yields lists of indices; re-iterated once per pass.
+        num_iterations: total batches of the whole run, an ``int >= 0``.
+        start_iter: batches already done (resume point), in ``[0, num_iterations]``.
+
+    Examples:
+        >>> from distsampling import BatchSampler, DistributedSampler
+        >>> sampler = DistributedSampler(range(6), num_replicas=1, rank=0, seed=0)
+        >>> batches = BatchSampler(sampler, batch_size=4, drop_last=False)
+        >>> list(IterationBasedBatchSampler(batches, num_iterations=5))
+        [[2, 5, 3, 0], [1, 4], [1, 5, 2, 0], [3, 4], [0, 3, 1, 2]]
+        >>> list(IterationBasedBatchSampler(batches, num_iterations=5, start_iter=3))
+        [[3, 4], [0, 3, 1, 2]]
+    """
+
+    def __init__(
+        self, batch_sampler: Iterable[list[int]], num_iterations: int, start_iter: int = 0
+    ) -> None:
+        self.batch_sampler = batch_sampler
+        self.num_iterations = check_int("num_iterations", num_iterations, low=0)
+        self.start_iter = check_int("start_iter", start_iter, low=0)
+        if self.start_iter > self.num_iterations:
+            raise ValueError(
+                "start_iter should be <= num_iterations (the batches already done), but got "
+                f"start_iter={self.start_iter}, num_iterations={self.num_iterations}"
+            )
+
+    def _set_epoch(self, epoch: int) -> None:
+        for owner in (self.batch_sampler, getattr(self.batch_sampler, "sampler", None)):
+            if hasattr(owner, "set_epoch"):
+                owner.set_epoch(epoch)
+                return
+
+    def _pass_length(self) -> int:
+        if hasattr(self.batch_sampler, "__len__"):
+            return len(self.batch_sampler)
+        return sum(1 for _ in self.batch_sampler)  # no len: count the pass (index work only)
+
+    def _empty_pass(self, epoch: int) -> RuntimeError:
+        return RuntimeError(
+            f"the batch sampler yielded no batch in pass epoch={epoch}, so num_iterations="
+            f"{self.num_iterations} can never be reached (an empty dataset or rank, or "
+            "drop_last/drop_uneven dropping everything)"
+        )
+
+    def __iter__(self) -> Iterator[list[int]]:
+        remaining = self.num_iterations - self.start_iter
+        skip, epoch = self.start_iter, 0
+        # 1. resume: skip whole passes by their length, without building their batches
+        while remaining and skip:
+            self._set_epoch(epoch)
+            length = self._pass_length()
+            if length == 0:
+                raise self._empty_pass(epoch)
+            if skip < length:
+                break  # the resume point lies inside this pass
+            skip -= length
+            epoch += 1
+        # 2. yield pass after pass; the first one starts `skip` batches in
+        while remaining:
+            self._set_epoch(epoch)
+            yielded = 0
+            for batch in islice(iter(self.batch_sampler), skip, None):
+                yield batch
+                yielded += 1
+                remaining -= 1
+                if not remaining:
+                    return
+            if not yielded and not skip:
+                raise self._empty_pass(epoch)
+            skip, epoch = 0, epoch + 1
+
+    def __len__(self) -> int:
+        return self.num_iterations - self.start_iter
