@@ -1,0 +1,20 @@
+import pickle
+import tempfile
+
+import numpy as np
+from torch.utils.data import DataLoader
+
+from distsampling import ShardCache, SnapshotDataset, collate_batch
+
+cache = ShardCache(tempfile.mkdtemp(), capacity_bytes=64 << 20)
+for k in range(4):  # 4 shards of 16 samples of 256 KiB (float32, 256 x 256)
+    cache.add(np.random.default_rng(k).random((16, 256, 256), dtype=np.float32))
+dataset = SnapshotDataset(cache.snapshot(epoch=0))
+print(dataset)
+print(f"sample data: {sum(n for _, n in dataset.snapshot.shards) * 256 * 1024 >> 20} MiB")
+print(f"the dataset pickled for a worker is under 1 KiB: {len(pickle.dumps(dataset)) < 1024}")
+
+loader = DataLoader(dataset, batch_size=8, num_workers=2, collate_fn=collate_batch)
+for b, batch in enumerate(loader):
+    if b == 0:
+        print(f"batch {tuple(batch.shape)} {batch.dtype}, in shared memory: {batch.is_shared()}")

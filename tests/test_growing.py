@@ -1,0 +1,226 @@
+"""Properties of distsampling.SnapshotDataset, each checked against a model: the shards concatenated.
+
+The model of a snapshot is ``np.concatenate`` of its shards in order: sample ``i`` of the dataset
+must be row ``i`` of that array, whichever path reads it (``__getitem__``, ``__getitems__``, a
+DataLoader with or without workers).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.utils.data as tud
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distsampling import DistributedSampler, SnapshotDataset, collate_batch
+from distsampling.cache import CorruptShardError, ShardCache, Snapshot
+from strategies import (
+    epochs,
+    sample_shapes,
+    sampler_args,
+    seeds,
+    snapshot_layouts,
+)
+
+
+def write_snapshot(root: str, layout: list[int], shape: tuple, seed: int = 0):
+    """Write one shard per entry of ``layout``; return ``(snapshot, model)``, model = all rows."""
+    rng = np.random.default_rng(abs(seed))
+    shards, arrays = [], []
+    for k, n in enumerate(layout):
+        array = rng.standard_normal((n, *shape)).astype(np.float32)
+        path = os.path.join(root, f"shard-{k}.npy")
+        np.save(path, array)
+        shards.append((path, n))
+        arrays.append(array)
+    model = np.concatenate(arrays) if arrays else np.zeros((0, *shape), np.float32)
+    return Snapshot(0, tuple(shards)), model
+
+
+@given(layout=snapshot_layouts, shape=sample_shapes, seed=seeds)
+def test_every_index_reads_the_row_of_the_concatenated_shards(layout, shape, seed):
+    """Invariant: ds[i] == concatenate(shards)[i] for every i in [-N, N), and len(ds) == N."""
+    with tempfile.TemporaryDirectory() as root:
+        snapshot, model = write_snapshot(root, layout, shape, seed)
+        ds = SnapshotDataset(snapshot)
+        assert len(ds) == len(snapshot) == len(model)
+        for i in range(-len(model), len(model)):
+            idx_ours, idx_model = ds[i], torch.from_numpy(np.asarray(model[i]))
+            assert idx_ours.shape == idx_model.shape and torch.equal(idx_ours, idx_model)
+
+
+@given(layout=snapshot_layouts.filter(any), shape=sample_shapes, data=st.data())
+def test_getitems_is_the_stack_of_the_rows_in_index_order(layout, shape, data):
+    """Invariant: __getitems__(idx) == stack([ds[i] for i in idx]), repeats and any order included."""
+    with tempfile.TemporaryDirectory() as root:
+        snapshot, model = write_snapshot(root, layout, shape)
+        n = len(model)
+        indices = data.draw(st.lists(st.integers(-n, n - 1), min_size=1, max_size=12), "indices")
+        idx_ours = SnapshotDataset(snapshot).__getitems__(indices)
+        assert idx_ours.shape == (len(indices), *shape)
+        assert torch.equal(idx_ours, torch.from_numpy(model[indices]))
+
+
+@given(layout=snapshot_layouts, args=sampler_args(), epoch=epochs, batch_size=st.integers(1, 7))
+def test_dataloader_over_a_distributed_sampler_matches_torch_over_the_model(
+    layout, args, epoch, batch_size
+):
+    """Invariant: our dataset + sampler + collate_batch == torch's sampler over a TensorDataset."""
+    with tempfile.TemporaryDirectory() as root:
+        snapshot, model = write_snapshot(root, layout, (2,))
+        ds = SnapshotDataset(snapshot)
+        ours, theirs = DistributedSampler(ds, **args), tud.DistributedSampler(model, **args)
+        ours.set_epoch(epoch)
+        theirs.set_epoch(epoch)
+        loader = tud.DataLoader(ds, batch_size, sampler=ours, collate_fn=collate_batch)
+        reference = tud.DataLoader(
+            tud.TensorDataset(torch.from_numpy(model)), batch_size, sampler=theirs
+        )
+        idx_ours = [b.tolist() for b in loader]
+        idx_torch = [b.tolist() for (b,) in reference]
+        assert idx_ours == idx_torch
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("num_workers", "persistent", "pin"), [(1, False, False), (2, True, False), (2, False, True)]
+)
+def test_workers_persistent_and_pinned_loaders_give_the_same_batches(
+    tmp_path, num_workers, persistent, pin
+):
+    """Invariant: with workers (persistent or not, pin_memory or not) every epoch equals num_workers=0."""
+    snapshot, model = write_snapshot(str(tmp_path), [5, 3, 4], (4,))
+    ds = SnapshotDataset(snapshot)
+    expected = torch.from_numpy(model)
+    loader = tud.DataLoader(
+        ds,
+        batch_size=5,
+        num_workers=num_workers,
+        persistent_workers=persistent,
+        pin_memory=pin,
+        collate_fn=collate_batch,
+    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*pin_memory.*")  # CPU-only torch: no pinning
+        for _ in range(2):  # two epochs: persistent workers serve the second one
+            batches = list(loader)
+            assert torch.equal(torch.cat(batches), expected)
+            # a worker's batch arrives in shared memory (only a handle crossed the process boundary)
+            assert all(b.is_shared() or b.is_pinned() for b in batches)
+
+
+def test_pickling_carries_the_snapshot_not_the_memory_maps(tmp_path):
+    """Invariant: a dataset that has read data pickles to a few hundred bytes and reads the same after."""
+    snapshot, model = write_snapshot(str(tmp_path), [50, 50], (64, 64))  # 1.6 MB of samples
+    ds = SnapshotDataset(snapshot)
+    _ = ds[0], ds[99]  # both shards memory-mapped in this process
+    blob = pickle.dumps(ds)
+    assert len(blob) < 1000
+    clone = pickle.loads(blob)
+    assert torch.equal(clone.__getitems__(list(range(100))), torch.from_numpy(model))
+
+
+def test_reads_a_snapshot_of_a_shard_cache(tmp_path):
+    """Invariant: over ShardCache.snapshot, sample i is row i of the shards added, in FIFO order."""
+    cache = ShardCache(tmp_path, capacity_bytes=10**6)
+    added = [np.full((k + 1, 3), k, np.int32) for k in range(4)]
+    for array in added:
+        cache.add(array)
+    ds = SnapshotDataset(cache.snapshot(epoch=0))
+    assert torch.equal(
+        ds.__getitems__(list(range(len(ds)))), torch.from_numpy(np.concatenate(added))
+    )
+
+
+def test_collate_batch_passes_a_tensor_through_and_stacks_a_list():
+    """Invariant: a ready batch is returned as is (no copy); a list of samples is default-collated."""
+    batch = torch.arange(6).view(2, 3)
+    assert collate_batch(batch) is batch
+    assert torch.equal(collate_batch([batch[0], batch[1]]), batch)
+
+
+# --- bad input: each error names the argument (or the file) and the value ------------------------
+
+
+def test_not_a_snapshot_raises_type_error_naming_it():
+    """Invariant: a list of paths instead of a Snapshot is rejected with the value and its type."""
+    with pytest.raises(
+        TypeError,
+        match=r"snapshot should be a distsampling.Snapshot .* but got snapshot=\['a.npy'\] of type list",
+    ):
+        SnapshotDataset(["a.npy"])
+
+
+@pytest.mark.parametrize("index", [6, -7, 100])
+def test_index_out_of_range_raises_index_error_naming_it(tmp_path, index):
+    """Invariant: indices outside [-N, N) raise IndexError naming the index, single or batched."""
+    ds = SnapshotDataset(write_snapshot(str(tmp_path), [3, 3], ())[0])
+    message = rf"index should be in \[0, 6\), but got index={index}"
+    with pytest.raises(IndexError, match=message):
+        ds[index]
+    with pytest.raises(IndexError, match=message):
+        ds.__getitems__([0, index])
+
+
+@pytest.mark.parametrize("index", [1.0, "1", None, True])
+def test_non_integer_index_raises_type_error_naming_it(tmp_path, index):
+    """Invariant: an index must be an integer; the message names it and its type."""
+    ds = SnapshotDataset(write_snapshot(str(tmp_path), [3], ())[0])
+    with pytest.raises(TypeError, match=rf"index should be an integer, but got index={index!r}"):
+        ds[index]
+
+
+def test_truncated_shard_raises_corrupt_shard_error_naming_the_file(tmp_path):
+    """Invariant: a shard cut short is reported with its path when it is first read."""
+    snapshot, _ = write_snapshot(str(tmp_path), [4, 4], (8,))
+    bad = snapshot.shards[1][0]
+    with open(bad, "r+b") as f:
+        f.truncate(os.path.getsize(bad) - 10)
+    ds = SnapshotDataset(snapshot)
+    assert ds[0].shape == (8,)  # the intact shard still reads
+    with pytest.raises(CorruptShardError, match=rf"shard {bad} is truncated or corrupt"):
+        ds[5]
+
+
+def test_shard_with_another_sample_count_raises_naming_the_file(tmp_path):
+    """Invariant: a shard holding 3 samples where the snapshot lists 4 is reported, not misread."""
+    snapshot, _ = write_snapshot(str(tmp_path), [3], ())
+    path = snapshot.shards[0][0]
+    ds = SnapshotDataset(Snapshot(0, ((path, 4),)))
+    with pytest.raises(
+        CorruptShardError, match=rf"shard {path} should hold 4 samples, but it holds 3"
+    ):
+        ds[0]
+
+
+def test_shards_of_different_sample_shapes_raise_naming_the_file(tmp_path):
+    """Invariant: all shards of a snapshot must share sample_shape and dtype; the odd one is named."""
+    a, b = str(tmp_path / "a.npy"), str(tmp_path / "b.npy")
+    np.save(a, np.zeros((2, 3), np.float32))
+    np.save(b, np.zeros((2, 4), np.float32))
+    ds = SnapshotDataset(Snapshot(0, ((a, 2), (b, 2))))
+    with pytest.raises(ValueError, match=rf"but shard {b} has \(4,\), torch.float32"):
+        ds.__getitems__([0, 3])
+
+
+def test_missing_shard_raises_file_not_found(tmp_path):
+    """Invariant: a shard deleted under a snapshot (evicted too early) is a FileNotFoundError."""
+    ds = SnapshotDataset(Snapshot(0, ((str(tmp_path / "gone.npy"), 2),)))
+    with pytest.raises(FileNotFoundError, match=r"gone\.npy"):
+        ds[0]
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_empty_snapshot_is_an_empty_dataset(batched):
+    """Invariant: a snapshot with no shards has length 0 and every index is out of range."""
+    ds = SnapshotDataset(Snapshot(0, ()))
+    assert len(ds) == 0
+    with pytest.raises(IndexError, match=r"index should be in \[0, 0\), but got index=0"):
+        ds.__getitems__([0]) if batched else ds[0]

@@ -1,0 +1,280 @@
+"""Properties of distsampling.producer: what it writes, its bandwidth cap, and SIGKILL safety.
+
+Every remote sample is the int32 pair ``(file number, row)``, so a sample found in the cache proves
+it was copied whole from a real row of the source. Processes are bounded by timeouts.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distsampling.cache import ShardCache, load_shard
+from distsampling.producer import Producer, RemoteSource, produce
+from strategies import shard_samples
+
+RAM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None  # same properties, free fsyncs
+ROWS = (3, 7, 5)  # rows of the three remote files
+
+
+def write_remote(root: str, rows=ROWS) -> None:
+    """Remote files ``f0.npy, f1.npy, ...``: row ``r`` of file ``j`` is ``[j, r]``."""
+    for j, n in enumerate(rows):
+        data = np.stack([np.full(n, j, np.int32), np.arange(n, dtype=np.int32)], axis=1)
+        np.save(os.path.join(root, f"f{j}.npy"), data)
+
+
+def cached_samples(cache: ShardCache) -> np.ndarray:
+    return np.concatenate([load_shard(p, n) for p, n in cache.shards()])
+
+
+def assert_whole_remote_rows(samples: np.ndarray, rows=ROWS) -> None:
+    """Every sample is an actual row of the remote: file j in range, row < rows[j]."""
+    assert samples.shape[1:] == (2,) and samples.dtype == np.int32
+    for j, r in samples:
+        assert 0 <= j < len(rows) and 0 <= r < rows[j], (j, r)
+
+
+@pytest.fixture
+def dirs():
+    with (
+        tempfile.TemporaryDirectory(dir=RAM_DIR) as remote,
+        tempfile.TemporaryDirectory(dir=RAM_DIR) as local,
+    ):
+        write_remote(remote)
+        yield remote, local
+
+
+@settings(max_examples=30)
+@given(k=shard_samples, shards=st.integers(1, 4), seed=st.integers(0, 2**32))
+def test_produce_writes_max_shards_of_whole_remote_rows_reproducibly(k, shards, seed):
+    """Invariant: max_shards shards of k samples, each a real remote row; same seed, same data."""
+    got = []
+    for _ in range(2):
+        with (
+            tempfile.TemporaryDirectory(dir=RAM_DIR) as remote,
+            tempfile.TemporaryDirectory(dir=RAM_DIR) as local,
+        ):
+            write_remote(remote)
+            cache = ShardCache(local, capacity_bytes=10**6)
+            assert (
+                produce(remote, cache, samples_per_shard=k, seed=seed, max_shards=shards) == shards
+            )
+            assert [n for _, n in cache.shards()] == [k] * shards
+            got.append(cached_samples(cache))
+    assert_whole_remote_rows(got[0])
+    np.testing.assert_array_equal(got[0], got[1])
+
+
+def test_the_bandwidth_cap_bounds_the_read_rate(dirs):
+    """Invariant: reading B bytes under a cap of C bytes/s takes at least B / C seconds."""
+    remote, local = dirs
+    cache = ShardCache(local, capacity_bytes=10**6)
+    start = time.monotonic()
+    produce(remote, cache, samples_per_shard=10, bandwidth=400.0, max_shards=2)  # 20 x 8 bytes
+    assert time.monotonic() - start >= 20 * 8 / 400.0
+
+
+def test_an_fsspec_url_is_a_remote_too(dirs):
+    """Invariant: a memory:// URL (fsspec) serves the same rows as a local directory."""
+    fsspec = pytest.importorskip("fsspec")
+    remote, local = dirs
+    fs = fsspec.filesystem("memory")
+    for name in os.listdir(remote):
+        with open(os.path.join(remote, name), "rb") as src, fs.open(f"/remote/{name}", "wb") as dst:
+            dst.write(src.read())
+    url = RemoteSource("memory://remote")
+    disk = RemoteSource(remote)
+    assert url.sample_shape == disk.sample_shape == (2,)
+    for j, n in enumerate(ROWS):
+        for r in range(n):
+            np.testing.assert_array_equal(url.read(j, r), disk.read(j, r))
+    cache = ShardCache(local, capacity_bytes=10**6)
+    produce("memory://remote", cache, samples_per_shard=4, max_shards=2)
+    assert_whole_remote_rows(cached_samples(cache))
+
+
+def test_a_background_producer_fills_the_cache_while_snapshots_stay_frozen(dirs):
+    """Invariant: the process commits max_shards shards; an earlier snapshot does not change."""
+    remote, local = dirs
+    cache = ShardCache(local, capacity_bytes=10**6)
+    early = cache.snapshot(0)
+    with Producer(remote, cache, samples_per_shard=4, max_shards=5) as producer:
+        producer.join(timeout=120)
+    assert producer.process.exitcode == 0 and producer.written == 5
+    assert cache.snapshot(0) == early and len(early) == 0
+    assert len(cache.snapshot(1)) == 20
+    assert_whole_remote_rows(cached_samples(cache))
+
+
+def test_stop_ends_a_running_producer_between_shards(dirs):
+    """Invariant: stop() ends an unbounded producer cleanly; every counted shard is committed."""
+    remote, local = dirs
+    cache = ShardCache(local, capacity_bytes=10**6)
+    producer = Producer(remote, cache, samples_per_shard=2, bandwidth=800.0, context="fork")
+    deadline = time.monotonic() + 60
+    while producer.written < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    producer.stop(timeout=60)
+    assert producer.process.exitcode == 0  # it returned, it was not killed
+    assert len(cache.shards()) == producer.written >= 1
+
+
+# --- SIGKILL mid-write -------------------------------------------------------------------------
+
+
+def _killed_mid_write(remote: str, local: str, done: mp.Queue) -> None:
+    """Child: commit two shards, then write half of a third and hang until killed."""
+    cache = ShardCache(local, capacity_bytes=10**6)
+    for _ in range(2):
+        done.put(os.path.basename(cache.add(RemoteSource(remote).read(1, 0)[None].repeat(4, 0))))
+
+    def write_half_and_hang(f, array, **kwargs):
+        f.write(b"\x93NUMPY" + array.tobytes()[: array.nbytes // 2])
+        f.flush()
+        done.put("mid-write")
+        time.sleep(600)  # SIGKILLed here
+
+    np.lib.format.write_array = write_half_and_hang
+    cache.add(np.zeros((4, 2), np.int32))
+
+
+def test_sigkill_mid_write_shows_no_torn_shard_and_loses_no_completed_one(dirs):
+    """Invariant: after SIGKILL during a write, snapshots list only the completed shards, intact."""
+    remote, local = dirs
+    ctx = mp.get_context("fork")
+    done = ctx.Queue()
+    child = ctx.Process(target=_killed_mid_write, args=(remote, local, done))
+    child.start()
+    try:
+        committed = [done.get(timeout=60) for _ in range(2)]
+        assert done.get(timeout=60) == "mid-write"
+        torn = [n for n in os.listdir(local) if n.startswith(".tmp-") and n.endswith(".npy")]
+        assert len(torn) == 1  # the half-written shard exists, under its temporary name
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.join(timeout=60)
+    assert child.exitcode == -signal.SIGKILL
+    # nothing torn is visible: the only shard files are the completed ones
+    assert sorted(n for n in os.listdir(local) if n.startswith("shard-")) == committed
+    # opening the cache cleans up the dead writer's file; snapshots list the completed shards
+    cache = ShardCache(local, capacity_bytes=10**6)
+    assert not any(n.startswith(".tmp-") for n in os.listdir(local))
+    assert [os.path.basename(p) for p, _ in cache.snapshot(0).shards] == committed
+    np.testing.assert_array_equal(cached_samples(cache), np.tile([1, 0], (8, 1)))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+def test_a_producer_sigkilled_at_a_random_moment_leaves_a_consistent_cache(tmp_path):
+    """Invariant: every shard reported committed is listed and readable; nothing torn is."""
+    remote, local = tmp_path / "remote", tmp_path / "local"
+    remote.mkdir(), local.mkdir()
+    rows = (64, 64)
+    for j, n in enumerate(rows):  # 64 KiB samples: each shard is a few MiB, written with fsync
+        data = np.zeros((n, 16384), np.int32)
+        data[:, 0], data[:, 1] = j, np.arange(n)
+        np.save(remote / f"f{j}.npy", data)
+    cache = ShardCache(local, capacity_bytes=1 << 30)
+    producer = Producer(remote, cache, samples_per_shard=32, seed=1)
+    try:
+        deadline = time.monotonic() + 120
+        while producer.written < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.013)  # somewhere inside the next shard: reading, writing or committing
+        producer.process.kill()
+        producer.process.join(timeout=60)
+        written = producer.written
+    finally:
+        producer.stop(timeout=10)
+    assert written >= 2
+    reopened = ShardCache(local, capacity_bytes=1 << 30)
+    listed = reopened.shards()
+    assert len(listed) >= written  # no completed shard lost (one more may have committed)
+    samples = np.concatenate([load_shard(p, n) for p, n in listed])
+    assert_whole_remote_rows(samples[:, :2], rows)
+    assert not np.any(samples[:, 2:])
+    assert sorted(n for n in os.listdir(local) if n.endswith(".npy")) == sorted(
+        os.path.basename(p) for p, _ in listed
+    )
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+def test_a_missing_source_raises_naming_it(tmp_path):
+    """Invariant: a source directory that does not exist is refused with its path."""
+    missing = str(tmp_path / "nope")
+    with pytest.raises(
+        FileNotFoundError,
+        match=f"source should be an existing directory, but got source='{missing}'",
+    ):
+        RemoteSource(missing)
+
+
+def test_a_source_without_npy_files_raises(tmp_path):
+    """Invariant: an empty source is refused before any process starts."""
+    with pytest.raises(ValueError, match=r"source should hold \.npy files, but got none in"):
+        Producer(str(tmp_path), ShardCache(tmp_path, capacity_bytes=100), samples_per_shard=1)
+
+
+def test_source_files_of_different_sample_shapes_raise_naming_the_file(tmp_path):
+    """Invariant: all remote files must hold samples of one shape and dtype."""
+    np.save(tmp_path / "a.npy", np.zeros((2, 3), np.float32))
+    np.save(tmp_path / "b.npy", np.zeros((2, 4), np.float32))
+    with pytest.raises(ValueError, match=rf"but {tmp_path / 'b.npy'} holds \(4,\), float32"):
+        RemoteSource(tmp_path).read(1, 0)
+
+
+def test_a_truncated_source_file_raises_naming_it(tmp_path):
+    """Invariant: a remote file shorter than its header says gives an error naming the file."""
+    np.save(tmp_path / "a.npy", np.zeros((4, 2), np.int32))
+    with open(tmp_path / "a.npy", "r+b") as f:
+        f.truncate(128 + 3 * 8 + 1)  # rows 0..2 whole, row 3 cut short
+    remote = RemoteSource(tmp_path)
+    remote.read(0, 2)
+    with pytest.raises(ValueError, match=rf"{tmp_path / 'a.npy'} is truncated: its sample 3"):
+        remote.read(0, 3)
+
+
+def test_a_url_without_fsspec_raises_saying_what_to_install(monkeypatch):
+    """Invariant: a URL source without fsspec names the source and the missing package."""
+    monkeypatch.setitem(sys.modules, "fsspec", None)  # import fsspec now raises ImportError
+    with pytest.raises(ImportError, match="source='s3://b/d' is a URL, which needs fsspec"):
+        RemoteSource("s3://b/d")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        (
+            {"samples_per_shard": 0},
+            ValueError,
+            "samples_per_shard should be >= 1, but got samples_per_shard=0",
+        ),
+        ({"samples_per_shard": 1.5}, TypeError, "samples_per_shard should be an integer"),
+        (
+            {"bandwidth": 0},
+            ValueError,
+            "bandwidth should be a positive number .* but got bandwidth=0",
+        ),
+        ({"bandwidth": True}, ValueError, "but got bandwidth=True"),
+        ({"bandwidth": "fast"}, ValueError, "but got bandwidth='fast'"),
+        ({"max_shards": 0}, ValueError, "max_shards should be >= 1, but got max_shards=0"),
+        ({"seed": -1}, ValueError, "seed should be >= 0, but got seed=-1"),
+    ],
+)
+def test_bad_arguments_raise_naming_the_argument(dirs, kwargs, error, message):
+    """Invariant: each bad argument gives an error naming it and its value."""
+    remote, local = dirs
+    args = {"samples_per_shard": 2, "max_shards": 1} | kwargs
+    with pytest.raises(error, match=message):
+        produce(remote, ShardCache(local, capacity_bytes=10**6), **args)
