@@ -47,3 +47,90 @@ non_integers = st.one_of(
     st.text(max_size=3),
     st.just([1]),
 )
+
+
+# windowed
+#: seeds of SequentialWindowedDataset: non-negative (they feed numpy's SeedSequence)
+windowed_seeds = st.integers(min_value=0, max_value=2**64)
+
+
+@st.composite
+def windowed_args(draw: st.DrawFn) -> dict:
+    """Every argument of ``SequentialWindowedDataset``: a data size, a window in ``[1, size]``."""
+    size = draw(st.integers(min_value=1, max_value=120))
+    return {
+        "size": size,
+        "window": draw(st.integers(min_value=1, max_value=min(size, 16))),
+        "seed": draw(windowed_seeds),
+        "drop_last": draw(flags),
+    }
+
+
+# grouped / iteration / pipeline (issue 5)
+#: group ids of a small dataset: few distinct groups, so groups both fill and leave short batches
+group_id_lists = st.lists(st.integers(min_value=-2, max_value=3), max_size=60)
+#: total iterations of an iteration-based run
+num_iterations = st.integers(min_value=0, max_value=40)
+#: image aspect ratios (height / width), portrait to panorama
+aspect_ratio_values = st.floats(min_value=0.2, max_value=5.0, allow_nan=False)
+#: aspect-ratio bin edges: non-empty and strictly increasing
+bin_edges = st.lists(
+    st.floats(min_value=0.25, max_value=4.0, allow_nan=False), min_size=1, max_size=3, unique=True
+).map(sorted)
+
+
+# weighted / wrapper (issue 4)
+#: one class weight: integers and floats, zero included (a class left out)
+class_weight_values = st.one_of(
+    st.integers(min_value=0, max_value=50), st.floats(min_value=0.0, max_value=100.0)
+)
+#: per-class weights with a positive sum
+class_weight_lists = st.lists(class_weight_values, min_size=1, max_size=8).filter(
+    lambda w: sum(w) > 0
+)
+#: epoch lengths of the weighted sampler (0 included), also totals to apportion
+epoch_lengths = st.integers(min_value=0, max_value=300)
+#: distinct class labels: ints with gaps and negatives, or strings (labels need not be 0..C-1)
+label_sets = st.one_of(
+    st.lists(st.integers(min_value=-50, max_value=10**6), min_size=1, max_size=6, unique=True),
+    st.lists(st.text("abcxyz", min_size=1, max_size=3), min_size=1, max_size=6, unique=True),
+)
+
+
+@st.composite
+def labelled_datasets(draw: st.DrawFn) -> dict:
+    """Arguments of ``WeightedBalanceClassSampler``: shuffled labels, aligned weights, a length."""
+    classes = sorted(draw(label_sets))
+    sizes = draw(st.lists(st.integers(1, 25), min_size=len(classes), max_size=len(classes)))
+    labels = draw(st.permutations([c for c, n in zip(classes, sizes) for _ in range(n)]))
+    weights = draw(
+        st.lists(class_weight_values, min_size=len(classes), max_size=len(classes)).filter(
+            lambda w: sum(w) > 0
+        )
+    )
+    return {"labels": labels, "weight": weights, "length": draw(epoch_lengths)}
+
+
+#: inner epochs for the wrapper: any integer indices, repeats and negatives included
+inner_epochs = st.lists(st.integers(min_value=-5, max_value=10**9), max_size=120)
+
+
+# cache
+#: samples per shard of a growing cache: small, so a test writes many shards quickly
+shard_samples = st.integers(min_value=1, max_value=6)
+#: a sequence of shard sizes added to a cache one after another
+shard_sizes = st.lists(shard_samples, min_size=1, max_size=8)
+#: cache capacities in bytes, from "holds one small shard" to "holds everything drawn here"
+#: (a shard of k int32 samples of shape (2,) takes 128 + 8k bytes on disk)
+cache_capacities = st.integers(min_value=184, max_value=1200)
+
+
+# growing
+#: samples per shard of a hand-built snapshot (a snapshot may list no shard at all)
+snapshot_layouts = st.lists(st.integers(min_value=1, max_value=5), min_size=0, max_size=5)
+#: the shape of one sample: a scalar, a vector or a small image
+sample_shapes = st.sampled_from([(), (3,), (2, 3)])
+#: batches per epoch of a fake loader, one entry per epoch
+epoch_batch_counts = st.lists(st.integers(min_value=0, max_value=6), min_size=0, max_size=4)
+#: how many batches before an epoch's end the next loader starts
+leads = st.integers(min_value=1, max_value=4)
