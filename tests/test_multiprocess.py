@@ -7,13 +7,27 @@ bounded by a timeout, and ``run_world`` kills all ranks on failure.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 import worlds
 from distsampling import run_world
-from worlds import EXACT_COVERS, PARTITIONS, PROVOKED, SCENARIOS, epoch_indices
+from worlds import (
+    EXACT_COVERS,
+    FIXED_ITERATIONS,
+    GROUPED,
+    NUM_ITERS,
+    PARTITIONS,
+    PROVOKED,
+    RATIOS,
+    SCENARIOS,
+    WINDOWS,
+    WRAPPED,
+    epoch_indices,
+    flat,
+)
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.xdist_group("worlds")]
 TESTS = str(Path(__file__).parent)
@@ -31,9 +45,17 @@ def gathered(request):
     return world, results[0]
 
 
-def single_process(name: str, world: int, epoch: int) -> list[list[int]]:
-    """Every rank's indices computed in this one process: what the real ranks must reproduce."""
-    return [epoch_indices(SCENARIOS[name](rank, world), epoch) for rank in range(world)]
+def single_process(name: str, world: int, epoch: int) -> list[list]:
+    """Every rank's yield in ``epoch``, computed in this one process: what real ranks must match.
+
+    Each rank's sampler runs epochs ``0..epoch`` in order, as in training: a sampler may carry
+    state from one epoch to the next (a seeded ``RandomSampler``'s generator does).
+    """
+    per_rank = []
+    for rank in range(world):
+        sampler = SCENARIOS[name](rank, world)
+        per_rank.append([epoch_indices(sampler, e) for e in range(epoch + 1)][-1])
+    return per_rank
 
 
 def dataset_len(sampler) -> int:
@@ -58,6 +80,7 @@ def test_real_ranks_are_disjoint_equal_length_and_cover_the_padded_epoch(gathere
     world, out = gathered
     n = dataset_len(SCENARIOS[name](0, world))
     for per_rank in out[name]:
+        per_rank = [flat(r) for r in per_rank]  # a batch sampler's batches, read in order
         lengths = {len(r) for r in per_rank}
         assert len(lengths) == 1
         padded = [per_rank[p % world][p // world] for p in range(lengths.pop() * world)]
@@ -74,6 +97,71 @@ def test_real_ranks_cover_the_epoch_exactly_once_with_lengths_within_one(gathere
         flat = sorted(i for r in per_rank for i in r)
         assert flat == list(range(dataset_len(SCENARIOS[name](0, world))))
         assert max(map(len, per_rank)) - min(map(len, per_rank)) <= 1
+
+
+def padded_epoch(per_rank: list[list]) -> list:
+    """Position ``p`` of the padded epoch, read by rank ``p % W`` as its ``p // W``-th item."""
+    world = len(per_rank)
+    return [per_rank[p % world][p // world] for p in range(len(per_rank[0]) * world)]
+
+
+@pytest.mark.parametrize("name", list(WINDOWS))
+def test_real_ranks_read_windows_spaced_by_the_window_that_cover_every_sample(gathered, name):
+    """Invariant: the windows the real ranks read (padding aside) start ``window`` apart (mod
+    size) from one offset, so they cover every sample: exactly once when ``window`` divides the
+    size, else ``window - size % window`` samples twice (the wrap)."""
+    world, out = gathered
+    _, size, window = WINDOWS[name]
+    n_windows = -(-size // window)
+    for per_rank in out[name]:
+        starts = padded_epoch(per_rank)[:n_windows]  # each window of the epoch once
+        assert any(
+            sorted(starts) == sorted((o + i * window) % size for i in range(n_windows))
+            for o in starts
+        )
+        cover = Counter((s + j) % size for s in starts for j in range(window))
+        assert set(cover) == set(range(size))
+        assert sum(c - 1 for c in cover.values()) == (window - size % window) % window
+
+
+@pytest.mark.parametrize("name", list(WRAPPED))
+def test_real_ranks_together_read_the_inner_epoch_once_plus_its_head(gathered, name):
+    """Invariant: the wrapped ranks' padded epoch is the inner sampler's epoch (as drawn in one
+    process) once, in its order without shuffle, then its head again as padding."""
+    world, out = gathered
+    wrapper = SCENARIOS[name](0, world)
+    inner = wrapper.sampler  # a fresh inner sampler here: its epochs are drawn in order
+    for epoch, per_rank in enumerate(out[name]):
+        padded = padded_epoch(per_rank)
+        expected = epoch_indices(inner, epoch)
+        n = len(expected)
+        assert sorted(padded[:n]) == sorted(expected)
+        if not wrapper.shuffle:
+            assert padded[:n] == expected
+        assert padded[n:] == [padded[j % n] for j in range(len(padded) - n)]
+
+
+@pytest.mark.parametrize("name", list(GROUPED))
+def test_real_ranks_batch_one_group_at_a_time_and_read_the_whole_padded_epoch(gathered, name):
+    """Invariant: every batch holds one aspect group; together the ranks read every image, and
+    exactly as many as the padded epoch holds (nothing dropped)."""
+    world, out = gathered
+    for per_rank in out[name]:
+        assert all(len({RATIOS[i] for i in b}) == 1 for batches in per_rank for b in batches)
+        read = [i for batches in per_rank for b in batches for i in b]
+        assert set(read) == set(range(len(RATIOS)))
+        assert len(read) == -(-len(RATIOS) // world) * world
+    # and the ranks' batch counts differ (RATIOS is chosen so): the hang fixed iterations prevent
+    assert any(len({len(batches) for batches in per_rank}) > 1 for per_rank in out[name])
+
+
+@pytest.mark.parametrize("name", list(FIXED_ITERATIONS))
+def test_real_ranks_yield_the_same_number_of_batches_with_fixed_iterations(gathered, name):
+    """Invariant: with ``num_iters`` set every rank yields exactly ``num_iters`` batches, so no
+    rank waits in a collective the others never join (the grouped pipeline's DDP hang)."""
+    world, out = gathered
+    for per_rank in out[name]:
+        assert [len(batches) for batches in per_rank] == [NUM_ITERS] * world
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -109,7 +197,14 @@ def test_worlds_module_lists_every_public_sampler():
     import distsampling
 
     samplers = {n for n in distsampling.__all__ if n.endswith("Sampler") or n.endswith("Wrapper")}
-    covered = {type(f(0, 1)).__name__ for f in SCENARIOS.values()}
-    covered |= {type(getattr(f(0, 1), "sampler", None)).__name__ for f in SCENARIOS.values()}
+    samplers |= {"SequentialWindowedDataset"}
+    covered: set[str] = set()
+    todo = [f(0, 1) for f in SCENARIOS.values()]
+    while todo:  # each scenario and everything it is built of
+        obj = todo.pop()
+        covered.add(type(obj).__name__)
+        todo += [
+            getattr(obj, a) for a in ("sampler", "batch_sampler", "dataset") if hasattr(obj, a)
+        ]
     assert samplers <= covered, f"not run through the harness: {samplers - covered}"
     assert worlds.SCENARIOS is SCENARIOS

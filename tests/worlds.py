@@ -19,9 +19,14 @@ import torch.distributed as dist
 from distsampling import (
     BatchSampler,
     DistributedSampler,
+    DistributedSamplerWrapper,
     RankMismatchError,
+    SequentialWindowedDataset,
     UnpaddedDistributedSampler,
+    WeightedBalanceClassSampler,
     assert_rank_consistent,
+    make_batch_data_sampler,
+    make_data_sampler,
 )
 
 Factory = Callable[[int, int], Any]
@@ -44,7 +49,90 @@ PARTITIONS: dict[str, Factory] = {
 EXACT_COVERS: dict[str, Factory] = {
     "UnpaddedDistributedSampler": lambda r, w: UnpaddedDistributedSampler(range(23), w, r, seed=5),
 }
-SCENARIOS: dict[str, Factory] = {**PARTITIONS, **EXACT_COVERS}
+
+
+class WindowStarts:
+    """One rank's reading of a windowed dataset: the window starts its DistributedSampler picks.
+
+    ``set_epoch`` goes to both, as a training loop must: the sampler shuffles the windows, the
+    dataset draws the epoch's offset. Each process computes the offset by itself.
+    """
+
+    def __init__(self, dataset: SequentialWindowedDataset, sampler: DistributedSampler) -> None:
+        self.dataset, self.sampler = dataset, sampler
+
+    def set_epoch(self, epoch: int) -> None:
+        self.dataset.set_epoch(epoch)
+        self.sampler.set_epoch(epoch)
+
+    def __iter__(self):
+        return (self.dataset[i] for i in self.sampler)
+
+
+def _windows(size: int, window: int) -> Factory:
+    def factory(r: int, w: int) -> WindowStarts:
+        ds = SequentialWindowedDataset(size, window, seed=7)
+        return WindowStarts(ds, DistributedSampler(ds, w, r, seed=3))
+
+    return factory
+
+
+#: windows of consecutive samples split across ranks: name -> (factory, size, window)
+WINDOWS: dict[str, tuple[Factory, int, int]] = {
+    "SequentialWindowedDataset(24, 4)": (_windows(24, 4), 24, 4),
+    "SequentialWindowedDataset(23, 4) wrapping": (_windows(23, 4), 23, 4),
+}
+
+#: 30 samples in classes 5, 7 and 9 (not 0..C-1), weighted 3 : 1 : 0 over an epoch of 26
+LABELS = [5] * 4 + [7] * 20 + [9] * 6
+#: samplers whose ranks together read the inner sampler's epoch once, plus the head as padding
+WRAPPED: dict[str, Factory] = {
+    "DistributedSamplerWrapper(WeightedBalanceClassSampler)": lambda r, w: (
+        DistributedSamplerWrapper(
+            WeightedBalanceClassSampler(LABELS, {5: 3, 7: 1, 9: 0}, 26, seed=2), w, r, seed=5
+        )
+    ),
+    "DistributedSamplerWrapper(RandomSampler with a seeded generator)": lambda r, w: (
+        DistributedSamplerWrapper(
+            torch.utils.data.RandomSampler(range(25), generator=torch.Generator().manual_seed(9)),
+            w,
+            r,
+            shuffle=False,
+        )
+    ),
+}
+
+#: aspect ratios of 29 images, every fourth one landscape: with batches of 4, the ranks' shares
+#: fill different numbers of batches in epochs 0 and 1 on 2 and on 3 ranks (the DDP hang)
+RATIOS = [0.75 if i % 4 == 0 else 1.33 for i in range(29)]
+BATCH = 4
+#: batch samplers with grouping: name -> factory(rank, world)
+GROUPED: dict[str, Factory] = {
+    "GroupedBatchSampler(DistributedSampler)": lambda r, w: make_batch_data_sampler(
+        RATIOS, make_data_sampler(RATIOS, True, True, 4, num_replicas=w, rank=r), [1.0], BATCH
+    ),
+}
+#: the detection pipeline with fixed iterations: every rank must yield exactly NUM_ITERS batches
+NUM_ITERS = 11
+FIXED_ITERATIONS: dict[str, Factory] = {
+    "IterationBasedBatchSampler(GroupedBatchSampler(DistributedSampler))": lambda r, w: (
+        make_batch_data_sampler(
+            RATIOS,
+            make_data_sampler(RATIOS, True, True, 4, num_replicas=w, rank=r),
+            [1.0],
+            BATCH,
+            num_iters=NUM_ITERS,
+        )
+    ),
+}
+SCENARIOS: dict[str, Factory] = {
+    **PARTITIONS,
+    **EXACT_COVERS,
+    **{name: factory for name, (factory, _, _) in WINDOWS.items()},
+    **WRAPPED,
+    **GROUPED,
+    **FIXED_ITERATIONS,
+}
 
 
 def flat(items: list) -> list[int]:
@@ -52,12 +140,14 @@ def flat(items: list) -> list[int]:
     return [i for b in items for i in b] if items and isinstance(items[0], list) else list(items)
 
 
-def epoch_indices(sampler: Any, epoch: int) -> list[int]:
+def epoch_indices(sampler: Any, epoch: int) -> list:
+    """What the sampler yields in ``epoch``: indices, or batches (lists) for a batch sampler."""
     if hasattr(sampler, "set_epoch"):
         sampler.set_epoch(epoch)
     elif hasattr(getattr(sampler, "sampler", None), "set_epoch"):
         sampler.sampler.set_epoch(epoch)  # a BatchSampler: the epoch goes to the sampler inside
-    return flat(list(sampler))
+    # an IterationBasedBatchSampler sets its own epochs (one per pass): its run is the same each time
+    return list(sampler)
 
 
 def disturb_global_rngs(rank: int) -> None:
