@@ -110,7 +110,7 @@ def test_real_ranks_read_windows_spaced_by_the_window_that_cover_every_sample(ga
     """Invariant: the windows the real ranks read (padding aside) start ``window`` apart (mod
     size) from one offset, so they cover every sample: exactly once when ``window`` divides the
     size, else ``window - size % window`` samples twice (the wrap)."""
-    world, out = gathered
+    _, out = gathered
     _, size, window = WINDOWS[name]
     n_windows = -(-size // window)
     for per_rank in out[name]:
