@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from distsampling.cli import main, plan_split
+from distsampling.cli import main, plan_split, plan_windows
 from distsampling.demo import EXAMPLES, plan
 
 
@@ -22,6 +22,38 @@ def test_split_plan_is_every_ranks_sampler():
             assert indices == list(s)
 
 
+def test_split_window_plan_is_torchs_split_of_the_epochs_windows():
+    """Invariant: split --window shows, for each rank, the window starts that torch's
+    DistributedSampler picks over the windowed dataset of that epoch."""
+    from torch.utils.data.distributed import DistributedSampler as TorchDistributedSampler
+
+    from distsampling import SequentialWindowedDataset
+
+    for epoch, ranks in enumerate(plan_windows(23, 4, 3, 3, seed=6)):
+        ds = SequentialWindowedDataset(23, 4, seed=6)
+        ds.set_epoch(epoch)
+        for rank, idx_ours in enumerate(ranks):
+            torch_sampler = TorchDistributedSampler(ds, 3, rank, seed=6)
+            torch_sampler.set_epoch(epoch)
+            idx_torch = [ds[i] for i in torch_sampler]
+            assert idx_ours == idx_torch
+
+
+def test_split_window_prints_windows_of_consecutive_samples_wrapping_at_the_end(capsys):
+    """Invariant: every printed window is ``window`` consecutive samples modulo the size, and
+    each rank prints ``num_samples`` windows, padding marked ``*``."""
+    main(["split", "--size", "11", "--replicas", "3", "--window", "3", "--epochs", "2"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  rank")]
+    assert len(rows) == 2 * 3
+    for row in rows:
+        windows = row.split(": ", 1)[1].strip("[]").split(", ")
+        assert len(windows) == 2  # ceil(ceil(11 / 3) / 3) windows per rank
+        for w in windows:
+            first, *rest = (int(x) for x in w.rstrip("*").split("-"))
+            assert [first, *rest] == [(first + j) % 11 for j in range(3)]
+    assert sum(row.count("*") for row in rows) == 2 * 2  # 4 windows padded to 6, per epoch
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -34,6 +66,14 @@ def test_split_plan_is_every_ranks_sampler():
             "epochs should be >= 1, but got epochs=0",
         ),
         (["split", "--size", "10", "--replicas", "2", "--batch-size", "0"], "batch_size=0"),
+        (
+            ["split", "--size", "10", "--replicas", "2", "--window", "0"],
+            "window should be >= 1, but got window=0",
+        ),
+        (
+            ["split", "--size", "10", "--replicas", "2", "--window", "11"],
+            "window should be <= size=10",
+        ),
     ],
 )
 def test_bad_arguments_exit_with_the_error_naming_the_value(argv, message, capsys):

@@ -3,8 +3,9 @@ r"""The command line: ``python -m distsampling split ...`` prints which rank rea
 ``split`` answers the question every user starts with ("does each rank get a contiguous half,
 or a random share?") by printing the plan: for each epoch, each rank's indices, and its batches
 when ``--batch-size`` is given. Indices that are padding (repeats of the epoch's head, so that
-every rank reads the same number) carry a ``*``. ``demo`` is a short tour over the users'
-own small examples.
+every rank reads the same number) carry a ``*``. With ``--window T`` the items are windows of
+``T`` consecutive samples (:class:`~distsampling.SequentialWindowedDataset`), printed as
+``first-...-last``. ``demo`` is a short tour over the users' own small examples.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from collections.abc import Sequence
 from ._validate import check_int
 from .batch import BatchSampler
 from .distributed import DistributedSampler
+from .windowed import SequentialWindowedDataset, window_indices
 
-__all__ = ["format_split", "main", "plan_split"]
+__all__ = ["format_split", "format_windows", "main", "plan_split", "plan_windows", "rank_windows"]
 
 
 def plan_split(
@@ -45,7 +47,7 @@ def plan_split(
     return plan
 
 
-def _mark_padding(indices: list[int], rank: int, replicas: int, size: int) -> list[str]:
+def _mark_padding(indices: list, rank: int, replicas: int, size: int) -> list[str]:
     # this rank's k-th index sits at position rank + k * replicas of the padded epoch;
     # positions >= size are the padding that repeats the head of the order
     return [f"{i}*" if rank + k * replicas >= size else str(i) for k, i in enumerate(indices)]
@@ -102,6 +104,87 @@ def format_split(
     return "\n".join(lines)
 
 
+def plan_windows(
+    size: int, window: int, replicas: int, epochs: int, *, seed: int = 0, drop_last: bool = False
+) -> list[list[list[int]]]:
+    r"""Return ``plan[epoch][rank]``: the window starts each rank reads, every rank simulated here.
+
+    The windows of :class:`~distsampling.SequentialWindowedDataset` (``seed`` draws the epoch's
+    offset) are shuffled and split by :class:`~distsampling.DistributedSampler` (``seed`` too).
+
+    Examples:
+        >>> plan_windows(10, 3, 2, 1)  # epoch 0: windows start at 1, 4, 7 and 0 (offset 1)
+        [[[1, 0], [4, 7]]]
+    """
+    return [
+        [
+            rank_windows(size, window, replicas, r, e, seed=seed, drop_last=drop_last)
+            for r in range(replicas)
+        ]
+        for e in range(check_int("epochs", epochs, low=1))
+    ]
+
+
+def rank_windows(
+    size: int,
+    window: int,
+    replicas: int,
+    rank: int,
+    epoch: int,
+    *,
+    seed: int = 0,
+    drop_last: bool = False,
+) -> list[int]:
+    """The window starts that ``rank`` reads in ``epoch`` (what a training loop would do)."""
+    dataset = SequentialWindowedDataset(size, window, seed)
+    dataset.set_epoch(epoch)  # every rank draws the same offset from (seed, epoch)
+    sampler = DistributedSampler(dataset, replicas, rank, seed=seed, drop_last=drop_last)
+    sampler.set_epoch(epoch)  # ... and the same shuffle of the windows
+    return [dataset[i] for i in sampler]
+
+
+def format_windows(
+    size: int,
+    window: int,
+    replicas: int,
+    epochs: int,
+    *,
+    seed: int = 0,
+    drop_last: bool = False,
+    batch_size: int | None = None,
+) -> str:
+    r"""Render :func:`plan_windows` as ``split --window`` prints it: each window ``first-...-last``.
+
+    Examples:
+        >>> print(format_windows(10, 3, 2, 1, batch_size=2))
+        SequentialWindowedDataset(size=10, window=3, seed=0): 4 windows, the last wraps around
+        DistributedSampler(num_replicas=2, shuffle=True, seed=0, drop_last=False): 2 windows per rank
+        epoch 0 (offset 1)
+          rank 0: [1-2-3, 0-1-2]
+          rank 1: [4-5-6, 7-8-9]
+    """
+    dataset = SequentialWindowedDataset(size, window, seed)
+    first = DistributedSampler(dataset, replicas, 0, seed=seed, drop_last=drop_last)
+    wraps = ", the last wraps around" if size % window else ""
+    lines = [
+        f"SequentialWindowedDataset(size={size}, window={window}, seed={seed}): "
+        f"{len(dataset)} windows{wraps}",
+        f"DistributedSampler(num_replicas={replicas}, shuffle=True, seed={seed}, "
+        f"drop_last={drop_last}): {first.num_samples} windows per rank",
+    ]
+    plan = plan_windows(size, window, replicas, epochs, seed=seed, drop_last=drop_last)
+    for epoch, ranks in enumerate(plan):
+        dataset.set_epoch(epoch)
+        lines.append(f"epoch {epoch} (offset {dataset.offset})")
+        for rank, starts in enumerate(ranks):
+            # (k, window) sample indices of this rank's k windows, written first-...-last
+            shown = ["-".join(map(str, w)) for w in window_indices(starts, window, size).tolist()]
+            shown = _mark_padding(shown, rank, replicas, len(dataset))
+            batches = BatchSampler(shown, batch_size or max(len(shown), 1), drop_last)
+            lines.append(f"  rank {rank}: " + " ".join("[" + ", ".join(b) + "]" for b in batches))
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point of ``python -m distsampling``."""
     parser = argparse.ArgumentParser(
@@ -120,10 +203,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     split.add_argument(
         "--batch-size", type=int, default=None, help="also group each rank's indices into batches"
     )
+    split.add_argument(
+        "--window",
+        type=int,
+        default=None,
+        help="split windows of this many consecutive samples (from a random offset) instead",
+    )
     sub.add_parser("demo", help="a tour over the users' own small examples")
     args = parser.parse_args(argv)
     try:
-        if args.command == "split":
+        if args.command == "split" and args.window is not None:
+            print(
+                format_windows(
+                    args.size,
+                    args.window,
+                    args.replicas,
+                    args.epochs,
+                    seed=args.seed,
+                    drop_last=args.drop_last,
+                    batch_size=args.batch_size,
+                )
+            )
+        elif args.command == "split":
             print(
                 format_split(
                     args.size,

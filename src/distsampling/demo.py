@@ -18,9 +18,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .cli import format_split
+from .cli import format_split, format_windows, rank_windows
 from .distributed import DistributedSampler
 from .launch import run_world
+from .weighted import WeightedBalanceClassSampler
+from .wrapper import DistributedSamplerWrapper
 
 __all__ = ["BUILDERS", "EXAMPLES", "main", "plan"]
 
@@ -41,9 +43,47 @@ def split_builder(
     return list(sampler)
 
 
+def windows_builder(
+    rank: int, world: int, epoch: int, *, size: int, window: int, seed: int = 0, **_: Any
+) -> list[int]:
+    return rank_windows(size, window, world, rank, epoch, seed=seed)
+
+
+def weighted_builder(
+    rank: int, world: int, epoch: int, *, labels: list, weight: dict, length: int, **_: Any
+) -> list[int]:
+    inner = WeightedBalanceClassSampler(labels, weight, length, seed=0)
+    sampler = DistributedSamplerWrapper(inner, world, rank, seed=0)
+    sampler.set_epoch(epoch)  # reaches the inner sampler: a new, equally weighted epoch
+    return list(sampler)
+
+
+def format_weighted(
+    labels: list, weight: dict, length: int, replicas: int, epochs: int, **_: Any
+) -> str:
+    """The weighted stop of the tour: class sizes, exact draws per class, each rank's ``label#index``."""
+    sizes = {c: labels.count(c) for c in sorted(set(labels))}
+    counts = WeightedBalanceClassSampler(labels, weight, length).samples_per_class
+    lines = [
+        f"labels: {sizes} samples; weight={weight}, length={length}",
+        f"WeightedBalanceClassSampler draws exactly {dict(zip(sizes, counts))} per epoch, "
+        f"through DistributedSamplerWrapper(num_replicas={replicas})",
+    ]
+    for epoch in range(epochs):
+        lines.append(f"epoch {epoch}")
+        for rank in range(replicas):
+            got = weighted_builder(
+                rank, replicas, epoch, labels=labels, weight=weight, length=length
+            )
+            lines.append(f"  rank {rank}: " + " ".join(f"{labels[i]}#{i}" for i in got))
+    return "\n".join(lines)
+
+
 #: kind -> (builder, formatter printing the plan for the tour)
 BUILDERS: dict[str, tuple[Callable[..., list], Callable[..., str]]] = {
     "split": (split_builder, format_split),
+    "windows": (windows_builder, format_windows),
+    "weighted": (weighted_builder, format_weighted),
 }
 #: (title, kind, arguments): the users' small examples
 EXAMPLES: list[tuple[str, str, dict[str, Any]]] = [
@@ -66,6 +106,22 @@ EXAMPLES: list[tuple[str, str, dict[str, Any]]] = [
         "... or, with drop_last, the tail is cut and nothing repeats",
         "split",
         dict(size=10, replicas=3, epochs=1, drop_last=True, batch_size=2),
+    ),
+    (
+        "Windows of 3 consecutive samples from a new offset each epoch, 2 windows a batch (seed 000)",
+        "windows",
+        dict(size=10, window=3, replicas=2, epochs=2, batch_size=2),
+    ),
+    (
+        "Class weights 2:1:1 over imbalanced labels, exact counts, split across ranks (seed 001)",
+        "weighted",
+        dict(
+            labels=["cat"] * 9 + ["dog"] * 4 + ["owl"] * 2,
+            weight={"cat": 2, "dog": 1, "owl": 1},
+            length=12,
+            replicas=2,
+            epochs=2,
+        ),
     ),
 ]
 LIVE_WORLD = 2
@@ -106,7 +162,7 @@ def main() -> None:
     gathered = run_world("distsampling.demo:_live_rank", LIVE_WORLD, live, timeout=120)[0]
     for (title, _, _), (kind, kwargs), got in zip(EXAMPLES, live, gathered):
         expected = plan(kind, LIVE_WORLD, **{k: v for k, v in kwargs.items() if k != "replicas"})
-        print(f"  {'OK' if got == expected else 'DIFFERS'}  {title.split(':')[0]}")
+        print(f"  {'OK' if got == expected else 'DIFFERS'}  {title.split(': ')[0]}")
         if got != expected:
             raise SystemExit(
                 f"the live ranks disagree with the plan for {kind} {kwargs}:\n{got}\n!=\n{expected}"
