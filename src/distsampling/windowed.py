@@ -139,7 +139,7 @@ class SequentialWindowedDataset(Dataset[int]):
         self.seed = check_int("seed", seed, low=0)
         self.drop_last = check_bool("drop_last", drop_last)
         # floor(size / window) with drop_last, otherwise ceil: the last window wraps around
-        self._len = size // window if drop_last else -(-size // window)
+        self._len = self.size // self.window if drop_last else -(-self.size // self.window)
         # [epoch, offset] in shared memory: forked, spawned and persistent DataLoader workers
         # read what set_epoch writes here; the numpy view reads it ~5x faster than the tensor
         self._state = torch.zeros(2, dtype=torch.int64).share_memory_()
