@@ -84,6 +84,33 @@ def test_len_equals_the_number_of_batches_yielded(data, batch_size, drop_uneven)
 
 
 @given(
+    n=dataset_lengths,
+    args=sampler_args(),
+    epochs_=st.tuples(epochs, epochs),
+    batch_size=batch_sizes,
+    data=st.data(),
+)
+def test_len_never_freezes_a_pass_so_set_epoch_after_len_gives_the_new_epochs_batches(
+    n, args, epochs_, batch_size, data
+):
+    """Invariant: len() caches nothing; iter after set_epoch is the new epoch's pass.
+
+    maskrcnn-benchmark's __len__ builds the batches and its next __iter__ reuses them, so
+    len -> set_epoch -> iter replays the old epoch. Here both follow the sampler's current epoch.
+    """
+    groups = data.draw(st.lists(st.integers(0, 2), min_size=n, max_size=n), label="groups")
+    first, second = epochs_
+    sampler = DistributedSampler(range(n), **args)
+    grouped = GroupedBatchSampler(sampler, groups, batch_size)
+    sampler.set_epoch(first)
+    len(grouped)
+    sampler.set_epoch(second)
+    fresh = GroupedBatchSampler(list(sampler), groups, batch_size)  # the epoch's pass, by hand
+    assert list(grouped) == list(fresh)
+    assert len(grouped) == len(fresh)
+
+
+@given(
     n=dataset_lengths, args=sampler_args(), epoch=epochs, batch_size=batch_sizes, drop_last=flags
 )
 def test_one_group_equals_torchs_batch_sampler(n, args, epoch, batch_size, drop_last):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from itertools import accumulate, pairwise
 
 import pytest
 import torch
@@ -103,6 +104,43 @@ def test_grouping_alone_can_give_ranks_different_batch_counts_per_epoch():
         for r in range(2)
     ]
     assert fixed == [4, 4]
+
+
+@given(
+    ratios=ratio_lists.filter(bool),
+    world=world_sizes,
+    seed=seeds,
+    grouping=groupings,
+    batch_size=batch_sizes,
+    passes=st.integers(1, 3),
+)
+def test_pass_p_of_every_rank_is_its_torch_share_of_epoch_p_so_ranks_stay_disjoint(
+    ratios, world, seed, grouping, batch_size, passes
+):
+    """Invariant: with num_iters, rank r's pass p holds torch's DistributedSampler share of epoch p.
+
+    Passes are seeded by their number, not by the iteration count (maskrcnn-benchmark's
+    ``set_epoch(iteration)``): grouped ranks start pass 1 at different iterations, and seeding
+    by the count would shuffle their shares with different epochs, so they would overlap.
+    """
+    n = len(ratios)
+    shares = []  # shares[r][p]: the indices of rank r's pass p, sorted
+    for rank in range(world):
+        sampler = make_data_sampler(ratios, True, True, seed, num_replicas=world, rank=rank)
+        one_pass = make_batch_data_sampler(ratios, sampler, grouping, batch_size)
+        lengths = []
+        for p in range(passes):
+            sampler.set_epoch(p)
+            lengths.append(len(one_pass))
+        run = list(make_batch_data_sampler(ratios, sampler, grouping, batch_size, sum(lengths)))
+        cuts = pairwise(accumulate(lengths, initial=0))
+        shares.append([sorted(i for b in run[a:z] for i in b) for a, z in cuts])
+    for p in range(passes):
+        for rank in range(world):
+            theirs = tud.DistributedSampler(ratios, world, rank, shuffle=True, seed=seed)
+            theirs.set_epoch(p)
+            assert shares[rank][p] == sorted(theirs)
+        assert set().union(*(shares[r][p] for r in range(world))) == set(range(n))
 
 
 @given(
@@ -247,11 +285,27 @@ def test_aspect_ratios_of_another_length_than_the_dataset_are_rejected():
             ValueError,
             "start_iter should be >= 0, but got start_iter=-1",
         ),
-        ({"num_iters": 4, "start_iter": 5}, ValueError, "start_iter should be <= num_iterations"),
+        (
+            {"num_iters": 4, "start_iter": 5},
+            ValueError,
+            "start_iter should be <= num_iters (the iterations already done), "
+            "but got start_iter=5, num_iters=4",
+        ),
+        (
+            {"start_iter": None},
+            TypeError,
+            "start_iter should be an integer, but got start_iter=None",
+        ),
+        ({"num_iters": -1}, ValueError, "num_iters should be >= 0, but got num_iters=-1"),
+        ({"num_iters": 2.5}, TypeError, "num_iters should be an integer, but got num_iters=2.5"),
+        ({"num_iters": True}, TypeError, "num_iters should be an integer, but got num_iters=True"),
     ],
 )
-def test_bad_batch_size_or_start_iter_is_rejected_naming_the_value(kwargs, error, message):
-    """Invariant: non-positive batch sizes and impossible resume points fail before any batch."""
+def test_bad_batch_size_num_iters_or_start_iter_is_rejected_naming_the_value(
+    kwargs, error, message
+):
+    """Invariant: bad batch sizes, run lengths and resume points fail before any batch, naming
+    this function's own argument (num_iters, not IterationBasedBatchSampler's num_iterations)."""
     args = {"batch_size": 2, **kwargs}
     with pytest.raises(error) as info:
         make_batch_data_sampler([1.0, 2.0], range(2), [1.0], **args)

@@ -189,10 +189,17 @@ def make_batch_data_sampler(
         [[5], [0, 2], [1, 4]]
     """
     batch_size = check_int("batch_size", batch_size, low=1)
-    if num_iters is None and start_iter != 0:
+    start_iter = check_int("start_iter", start_iter, low=0)
+    if num_iters is None and start_iter:
         raise ValueError(
             f"start_iter needs num_iters (the length of the run), but got num_iters=None, "
             f"start_iter={start_iter}"
+        )
+    # checked here too, so that the errors name this function's argument, num_iters
+    if num_iters is not None and start_iter > check_int("num_iters", num_iters, low=0):
+        raise ValueError(
+            "start_iter should be <= num_iters (the iterations already done), but got "
+            f"start_iter={start_iter}, num_iters={num_iters}"
         )
     if aspect_grouping is None:
         batch_sampler: Sampler[list[int]] = BatchSampler(sampler, batch_size, drop_last=False)
