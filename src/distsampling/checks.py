@@ -97,6 +97,17 @@ def assert_rank_consistent(sampler: Any, group: dist.ProcessGroup | None = None)
 
     Raises:
         RankMismatchError: naming the fields that differ, each rank's value, and the likely cause.
+
+    Examples:
+        >>> import torch.distributed as dist
+        >>> from distsampling import DistributedSampler
+        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        >>> sampler = DistributedSampler(range(5), seed=1)  # rank and world from the group
+        >>> sampler.set_epoch(2)
+        >>> digest = assert_rank_consistent(sampler)  # on every rank: agree, or raise
+        >>> digest["len"], digest["seed"], digest["epoch"]
+        (5, 1, 2)
+        >>> dist.destroy_process_group()
     """
     mine = epoch_digest(sampler)
     digests: list[dict[str, Any]] = [{} for _ in range(dist.get_world_size(group))]

@@ -111,6 +111,16 @@ def gather_by_index(
 
     Returns:
         ``size`` values, value ``i`` for dataset index ``i``, on every rank.
+
+    Examples:
+        >>> import torch.distributed as dist
+        >>> from distsampling import DistributedSampler
+        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        >>> indices = list(DistributedSampler(range(4), seed=3))  # this rank's share
+        >>> squares = [i * i for i in indices]  # one result per evaluated sample
+        >>> gather_by_index(indices, squares, size=4)  # every rank's, in dataset order
+        [0, 1, 4, 9]
+        >>> dist.destroy_process_group()
     """
     gathered: list[Any] = [None] * dist.get_world_size(group)
     dist.all_gather_object(gathered, (list(indices), list(values)), group=group)
