@@ -6,8 +6,8 @@ Throughput: 256 samples of 1 MiB (8 shards of 32), batch 32, warm page cache, ``
 - memcpy bound: copying the same bytes batch by batch between two tensors, in this process;
 - one pickle per sample: ``pickle.load`` of one file per sample + ``default_collate``;
 - naive npy: ``np.load(shard, mmap_mode="r")[row]`` per sample + ``default_collate``;
-- distsampling: :class:`~distsampling.SnapshotDataset` (``__getitems__`` into shared memory) +
-  :func:`~distsampling.collate_batch`.
+- distsampling: :class:`~distsampling.SnapshotDataset` (``__getitems__``: one copy per run of
+  rows, ``os.pwrite`` into a shared-memory batch in a worker) + :func:`~distsampling.collate_batch`.
 
 The training loop only receives each batch (``MB/s`` is what the loader delivers); ``main_cpu_%``
 is the CPU time the main (training) process spent, as a share of the wall time.
@@ -39,7 +39,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
 from distsampling import SnapshotDataset, collate_batch, prefetch_epochs
-from distsampling.cache import Snapshot
+from distsampling.snapshot import Snapshot
 
 from ._harness import ROOT, Comparison
 

@@ -7,6 +7,8 @@ DataLoader with or without workers).
 
 from __future__ import annotations
 
+import errno
+import itertools
 import os
 import pickle
 import tempfile
@@ -19,8 +21,9 @@ import torch.utils.data as tud
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distsampling import DistributedSampler, SnapshotDataset, collate_batch
-from distsampling.cache import CorruptShardError, ShardCache, Snapshot
+from distsampling import DistributedSampler, SnapshotDataset, collate_batch, growing
+from distsampling.cache import ShardCache
+from distsampling.snapshot import CorruptShardError, Snapshot
 from strategies import (
     epochs,
     sample_shapes,
@@ -114,6 +117,81 @@ def test_workers_persistent_and_pinned_loaders_give_the_same_batches(
             assert torch.equal(torch.cat(batches), expected)
             # a worker's batch arrives in shared memory (only a handle crossed the process boundary)
             assert all(b.is_shared() or b.is_pinned() for b in batches)
+
+
+def _made_in_shared_memory(batch: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """A collate_fn, so it runs in the worker: was the batch shared before torch sent it?"""
+    return batch, batch.is_shared()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("strategy", ["file_descriptor", "file_system"])
+def test_a_workers_batch_is_made_in_shared_memory_before_it_is_sent(tmp_path, strategy):
+    """Invariant: in a worker __getitems__ returns a shared tensor (torch sends it, not a copy)."""
+    snapshot, model = write_snapshot(str(tmp_path), [5, 3, 4], (4,))
+    previous = torch.multiprocessing.get_sharing_strategy()
+    torch.multiprocessing.set_sharing_strategy(strategy)
+    try:
+        loader = tud.DataLoader(
+            SnapshotDataset(snapshot),
+            batch_size=5,
+            sampler=[11, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10],  # runs across shards, out of order
+            num_workers=1,
+            collate_fn=_made_in_shared_memory,
+        )
+        batches, shared = zip(*loader, strict=True)
+    finally:
+        torch.multiprocessing.set_sharing_strategy(previous)
+    assert all(shared)
+    order = [11, *range(11)]
+    assert torch.equal(torch.cat(batches), torch.from_numpy(model[order]))
+
+
+@pytest.fixture
+def in_a_worker(monkeypatch):
+    """Run __getitems__ in this process as if it were a DataLoader worker."""
+    monkeypatch.setattr(growing, "get_worker_info", lambda: object())
+
+
+@given(layout=snapshot_layouts.filter(any), data=st.data())
+def test_in_a_worker_getitems_reads_the_same_rows(layout, data):
+    """Invariant: the shared-memory path (pwrite per run of rows) equals the model, any indices."""
+    with tempfile.TemporaryDirectory() as root, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(growing, "get_worker_info", lambda: object())
+        snapshot, model = write_snapshot(root, layout, (2, 3))
+        n = len(model)
+        indices = data.draw(st.lists(st.integers(-n, n - 1), min_size=1, max_size=12), "indices")
+        batch = SnapshotDataset(snapshot).__getitems__(indices)
+        assert batch.is_shared() and torch.equal(batch, torch.from_numpy(model[indices]))
+
+
+@given(pairs=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 6)), min_size=1, max_size=20))
+def test_runs_cover_the_batch_with_maximal_runs_of_consecutive_rows(pairs):
+    """Invariant: the runs, expanded, give back every (shard, row) in order; none could be merged."""
+    shard, rows = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    runs = list(growing._runs(shard, rows))
+    expanded = [(k, row + i) for _, k, row, n in runs for i in range(n)]
+    assert expanded == [tuple(p) for p in pairs]
+    assert [j for j, *_ in runs] == list(np.cumsum([0] + [n for *_, n in runs])[:-1])
+    for (_, k0, r0, n0), (_, k1, r1, _) in itertools.pairwise(runs):
+        assert (k0, r0 + n0) != (k1, r1)  # the next run does not continue this one
+
+
+def test_a_full_dev_shm_in_a_worker_raises_enospc_naming_the_batch(
+    tmp_path, in_a_worker, monkeypatch
+):
+    """Invariant: no room for a batch in shared memory is an OSError(ENOSPC) saying what to do."""
+    snapshot, _ = write_snapshot(str(tmp_path), [4], (8,))
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(growing.os, "pwrite", full)
+    with pytest.raises(
+        OSError, match=r"no space left in shared memory \(/dev/shm\) for a batch of 64 bytes"
+    ) as err:
+        SnapshotDataset(snapshot).__getitems__([0, 1])
+    assert err.value.errno == errno.ENOSPC
 
 
 def test_pickling_carries_the_snapshot_not_the_memory_maps(tmp_path):

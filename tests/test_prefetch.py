@@ -18,7 +18,7 @@ import torch.utils.data as tud
 from hypothesis import given
 
 from distsampling import SnapshotDataset, collate_batch, prefetch_epochs
-from distsampling.cache import Snapshot
+from distsampling.snapshot import Snapshot
 from strategies import epoch_batch_counts, leads
 
 
@@ -131,3 +131,23 @@ def test_unsized_loader_raises_type_error_naming_the_epoch():
     """Invariant: a loader without len() (a generator) is rejected, naming the epoch and the type."""
     with pytest.raises(TypeError, match=r"but got make_loader\(0\)=.* of type generator"):
         next(prefetch_epochs(lambda e: (x for x in [torch.zeros(1)]), range(1)))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"make_loader": [1, 2]},
+            r"make_loader should be a function .* but got make_loader=\[1, 2\]",
+        ),
+        ({"epochs": 3}, r"epochs should be an iterable .* but got epochs=3 of type int"),
+        ({"lead": 0}, r"lead should be >= 1, but got lead=0"),
+    ],
+)
+def test_bad_arguments_raise_at_the_call_naming_them(kwargs, message):
+    """Invariant: a bad argument is reported when prefetch_epochs is called, before any loader."""
+    calls = []
+    args = {"make_loader": calls.append, "epochs": range(2)} | kwargs
+    with pytest.raises((TypeError, ValueError), match=message):
+        prefetch_epochs(**args)  # no next(): the checks are eager
+    assert calls == []

@@ -18,8 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distsampling.cache import ShardCache, load_shard
-from distsampling.producer import Producer, RemoteSource, produce
+from distsampling import producer as producer_module
+from distsampling.cache import ShardCache
+from distsampling.producer import Producer, produce
+from distsampling.remote import RemoteSource
+from distsampling.snapshot import load_shard
 from strategies import shard_samples
 
 RAM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None  # same properties, free fsyncs
@@ -75,13 +78,37 @@ def test_produce_writes_max_shards_of_whole_remote_rows_reproducibly(k, shards, 
     np.testing.assert_array_equal(got[0], got[1])
 
 
-def test_the_bandwidth_cap_bounds_the_read_rate(dirs):
-    """Invariant: reading B bytes under a cap of C bytes/s takes at least B / C seconds."""
-    remote, local = dirs
-    cache = ShardCache(local, capacity_bytes=10**6)
-    start = time.monotonic()
-    produce(remote, cache, samples_per_shard=10, bandwidth=400.0, max_shards=2)  # 20 x 8 bytes
-    assert time.monotonic() - start >= 20 * 8 / 400.0
+class FakeClock:
+    """Stands in for the producer's ``time``: only sleep() moves it; it logs every sleep."""
+
+    def __init__(self) -> None:
+        self.now, self.sleeps = 0.0, []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds >= 0
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+@given(bandwidth=st.floats(1.0, 1e4), k=shard_samples, shards=st.integers(1, 3))
+def test_the_bandwidth_cap_paces_every_read(bandwidth, k, shards):
+    """Invariant: after the i-th sample (8 bytes each) the clock reads exactly 8 i / bandwidth."""
+    with (
+        tempfile.TemporaryDirectory(dir=RAM_DIR) as remote,
+        tempfile.TemporaryDirectory(dir=RAM_DIR) as local,
+        pytest.MonkeyPatch.context() as mp,
+    ):
+        write_remote(remote)
+        clock = FakeClock()
+        mp.setattr(producer_module, "time", clock)
+        cache = ShardCache(local, capacity_bytes=10**6)
+        produce(remote, cache, samples_per_shard=k, bandwidth=bandwidth, max_shards=shards)
+    assert len(clock.sleeps) == k * shards  # one pause per sample read
+    assert clock.now == pytest.approx(8 * k * shards / bandwidth)
+    assert clock.sleeps == pytest.approx([8 / bandwidth] * (k * shards))  # never a burst
 
 
 def test_an_fsspec_url_is_a_remote_too(dirs):
@@ -210,46 +237,58 @@ def test_a_producer_sigkilled_at_a_random_moment_leaves_a_consistent_cache(tmp_p
 # --- bad input ---------------------------------------------------------------------------------
 
 
-def test_a_missing_source_raises_naming_it(tmp_path):
-    """Invariant: a source directory that does not exist is refused with its path."""
-    missing = str(tmp_path / "nope")
-    with pytest.raises(
-        FileNotFoundError,
-        match=f"source should be an existing directory, but got source='{missing}'",
-    ):
-        RemoteSource(missing)
-
-
 def test_a_source_without_npy_files_raises(tmp_path):
     """Invariant: an empty source is refused before any process starts."""
     with pytest.raises(ValueError, match=r"source should hold \.npy files, but got none in"):
         Producer(str(tmp_path), ShardCache(tmp_path, capacity_bytes=100), samples_per_shard=1)
 
 
-def test_source_files_of_different_sample_shapes_raise_naming_the_file(tmp_path):
-    """Invariant: all remote files must hold samples of one shape and dtype."""
-    np.save(tmp_path / "a.npy", np.zeros((2, 3), np.float32))
-    np.save(tmp_path / "b.npy", np.zeros((2, 4), np.float32))
-    with pytest.raises(ValueError, match=rf"but {tmp_path / 'b.npy'} holds \(4,\), float32"):
-        RemoteSource(tmp_path).read(1, 0)
+def test_a_cache_that_is_not_a_shard_cache_raises(dirs):
+    """Invariant: a path where a ShardCache belongs is refused in the caller, naming it."""
+    remote, local = dirs
+    for run in (produce, Producer):
+        with pytest.raises(
+            TypeError, match=f"cache should be a distsampling.ShardCache, but got cache='{local}'"
+        ):
+            run(remote, local, samples_per_shard=1)
 
 
-def test_a_truncated_source_file_raises_naming_it(tmp_path):
-    """Invariant: a remote file shorter than its header says gives an error naming the file."""
-    np.save(tmp_path / "a.npy", np.zeros((4, 2), np.int32))
-    with open(tmp_path / "a.npy", "r+b") as f:
-        f.truncate(128 + 3 * 8 + 1)  # rows 0..2 whole, row 3 cut short
-    remote = RemoteSource(tmp_path)
-    remote.read(0, 2)
-    with pytest.raises(ValueError, match=rf"{tmp_path / 'a.npy'} is truncated: its sample 3"):
-        remote.read(0, 3)
+def test_a_capacity_smaller_than_one_shard_raises_in_the_caller(dirs):
+    """Invariant: a shard that could never fit is refused before any process starts."""
+    remote, local = dirs
+    cache = ShardCache(local, capacity_bytes=100)
+    for run in (produce, Producer):
+        with pytest.raises(
+            ValueError,
+            match=r"capacity_bytes should be at least the size of one shard \(20 samples of 8 "
+            r"bytes\), but got capacity_bytes=100",
+        ):
+            run(remote, cache, samples_per_shard=20)
+    assert os.listdir(local) == [".lock"]  # nothing written
 
 
-def test_a_url_without_fsspec_raises_saying_what_to_install(monkeypatch):
-    """Invariant: a URL source without fsspec names the source and the missing package."""
-    monkeypatch.setitem(sys.modules, "fsspec", None)  # import fsspec now raises ImportError
-    with pytest.raises(ImportError, match="source='s3://b/d' is a URL, which needs fsspec"):
-        RemoteSource("s3://b/d")
+def test_a_failure_in_the_producer_process_is_raised_by_join_with_its_traceback(dirs):
+    """Invariant: the child's exception does not vanish: join() raises it, naming the cause."""
+    remote, local = dirs
+    cache = ShardCache(local, capacity_bytes=10**6)
+    cache.add(np.zeros((2, 3), np.float32))  # the remote holds int32 pairs: add() will refuse
+    producer = Producer(remote, cache, samples_per_shard=2, max_shards=1, context="fork")
+    with pytest.raises(
+        RuntimeError, match=r"(?s)the producer process failed:.*sample_shape \(3,\)"
+    ):
+        producer.join(timeout=60)
+    with pytest.raises(RuntimeError, match="the producer process failed"):
+        producer.stop()  # and again, for whoever calls stop()
+    assert producer.process.exitcode == 1 and producer.written == 0
+
+
+def test_a_bad_context_raises_naming_it(dirs):
+    """Invariant: context must be a start method of this platform."""
+    remote, local = dirs
+    with pytest.raises(ValueError, match=r"context should be one of .* but got context='threads'"):
+        Producer(
+            remote, ShardCache(local, capacity_bytes=10**6), samples_per_shard=1, context="threads"
+        )
 
 
 @pytest.mark.parametrize(

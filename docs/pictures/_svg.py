@@ -36,7 +36,9 @@ def grid(
 ) -> str:
     """Rows of cells: ``(row label, [(cell text, colour index, dashed), ...])``; a legend of colours."""
     cells_width = LABEL + max(len(cells) for _, cells in rows) * (CELL + GAP) + 20
-    width = max(cells_width, len(title) * 8 + 20, len(legend) * 110 + 20)  # 13px monospace ~ 8px/char
+    width = max(
+        cells_width, len(title) * 8 + 20, len(legend) * 110 + 20
+    )  # 13px monospace ~ 8px/char
     body = [text(10, 20, title, 13, weight="bold")]
     y = 36
     for label, cells in rows:

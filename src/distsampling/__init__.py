@@ -6,7 +6,7 @@ proven against torch by the Hypothesis properties in ``tests/``.
 
 # one line per module: the code, its tests and its tutorial share the module's stem
 from .batch import BatchSampler
-from .cache import CorruptShardError, ShardCache, Snapshot, load_shard
+from .cache import ShardCache
 from .checks import RankMismatchError, assert_rank_consistent, epoch_digest
 from .distributed import DistributedSampler, rank_positions, split_sizes
 from .evaluation import UnpaddedDistributedSampler, gather_by_index, merge_by_index
@@ -21,7 +21,9 @@ from .pipeline import (
     make_data_sampler,
 )
 from .prefetch import prefetch_epochs
-from .producer import Producer, RemoteSource, produce
+from .producer import Producer, produce
+from .remote import RemoteSource
+from .snapshot import CorruptShardError, Snapshot, load_shard
 from .weighted import WeightedBalanceClassSampler, largest_remainder_counts
 from .windowed import SequentialWindowedDataset, epoch_offset, window_indices
 from .wrapper import DatasetFromSampler, DistributedSamplerWrapper
@@ -29,52 +31,38 @@ from .wrapper import DatasetFromSampler, DistributedSamplerWrapper
 __version__ = "0.1.0"
 
 __all__ = [
-    # batch
     "BatchSampler",
-    # distributed
-    "DistributedSampler",
-    # checks
-    "RankMismatchError",
-    # evaluation
-    "UnpaddedDistributedSampler",
-    "assert_rank_consistent",
-    "epoch_digest",
-    "gather_by_index",
-    "merge_by_index",
-    "rank_positions",
-    # launch
-    "run_world",
-    "split_sizes",
-    # windowed
-    "SequentialWindowedDataset",
-    "epoch_offset",
-    "window_indices",
-    # grouped
-    "GroupedBatchSampler",
-    # iteration
-    "IterationBasedBatchSampler",
-    # pipeline
-    "aspect_ratio_groups",
-    "aspect_ratios",
-    "make_batch_data_sampler",
-    "make_data_sampler",
-    # weighted
-    "WeightedBalanceClassSampler",
-    "largest_remainder_counts",
-    # wrapper
-    "DatasetFromSampler",
-    "DistributedSamplerWrapper",
-    # growing
-    "SnapshotDataset",
-    "collate_batch",
-    "prefetch_epochs",
-    # cache
     "CorruptShardError",
+    "DatasetFromSampler",
+    "DistributedSampler",
+    "DistributedSamplerWrapper",
+    "GroupedBatchSampler",
+    "IterationBasedBatchSampler",
+    "Producer",
+    "RankMismatchError",
+    "RemoteSource",
+    "SequentialWindowedDataset",
     "ShardCache",
     "Snapshot",
+    "SnapshotDataset",
+    "UnpaddedDistributedSampler",
+    "WeightedBalanceClassSampler",
+    "aspect_ratio_groups",
+    "aspect_ratios",
+    "assert_rank_consistent",
+    "collate_batch",
+    "epoch_digest",
+    "epoch_offset",
+    "gather_by_index",
+    "largest_remainder_counts",
     "load_shard",
-    # producer
-    "Producer",
-    "RemoteSource",
+    "make_batch_data_sampler",
+    "make_data_sampler",
+    "merge_by_index",
+    "prefetch_epochs",
     "produce",
+    "rank_positions",
+    "run_world",
+    "split_sizes",
+    "window_indices",
 ]

@@ -1,132 +1,63 @@
 r"""A local shard cache that grows every epoch and evicts its oldest shards beyond a byte capacity.
 
 A background producer (:mod:`distsampling.producer`) keeps adding shards while training runs;
-each epoch trains on a frozen :class:`Snapshot` of the shards present when it starts.
+each epoch trains on a frozen :class:`~distsampling.snapshot.Snapshot` of the shards present when
+it starts.
 
-- **Shard**: one ``.npy`` file holding ``(k, *sample_shape)`` samples, read memory-mapped. It is
-  written under a temporary name, flushed to disk, then renamed: a reader never sees half a shard.
-- **Manifest** (``manifest.json``): the committed shards in sequence order, the snapshots still
-  pinned and the shards retired but still pinned. It is rewritten atomically (temporary file, then
-  ``os.replace``) under a file lock, so the producer and the training processes can share a cache.
-- **Eviction** is FIFO: after each add, the oldest shards leave the cache until the live bytes fit
-  ``capacity_bytes``. A retired shard that a pinned snapshot lists is deleted only when
-  :meth:`ShardCache.end_epoch` unpins the last such snapshot (disk use may then exceed the capacity
-  by those shards, at most one epoch's worth).
+- **Shard**: one ``.npy`` file of ``(k, *sample_shape)`` samples (:mod:`distsampling.snapshot`).
+  It is written under a temporary name, fsynced, then renamed: no reader ever sees half a shard.
+- **Manifest** (``manifest.json``): the committed shards in sequence order, the pinned snapshots
+  and the retired shards they still list. It is rewritten atomically (temporary file, fsync,
+  ``os.replace``, fsync of the directory) under a file lock, so the producer and the training
+  processes can share a cache. A shard counts once the manifest lists it.
+- **Eviction** is FIFO: after each add (and when a cache is opened), the oldest shards leave the
+  cache until the live bytes fit ``capacity_bytes``. A retired shard that a pinned snapshot lists
+  is deleted only when :meth:`ShardCache.end_epoch` unpins the last such snapshot, so the disk
+  may hold, beyond the capacity, the retired shards of the epochs not yet ended.
 
 **The snapshot rule across ranks and workers.** ``snapshot(epoch)`` is frozen the *first* time any
 process calls it for that epoch and written into the manifest; every later call, from any rank or
-any process sharing the cache directory, returns that same snapshot. So no barrier is needed for
-ranks on one machine: each calls ``cache.snapshot(epoch)`` and all get the same shards in the same
-order, and a :class:`~distsampling.DistributedSampler` over it partitions correctly. DataLoader
-workers receive the (picklable) snapshot with the dataset and never call it. Call
-``end_epoch(epoch)`` once every rank has finished that epoch (after a barrier); it is idempotent,
-and ``snapshot(epoch)`` after ``end_epoch(epoch)`` is an error, so a late rank cannot silently get
-a different snapshot. With one cache per node (no shared file system) the shard sets differ per
-node: there, build the snapshot on rank 0 and ``torch.distributed.broadcast_object_list`` it onto a
-shared file system, or give each node its own sampler.
+any process sharing the cache directory, returns that same snapshot. So ranks need no barrier and
+no broadcast: each calls ``cache.snapshot(epoch)`` and all get the same shards in the same order,
+and a :class:`~distsampling.DistributedSampler` over it partitions correctly. DataLoader workers
+receive the (picklable) snapshot with the dataset and never call it. Call ``end_epoch(epoch)``
+once every rank has finished that epoch (after a barrier); it is idempotent, and
+``snapshot(epoch)`` after it is an error, so a late rank cannot silently get another snapshot.
+This needs one cache directory for all ranks (one machine, or a shared file system with working
+``flock``). With a cache local to each node, the nodes hold different samples: give each node its
+own sampler over its own cache (``num_replicas`` = ranks per node, ``rank`` = local rank).
 
-The lock is ``fcntl.flock`` (POSIX only).
+Every process opening a cache should pass the same ``capacity_bytes``. The lock is
+``fcntl.flock`` (POSIX only).
 
 References:
-    TensorFlow's TFRecord-writing sampler pattern in the user's question (seed 004);
-    numpy/lib/format.py (the ``.npy`` header read by :func:`load_shard`).
+    the TFRecord-writing sampler of the user's question (seed 004); the write-then-rename
+    commit of LMDB / git objects; torch.utils.data.DistributedSampler (needs equal lengths).
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
-import dataclasses
 import errno
 import fcntl
 import json
 import os
 import re
+import socket
 from collections.abc import Iterator
 
 import numpy as np
 
 from ._validate import check_int
+from .snapshot import Snapshot
 
-__all__ = ["CorruptShardError", "ShardCache", "Snapshot", "load_shard"]
+__all__ = ["ShardCache"]
 
 _MANIFEST = "manifest.json"
 _SHARD = re.compile(r"^shard-(\d{10})\.npy$")
-_TMP = re.compile(r"^\.tmp-(\d+)-")
-
-
-@dataclasses.dataclass(frozen=True)
-class Snapshot:
-    r"""The shards one epoch trains on: ``(absolute path, number of samples)`` in sample order.
-
-    Sample ``i`` of the snapshot is row ``i - start`` of the shard whose samples start at
-    ``start``; :meth:`locate` finds it. ``len(snapshot)`` is the total number of samples.
-
-    Examples:
-        >>> snap = Snapshot(epoch=0, shards=(("/c/a.npy", 3), ("/c/b.npy", 2)))
-        >>> len(snap), snap.locate(4)
-        (5, ('/c/b.npy', 1))
-    """
-
-    epoch: int
-    shards: tuple[tuple[str, int], ...]
-
-    def __len__(self) -> int:
-        return sum(n for _, n in self.shards)
-
-    def starts(self) -> list[int]:
-        """Index of the first sample of each shard: ``[0, n0, n0 + n1, ...]``."""
-        out, total = [], 0
-        for _, n in self.shards:
-            out.append(total)
-            total += n
-        return out
-
-    def locate(self, index: int) -> tuple[str, int]:
-        """Return ``(shard path, row in that shard)`` of sample ``index``."""
-        index = check_int("index", index, low=0, high=len(self) - 1)
-        starts = self.starts()
-        k = bisect.bisect_right(starts, index) - 1  # last shard starting at or before index
-        return self.shards[k][0], index - starts[k]
-
-
-class CorruptShardError(ValueError):
-    """A shard file is truncated, not a ``.npy`` file, or holds a different number of samples."""
-
-
-def load_shard(path: str, samples: int | None = None) -> np.ndarray:
-    r"""Memory-map one shard; raise :class:`CorruptShardError` naming the file if it is damaged.
-
-    Args:
-        path: the shard's ``.npy`` file.
-        samples: the number of samples the shard must hold (as listed in a :class:`Snapshot`).
-
-    Examples:
-        >>> import tempfile, os
-        >>> path = os.path.join(tempfile.mkdtemp(), "s.npy")
-        >>> np.save(path, np.zeros((4, 2), np.float32))
-        >>> load_shard(path, samples=4).shape
-        (4, 2)
-        >>> with open(path, "r+b") as f:
-        ...     _ = f.truncate(100)
-        >>> load_shard(path)  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        distsampling.cache.CorruptShardError: shard .../s.npy is truncated or corrupt: ...
-    """
-    try:
-        array = np.load(path, mmap_mode="r", allow_pickle=False)
-        if not isinstance(array, np.ndarray) or array.ndim < 1:
-            raise ValueError("it does not hold an array of samples")
-    except FileNotFoundError:
-        raise
-    except (ValueError, OSError, EOFError) as err:  # bad magic/header, or shorter than its data
-        raise CorruptShardError(f"shard {path} is truncated or corrupt: {err}") from err
-    if samples is not None and array.shape[0] != samples:
-        raise CorruptShardError(
-            f"shard {path} should hold {samples} samples, but it holds {array.shape[0]}"
-        )
-    return array
+#: a temporary file: ``.tmp-<pid>-<host>-<what>``; only its own host can tell whether pid is alive
+_TMP = re.compile(r"^\.tmp-(\d+)-(\w+)-")
+_HOST = re.sub(r"\W", "_", socket.gethostname()) or "host"
 
 
 class ShardCache:
@@ -154,17 +85,22 @@ class ShardCache:
             raise FileNotFoundError(f"root should be an existing directory, but got root={root!r}")
         self.root = root
         self.capacity_bytes = check_int("capacity_bytes", capacity_bytes, low=1)
-        with self._locked() as m:
+        gone: list[str] = []
+        with self._locked(delete=gone) as m:
             self._recover(m)
+            self._evict(m, gone)  # opened with a smaller capacity: fit it now
 
     # --- the manifest, read and written under an exclusive lock ------------------------------
 
     @contextlib.contextmanager
-    def _locked(self, undo: list[str] | None = None) -> Iterator[dict]:
+    def _locked(
+        self, undo: list[str] | None = None, delete: list[str] | None = None
+    ) -> Iterator[dict]:
         """Hold the cache's lock; yield the manifest; write it back (atomically) on success.
 
-        If writing the manifest fails, the files named in ``undo`` are removed (still under the
-        lock), so the directory matches the manifest that stays in force.
+        The files named in ``delete`` (evicted shards) are removed once the new manifest is in
+        force, those in ``undo`` (a new shard) if it could not be written: either way the
+        directory always matches the manifest in force.
         """
         with open(os.path.join(self.root, ".lock"), "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
@@ -177,7 +113,7 @@ class ShardCache:
             before = json.dumps(manifest, sort_keys=True)
             yield manifest
             if json.dumps(manifest, sort_keys=True) != before:
-                tmp = os.path.join(self.root, f".tmp-{os.getpid()}-manifest.json")
+                tmp = _tmp_path(self.root, "manifest.json")
                 try:
                     with open(tmp, "w") as f:
                         json.dump(manifest, f)
@@ -191,13 +127,17 @@ class ShardCache:
                     if isinstance(err, OSError) and err.errno == errno.ENOSPC:
                         raise _no_space(self.root, "the manifest") from err
                     raise
+                _fsync_dir(self.root)  # the renames (shard, manifest) survive a power cut
+            for file in delete or []:  # unlisted now: safe to delete (or left for _recover)
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(file)
 
     def _recover(self, m: dict) -> None:
         """Delete what a killed writer left: temporary files of dead processes, unlisted shards."""
         listed = {s["name"] for s in m["shards"] + m["retired"]}
         for name in os.listdir(self.root):
             tmp = _TMP.match(name)
-            if (tmp and not _alive(int(tmp.group(1)))) or (
+            if (tmp and tmp.group(2) == _HOST and not _alive(int(tmp.group(1)))) or (
                 _SHARD.match(name) and name not in listed
             ):
                 os.remove(os.path.join(self.root, name))
@@ -222,7 +162,7 @@ class ShardCache:
             )
         self._check_fits(samples.nbytes)  # refuse before writing when the data alone is too big
         # 1. write under a temporary name (outside the lock: writing is the slow part)
-        tmp = os.path.join(self.root, f".tmp-{os.getpid()}-{os.urandom(4).hex()}.npy")
+        tmp = _tmp_path(self.root, f"{os.urandom(4).hex()}.npy")
         try:
             with open(tmp, "wb") as f:
                 np.lib.format.write_array(f, np.ascontiguousarray(samples), allow_pickle=False)
@@ -238,7 +178,8 @@ class ShardCache:
             raise
         # 2. commit: rename and list it in the manifest, in one critical section
         undo: list[str] = []  # the renamed shard, removed again if the manifest cannot be written
-        with self._locked(undo) as m:
+        gone: list[str] = []  # the evicted shards, deleted once the manifest no longer lists them
+        with self._locked(undo, gone) as m:
             kind = [list(samples.shape[1:]), samples.dtype.str]
             if m.get("kind") not in (None, kind):
                 os.remove(tmp)
@@ -252,7 +193,7 @@ class ShardCache:
             undo.append(os.path.join(self.root, name))
             m["next_seq"] += 1
             m["shards"].append({"name": name, "samples": int(samples.shape[0]), "bytes": size})
-            self._evict(m)
+            self._evict(m, gone)
         return os.path.join(self.root, name)
 
     def _check_fits(self, size: int) -> None:
@@ -277,11 +218,12 @@ class ShardCache:
     def end_epoch(self, epoch: int) -> None:
         """Unpin epoch ``epoch``'s snapshot and delete retired shards no snapshot still lists."""
         epoch = check_int("epoch", epoch, low=0)
-        with self._locked() as m:
+        gone: list[str] = []
+        with self._locked(delete=gone) as m:
             m["pins"].pop(str(epoch), None)
             if epoch not in m["ended"]:
                 m["ended"].append(epoch)
-            self._delete_unpinned(m)
+            self._unlist_unpinned(m, gone)
 
     def shards(self) -> list[tuple[str, int]]:
         """The live shards, oldest first: ``(path, number of samples)``."""
@@ -295,21 +237,39 @@ class ShardCache:
 
     # --- eviction -----------------------------------------------------------------------------
 
-    def _evict(self, m: dict) -> None:
-        """Retire the oldest shards until the live bytes fit; delete those no snapshot pins."""
+    def _evict(self, m: dict, gone: list[str]) -> None:
+        """Retire the oldest shards until the live bytes fit; unlist those no snapshot pins."""
         while sum(s["bytes"] for s in m["shards"]) > self.capacity_bytes:
             m["retired"].append(m["shards"].pop(0))  # FIFO: the oldest goes first
-        self._delete_unpinned(m)
+        self._unlist_unpinned(m, gone)
 
-    def _delete_unpinned(self, m: dict) -> None:
+    def _unlist_unpinned(self, m: dict, gone: list[str]) -> None:
+        """Drop retired shards no snapshot lists from ``m``; add their paths to ``gone``.
+
+        The files are deleted by :meth:`_locked` only after the manifest without them is in
+        force: a failed write leaves the old manifest, and every file it lists, in place.
+        """
         pinned = {name for shards in m["pins"].values() for name, _ in shards}
         for s in [s for s in m["retired"] if s["name"] not in pinned]:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(self.root, s["name"]))
+            gone.append(os.path.join(self.root, s["name"]))
             m["retired"].remove(s)
 
     def __repr__(self) -> str:
         return f"ShardCache(root={self.root!r}, capacity_bytes={self.capacity_bytes})"
+
+
+def _tmp_path(root: str, what: str) -> str:
+    """A temporary file name that says which process on which host writes it."""
+    return os.path.join(root, f".tmp-{os.getpid()}-{_HOST}-{what}")
+
+
+def _fsync_dir(root: str) -> None:
+    """Flush a directory's entries (its renames) to disk."""
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _alive(pid: int) -> bool:

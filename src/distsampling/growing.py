@@ -1,7 +1,7 @@
 r"""SnapshotDataset: a map-style dataset over one epoch's :class:`~distsampling.cache.Snapshot`.
 
 Sample ``i`` is row ``i - start`` of the shard whose samples start at ``start``. Shards are
-memory-mapped (:func:`~distsampling.cache.load_shard`): reading a sample is a copy out of the page
+memory-mapped (:func:`~distsampling.cache.load_shard`): a sample is a byte range of the page
 cache, with no decoding and no pickling of sample data.
 
 What crosses a process boundary, with ``num_workers > 0``:
@@ -9,28 +9,34 @@ What crosses a process boundary, with ``num_workers > 0``:
 - to each worker, once: the dataset, i.e. the snapshot (paths and counts: a few hundred bytes).
   The memory maps are never pickled; each process opens its own on first use.
 - back to the main process, per batch: the batch tensor. :meth:`SnapshotDataset.__getitems__`
-  writes the whole batch straight into one shared-memory block, so torch sends only its handle
-  (a file descriptor) and the main process maps it: no copy and no unpickling of sample bytes in
-  the training process. Pass ``collate_fn=collate_batch`` so the batch is not stacked again.
+  allocates the batch in shared memory and fills it with ``os.pwrite`` on its file descriptor:
+  the kernel copies page cache -> shared pages, so the worker never faults in (nor zero-fills)
+  the 4 KiB pages of a fresh block one by one. Torch then sends only the descriptor; the main
+  process maps the same pages: no copy and no unpickling of sample bytes in the training process.
+  Pass ``collate_fn=collate_batch`` so the batch is not stacked again.
 
 References:
     torch/utils/data/dataset.py (Dataset, ``__getitems__``), torch/utils/data/_utils/fetch.py
-    (_MapDatasetFetcher), torch/utils/data/_utils/collate.py (default_collate's shared memory).
+    (_MapDatasetFetcher), torch/utils/data/_utils/collate.py (default_collate's shared memory),
+    torch/multiprocessing/reductions.py (a shared storage crosses as its file descriptor).
 """
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
+from torch.multiprocessing import get_sharing_strategy
 from torch.utils.data import Dataset, get_worker_info
 from torch.utils.data._utils.collate import default_collate
 
 from ._validate import check_int
-from .cache import Snapshot, load_shard
+from .snapshot import Snapshot, load_shard
 
 __all__ = ["SnapshotDataset", "collate_batch"]
 
@@ -70,15 +76,16 @@ class SnapshotDataset(Dataset[torch.Tensor]):
         self._starts = np.asarray(snapshot.starts(), dtype=np.int64)
         self._ends = self._starts + np.asarray([n for _, n in snapshot.shards], dtype=np.int64)
         self._len = int(self._ends[-1]) if len(self._ends) else 0
-        self._maps: dict[int, torch.Tensor] = {}  # shard number -> its memory map, per process
+        # shard number -> (its memory map as a tensor, the same bytes as a memoryview), per process
+        self._maps: dict[int, tuple[torch.Tensor, memoryview]] = {}
 
     def __len__(self) -> int:
         return self._len
 
     # --- reading --------------------------------------------------------------------------------
 
-    def _shard(self, k: int) -> torch.Tensor:
-        """Shard ``k`` as a tensor over its memory map (``(n_k, *sample_shape)``), once per process."""
+    def _shard(self, k: int) -> tuple[torch.Tensor, memoryview]:
+        """Shard ``k`` (``(n_k, *sample_shape)``) over its memory map, opened once per process."""
         if k not in self._maps:
             path, samples = self.snapshot.shards[k]
             array = load_shard(path, samples)  # np.memmap, read-only; CorruptShardError if damaged
@@ -86,14 +93,14 @@ class SnapshotDataset(Dataset[torch.Tensor]):
                 warnings.simplefilter("ignore", UserWarning)
                 shard = torch.from_numpy(array)  # no copy: a view of the page cache
             if self._maps:  # every shard of a snapshot must hold the same kind of sample
-                first = next(iter(self._maps.values()))
+                first = next(iter(self._maps.values()))[0]
                 if (shard.shape[1:], shard.dtype) != (first.shape[1:], first.dtype):
                     raise ValueError(
                         f"shards of one snapshot should share sample_shape {tuple(first.shape[1:])} "
                         f"and dtype {first.dtype}, but shard {path} has "
                         f"{tuple(shard.shape[1:])}, {shard.dtype}"
                     )
-            self._maps[k] = shard
+            self._maps[k] = shard, memoryview(array).cast("B")  # load_shard checked C order
         return self._maps[k]
 
     def _locate(self, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
@@ -110,30 +117,67 @@ class SnapshotDataset(Dataset[torch.Tensor]):
     def __getitem__(self, index: int) -> torch.Tensor:
         (k,), (row,) = self._locate([index])
         # clone copies the row out of the page cache: the tensor owns writable memory
-        return self._shard(int(k))[row].clone()
+        return self._shard(int(k))[0][row].clone()
 
     def __getitems__(self, indices: Sequence[int]) -> torch.Tensor:
         r"""Read a whole batch into one tensor of shape ``(len(indices), *sample_shape)``.
 
-        In a DataLoader worker the tensor lives in shared memory from the start, so sending it to
-        the main process copies nothing (default_collate does the same for the batches it stacks).
+        Each run of consecutive rows of one shard is one copy. In a DataLoader worker the batch
+        is in shared memory from the start, so sending it to the main process copies nothing.
         """
         shard, rows = self._locate(indices)
         if len(indices) == 0:
             return torch.empty(0)
-        first = self._shard(int(shard[0]))
+        first = self._shard(int(shard[0]))[0]
         shape = (len(indices), *first.shape[1:])
-        if get_worker_info() is None:
+        runs = list(_runs(shard, rows))
+        if get_worker_info() is None:  # in the training process: plain memory
             out = torch.empty(shape, dtype=first.dtype)
-        else:  # in shared memory: the worker -> main transfer is a file descriptor
-            # (_new_shared is private torch API; default_collate allocates its batches this way)
-            storage = torch.UntypedStorage._new_shared(math.prod(shape) * first.element_size())
-            out = torch.empty(0, dtype=first.dtype).set_(storage).view(shape)
-        for j, (k, row) in enumerate(zip(shard.tolist(), rows.tolist())):
-            # one copy, page cache -> batch; torch's copy_ releases the GIL, so the worker's
-            # thread that hands batches to the main process is never kept waiting behind it
-            out[j].copy_(self._shard(k)[row])
+            self._copy(runs, out)
+            return out
+        # in a worker: in shared memory, so torch sends the main process only a handle
+        # (_new_shared is private torch API; default_collate allocates its batches this way)
+        out_bytes = math.prod(shape) * first.element_size()
+        storage = torch.UntypedStorage._new_shared(out_bytes)
+        out = torch.empty(0, dtype=first.dtype).set_(storage).view(shape)
+        if get_sharing_strategy() == "file_descriptor":  # Linux's default: the block has an fd
+            self._pwrite(runs, storage, out_bytes // len(indices))
+        else:
+            self._copy(runs, out)
         return out
+
+    def _copy(self, runs: list[tuple[int, int, int, int]], out: torch.Tensor) -> None:
+        """``out[j : j + n] = shard k[row : row + n]`` per run; torch's copy_ uses every thread."""
+        for j, k, row, n in runs:
+            out[j : j + n].copy_(self._shard(k)[0][row : row + n])
+
+    def _pwrite(
+        self, runs: list[tuple[int, int, int, int]], storage: torch.UntypedStorage, row_bytes: int
+    ) -> None:
+        """Write each run into the shared block through its file descriptor (``os.pwrite``).
+
+        The kernel copies page cache -> shared pages and allocates them as it goes: unlike a
+        copy into the fresh mapping, no page fault and no zero-fill per 4 KiB page.
+        """
+        fd, _ = (
+            storage._share_fd_cpu_()
+        )  # the block's own descriptor (private API): not ours to close
+        try:
+            for j, k, row, n in runs:
+                data = self._shard(k)[1][row * row_bytes : (row + n) * row_bytes]
+                offset = j * row_bytes
+                while data:  # pwrite may write less than asked (e.g. past 2 GiB): go on
+                    written = os.pwrite(fd, data, offset)
+                    data, offset = data[written:], offset + written
+        except OSError as err:
+            if err.errno == errno.ENOSPC:  # /dev/shm is full (a container's default is 64 MB)
+                raise OSError(
+                    errno.ENOSPC,
+                    f"no space left in shared memory (/dev/shm) for a batch of "
+                    f"{storage.nbytes()} bytes: enlarge it (docker run --shm-size=...) or lower "
+                    "batch_size or prefetch_factor",
+                ) from err
+            raise
 
     # --- pickling: the snapshot crosses process boundaries, the memory maps never do ------------
 
@@ -142,6 +186,18 @@ class SnapshotDataset(Dataset[torch.Tensor]):
 
     def __repr__(self) -> str:
         return f"SnapshotDataset(epoch={self.snapshot.epoch}, shards={len(self.snapshot.shards)}, samples={self._len})"
+
+
+def _runs(shard: np.ndarray, rows: np.ndarray) -> Iterator[tuple[int, int, int, int]]:
+    """Split a batch into runs of consecutive rows of one shard.
+
+    Yields ``(position in the batch, shard, first row, length)``; e.g. shards ``[0, 0, 1]``,
+    rows ``[4, 5, 0]`` give ``(0, 0, 4, 2)`` and ``(2, 1, 0, 1)``.
+    """
+    # a run starts at 0 and wherever the shard changes or the row does not follow the last one
+    starts = np.flatnonzero(np.r_[True, (np.diff(shard) != 0) | (np.diff(rows) != 1)])  # (R,)
+    lengths = np.diff(np.r_[starts, len(shard)])  # (R,)
+    return zip(starts.tolist(), shard[starts].tolist(), rows[starts].tolist(), lengths.tolist())
 
 
 def collate_batch(batch: torch.Tensor | list) -> torch.Tensor | object:

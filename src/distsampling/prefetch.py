@@ -61,7 +61,23 @@ def prefetch_epochs(
         ['build 0', '0.0', '0.1', 'build 1', '0.2', '1.0', '1.1', '1.2']
     """
     lead = check_int("lead", lead, low=1)
-    epochs = iter(epochs)
+    if not callable(make_loader):
+        raise TypeError(
+            "make_loader should be a function of the epoch returning its loader, "
+            f"but got make_loader={make_loader!r} of type {type(make_loader).__name__}"
+        )
+    if not isinstance(epochs, Iterable):
+        raise TypeError(
+            "epochs should be an iterable of epoch numbers (e.g. range(start, end)), "
+            f"but got epochs={epochs!r} of type {type(epochs).__name__}"
+        )
+    return _epochs(make_loader, iter(epochs), lead)  # the checks above run at the call
+
+
+def _epochs(
+    make_loader: Callable[[int], Iterable], epochs: Iterator[int], lead: int
+) -> Iterator[tuple[int, Iterator[Any]]]:
+    """The generator behind :func:`prefetch_epochs`."""
     epoch = next(epochs, None)
     current = None if epoch is None else _started(make_loader, epoch)
     retired: list = []  # the previous epoch's iterator, shut down after this epoch's first batch

@@ -1,122 +1,38 @@
 r"""A background process that samples from "remote" storage and fills a :class:`ShardCache`.
 
-The remote is a directory of ``.npy`` files, each holding ``(m, *sample_shape)`` samples — or an
-fsspec URL (``s3://bucket/data``, ``memory://x``) when fsspec is installed. The producer reads
-random samples one at a time (a seek and a read of one row: it never loads a whole remote file),
-stacks ``samples_per_shard`` of them and adds them to the cache as one shard. A bandwidth cap
-(bytes per second) makes a local directory behave like slow storage.
+:func:`produce` is the loop: pick a random sample of the :class:`~distsampling.remote.RemoteSource`
+(a random file, then a random row: one seek and one read, never a whole file), stack
+``samples_per_shard`` of them, add them to the cache as one shard, repeat. A bandwidth cap (bytes
+per second) makes a local directory behave like slow remote storage. :class:`Producer` runs that
+loop in its own process, so its reading and writing never hold the training process's GIL.
 
-It runs in its own process, so its reading and writing never hold the training process's GIL. A
-SIGKILL at any moment is safe: a shard becomes visible only by the cache's atomic rename, and the
-next :class:`ShardCache` opened on the directory deletes the dead process's temporary file.
+A SIGKILL at any moment is safe: a shard becomes visible only by the cache's atomic rename and
+manifest commit, and the next :class:`ShardCache` opened on the directory deletes the dead
+process's temporary file. An error in the process (a full disk, a bad remote file) is re-raised
+by :meth:`Producer.join` / :meth:`Producer.stop` in the training process, with its traceback.
 
 References:
-    seed 004 (a sampling subprocess writing local shards while training runs).
+    seed 004 (a sampling subprocess writing local shards while training runs);
+    multiprocessing.Process / Event / Value / Pipe (the process and what it shares).
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import numbers
 import os
 import time
-from typing import IO, Any
+import traceback
+from typing import Any
 
 import numpy as np
 
 from ._validate import check_int
 from .cache import ShardCache
+from .remote import RemoteSource
 
-__all__ = ["Producer", "RemoteSource", "produce"]
-
-_HEADER_READERS = {
-    (1, 0): np.lib.format.read_array_header_1_0,
-    (2, 0): np.lib.format.read_array_header_2_0,
-}
-
-
-class RemoteSource:
-    r"""Random access to the samples of a directory (or fsspec URL) of ``.npy`` files.
-
-    Args:
-        source: a local directory, or a URL with a ``://`` (needs the ``fsspec`` package).
-
-    Examples:
-        >>> import tempfile
-        >>> d = tempfile.mkdtemp()
-        >>> np.save(f"{d}/a.npy", np.arange(6, dtype=np.int16).reshape(3, 2))
-        >>> remote = RemoteSource(d)
-        >>> remote.sample_shape, remote.read(0, 2)
-        ((2,), array([4, 5], dtype=int16))
-    """
-
-    def __init__(self, source: str | os.PathLike) -> None:
-        source = os.fspath(source)
-        self.source = source
-        if "://" in source:
-            try:
-                import fsspec
-            except ImportError as err:
-                raise ImportError(
-                    f"source={source!r} is a URL, which needs fsspec: pip install fsspec"
-                ) from err
-            self._fs, root = fsspec.core.url_to_fs(source)
-            self.files = sorted(self._fs.glob(root.rstrip("/") + "/*.npy"))
-        else:
-            if not os.path.isdir(source):
-                raise FileNotFoundError(
-                    f"source should be an existing directory, but got source={source!r}"
-                )
-            self._fs = None
-            names = sorted(n for n in os.listdir(source) if n.endswith(".npy"))
-            self.files = [os.path.join(source, n) for n in names]
-        if not self.files:
-            raise ValueError(f"source should hold .npy files, but got none in source={source!r}")
-        self._open: dict[int, tuple[IO[bytes], int, int]] = {}  # file -> (handle, offset, rows)
-        _, first_shape, self.dtype = self._header(0)
-        self.sample_shape: tuple[int, ...] = first_shape
-        self.row_bytes = int(np.prod(first_shape, dtype=np.int64)) * self.dtype.itemsize
-
-    def _header(self, k: int) -> tuple[int, tuple[int, ...], np.dtype]:
-        """Open file ``k``; parse its ``.npy`` header: (rows, sample_shape, dtype)."""
-        path = self.files[k]
-        f = self._fs.open(path, "rb") if self._fs else open(path, "rb")
-        version = np.lib.format.read_magic(f)
-        if version not in _HEADER_READERS:
-            raise ValueError(f"{path} should be a .npy file of format 1.0 or 2.0, got {version}")
-        shape, fortran, dtype = _HEADER_READERS[version](f)
-        if fortran or len(shape) < 1 or dtype.hasobject:
-            raise ValueError(f"{path} should hold a C-order array of samples, but got {shape}")
-        self._open[k] = (f, f.tell(), shape[0])  # the data starts right after the header
-        return shape[0], tuple(shape[1:]), dtype
-
-    def read(self, k: int, row: int) -> np.ndarray:
-        """Read sample ``row`` of file ``k`` (one seek, one read of ``row_bytes``)."""
-        if k not in self._open:
-            _, shape, dtype = self._header(k)
-            if shape != self.sample_shape or dtype != self.dtype:
-                raise ValueError(
-                    f"every file of the source should hold samples of shape {self.sample_shape} "
-                    f"and dtype {self.dtype}, but {self.files[k]} holds {shape}, {dtype}"
-                )
-        f, offset, _ = self._open[k]
-        f.seek(offset + row * self.row_bytes)
-        data = f.read(self.row_bytes)
-        if len(data) != self.row_bytes:
-            raise ValueError(f"{self.files[k]} is truncated: its sample {row} is cut short")
-        return np.frombuffer(data, self.dtype).reshape(self.sample_shape)
-
-    def close(self) -> None:
-        """Close the open files."""
-        for f, _, _ in self._open.values():
-            f.close()
-        self._open.clear()
-
-    def rows(self, k: int) -> int:
-        """Number of samples in file ``k``."""
-        if k not in self._open:
-            self.read(k, 0)
-        return self._open[k][2]
+__all__ = ["Producer", "produce"]
 
 
 def produce(
@@ -144,27 +60,39 @@ def produce(
 
     Returns:
         The number of shards written.
+
+    Examples:
+        >>> import tempfile
+        >>> remote, local = tempfile.mkdtemp(), tempfile.mkdtemp()
+        >>> np.save(f"{remote}/a.npy", np.arange(8, dtype=np.float32).reshape(4, 2))
+        >>> cache = ShardCache(local, capacity_bytes=1 << 20)
+        >>> produce(remote, cache, samples_per_shard=3, max_shards=2)
+        2
+        >>> [n for _, n in cache.shards()]
+        [3, 3]
     """
-    samples_per_shard, bandwidth, max_shards = _check(
-        samples_per_shard, bandwidth, max_shards, seed
-    )
     remote = RemoteSource(source)
+    samples_per_shard, bandwidth, max_shards = _check(
+        cache, remote, samples_per_shard, bandwidth, max_shards, seed
+    )
     rng = np.random.default_rng(seed)
     start, read, count = time.monotonic(), 0, 0
-    while (max_shards is None or count < max_shards) and not (stop and stop.is_set()):
-        shard = np.empty((samples_per_shard, *remote.sample_shape), remote.dtype)
-        for i in range(samples_per_shard):
-            k = int(rng.integers(len(remote.files)))  # a random file, then a random row of it
-            shard[i] = remote.read(k, int(rng.integers(remote.rows(k))))
-            read += remote.row_bytes
-            if bandwidth is not None:  # sleep until the average rate is back under the cap
-                time.sleep(max(0.0, read / bandwidth - (time.monotonic() - start)))
-        cache.add(shard)
-        count += 1
-        if written is not None:
-            with written.get_lock():
-                written.value += 1
-    remote.close()
+    try:
+        while (max_shards is None or count < max_shards) and not (stop and stop.is_set()):
+            shard = np.empty((samples_per_shard, *remote.sample_shape), remote.dtype)
+            for i in range(samples_per_shard):
+                k = int(rng.integers(len(remote.files)))  # a random file, then a random row
+                shard[i] = remote.read(k, int(rng.integers(remote.rows(k))))
+                read += remote.row_bytes
+                if bandwidth is not None:  # sleep until the average rate is back under the cap
+                    time.sleep(max(0.0, read / bandwidth - (time.monotonic() - start)))
+            cache.add(shard)  # committed (visible to snapshots) when this returns
+            count += 1
+            if written is not None:
+                with written.get_lock():
+                    written.value += 1
+    finally:
+        remote.close()
     return count
 
 
@@ -202,14 +130,24 @@ class Producer:
         max_shards: int | None = None,
         context: str = "spawn",
     ) -> None:
-        _check(samples_per_shard, bandwidth, max_shards, seed)
-        RemoteSource(source).close()  # fail here, in the caller, on a bad source (not the child)
+        remote = RemoteSource(source)  # fail here, in the caller, on a bad source (not the child)
+        remote.close()
+        _check(cache, remote, samples_per_shard, bandwidth, max_shards, seed)
+        if context not in mp.get_all_start_methods():
+            raise ValueError(
+                f"context should be one of {mp.get_all_start_methods()}, but got context={context!r}"
+            )
         ctx = mp.get_context(context)
         self._stop, self._written = ctx.Event(), ctx.Value("q", 0)
+        self._errors, errors = ctx.Pipe(duplex=False)  # the child sends its traceback, if any
+        self._failure: str | None = None
         kwargs = {"samples_per_shard": samples_per_shard, "bandwidth": bandwidth, "seed": seed}
         kwargs |= {"max_shards": max_shards, "stop": self._stop, "written": self._written}
-        self.process = ctx.Process(target=produce, args=(source, cache), kwargs=kwargs, daemon=True)
+        self.process = ctx.Process(
+            target=_run, args=(errors, source, cache, kwargs), daemon=True, name="Producer"
+        )
         self.process.start()
+        errors.close()  # the child holds its own copy
 
     @property
     def written(self) -> int:
@@ -217,8 +155,9 @@ class Producer:
         return self._written.value
 
     def join(self, timeout: float | None = None) -> None:
-        """Wait for the process to finish (``max_shards`` reached, or stopped)."""
+        """Wait for the process to finish; raise ``RuntimeError`` if it failed."""
         self.process.join(timeout)
+        self._raise_if_failed()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Ask the process to stop after its current shard, wait; kill it after ``timeout``."""
@@ -227,6 +166,15 @@ class Producer:
         if self.process.is_alive():
             self.process.kill()  # safe at any moment: no torn shard becomes visible
             self.process.join()
+        self._raise_if_failed()
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is None and not self.process.is_alive():
+            with contextlib.suppress(EOFError):  # EOF: it ended without sending anything
+                if self._errors.poll():
+                    self._failure = self._errors.recv()  # its traceback, as text
+        if self._failure is not None:
+            raise RuntimeError(f"the producer process failed:\n{self._failure}")
 
     def __enter__(self) -> Producer:
         return self
@@ -235,12 +183,37 @@ class Producer:
         self.stop()
 
 
+def _run(errors: Any, source: str | os.PathLike, cache: ShardCache, kwargs: dict) -> None:
+    """The child's target: :func:`produce`, its traceback sent to the parent if it fails."""
+    try:
+        produce(source, cache, **kwargs)
+    except BaseException:
+        errors.send(traceback.format_exc())
+        raise
+
+
 def _check(
-    samples_per_shard: int, bandwidth: float | None, max_shards: int | None, seed: int
+    cache: ShardCache,
+    remote: RemoteSource,
+    samples_per_shard: int,
+    bandwidth: float | None,
+    max_shards: int | None,
+    seed: int,
 ) -> tuple[int, float | None, int | None]:
     """Validate the arguments shared by :func:`produce` and :class:`Producer`."""
+    if not isinstance(cache, ShardCache):
+        raise TypeError(
+            f"cache should be a distsampling.ShardCache, but got cache={cache!r} "
+            f"of type {type(cache).__name__}"
+        )
     check_int("seed", seed, low=0)  # numpy's generators take non-negative seeds
     samples_per_shard = check_int("samples_per_shard", samples_per_shard, low=1)
+    if samples_per_shard * remote.row_bytes > cache.capacity_bytes:  # no shard could ever fit
+        raise ValueError(
+            f"capacity_bytes should be at least the size of one shard ({samples_per_shard} "
+            f"samples of {remote.row_bytes} bytes), but got "
+            f"capacity_bytes={cache.capacity_bytes}"
+        )
     if bandwidth is not None and (
         isinstance(bandwidth, bool) or not isinstance(bandwidth, numbers.Real) or not bandwidth > 0
     ):

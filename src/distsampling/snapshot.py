@@ -1,0 +1,120 @@
+r"""Snapshot: the shards one epoch trains on; load_shard: read one shard, or say which file is bad.
+
+A shard is one ``.npy`` file holding ``(k, *sample_shape)`` samples in C order. A
+:class:`Snapshot` lists shards as ``(path, number of samples)``; sample ``i`` of the snapshot is
+row ``i - start`` of the shard whose samples start at ``start``. It is a small frozen value (paths
+and counts): it pickles in a few hundred bytes, so it crosses to every rank and DataLoader worker
+unchanged, and two snapshots are equal when they list the same shards.
+:class:`~distsampling.cache.ShardCache` freezes one per epoch;
+:class:`~distsampling.SnapshotDataset` reads one.
+
+References:
+    numpy/lib/format.py (the ``.npy`` format that :func:`load_shard` memory-maps).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import numbers
+
+import numpy as np
+
+from ._validate import check_int
+
+__all__ = ["CorruptShardError", "Snapshot", "load_shard"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    r"""The shards one epoch trains on: ``(path, number of samples)`` in sample order.
+
+    Args:
+        epoch: the epoch it belongs to (``>= 0``).
+        shards: ``(path, n)`` pairs, ``n >= 1``; any sequence, stored as a tuple of tuples.
+
+    Examples:
+        >>> snap = Snapshot(epoch=0, shards=[("/c/a.npy", 3), ("/c/b.npy", 2)])
+        >>> len(snap), snap.starts(), snap.locate(4)
+        (5, [0, 3], ('/c/b.npy', 1))
+    """
+
+    epoch: int
+    shards: tuple[tuple[str, int], ...]
+
+    def __post_init__(self) -> None:
+        check_int("epoch", self.epoch, low=0)
+        shards = []
+        for entry in self.shards:
+            ok = isinstance(entry, tuple | list) and len(entry) == 2
+            if not ok or isinstance(entry[1], bool) or not isinstance(entry[1], numbers.Integral):
+                raise TypeError(
+                    f"shards should hold (path, number of samples) pairs, but got {entry!r}"
+                )
+            if entry[1] < 1:
+                raise ValueError(f"every shard should hold >= 1 samples, but got {entry!r}")
+            shards.append((str(entry[0]), int(entry[1])))
+        object.__setattr__(self, "shards", tuple(shards))  # frozen: set once, here
+
+    def __len__(self) -> int:
+        return sum(n for _, n in self.shards)
+
+    def starts(self) -> list[int]:
+        """Index of the first sample of each shard: ``[0, n0, n0 + n1, ...]``."""
+        out, total = [], 0
+        for _, n in self.shards:
+            out.append(total)
+            total += n
+        return out
+
+    def locate(self, index: int) -> tuple[str, int]:
+        """Return ``(shard path, row in that shard)`` of sample ``index`` (``0 <= index < len``)."""
+        index = check_int("index", index)
+        if not 0 <= index < len(self):
+            raise IndexError(f"index should be in [0, {len(self)}), but got index={index}")
+        starts = self.starts()
+        k = bisect.bisect_right(starts, index) - 1  # last shard starting at or before index
+        return self.shards[k][0], index - starts[k]
+
+
+class CorruptShardError(ValueError):
+    """A shard file is truncated, not a ``.npy`` file, or holds a different number of samples."""
+
+
+def load_shard(path: str, samples: int | None = None) -> np.ndarray:
+    r"""Memory-map one shard; raise :class:`CorruptShardError` naming the file if it is damaged.
+
+    Args:
+        path: the shard's ``.npy`` file.
+        samples: the number of samples the shard must hold (as listed in a :class:`Snapshot`).
+
+    Examples:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "s.npy")
+        >>> np.save(path, np.zeros((4, 2), np.float32))
+        >>> load_shard(path, samples=4).shape
+        (4, 2)
+        >>> with open(path, "r+b") as f:
+        ...     _ = f.truncate(100)
+        >>> load_shard(path)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        distsampling.snapshot.CorruptShardError: shard .../s.npy is truncated or corrupt: ...
+    """
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)  # reads the header only
+        if not isinstance(array, np.ndarray) or array.ndim < 1:
+            raise ValueError("it does not hold an array of samples")
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError, EOFError) as err:  # bad magic/header, or shorter than its data
+        raise CorruptShardError(f"shard {path} is truncated or corrupt: {err}") from err
+    if not array.flags.c_contiguous:  # a sample must be one byte range of the file
+        raise CorruptShardError(
+            f"shard {path} should hold a C-order array, but it is Fortran-order"
+        )
+    if samples is not None and array.shape[0] != samples:
+        raise CorruptShardError(
+            f"shard {path} should hold {samples} samples, but it holds {array.shape[0]}"
+        )
+    return array
