@@ -159,9 +159,8 @@ class SnapshotDataset(Dataset[torch.Tensor]):
         The kernel copies page cache -> shared pages and allocates them as it goes: unlike a
         copy into the fresh mapping, no page fault and no zero-fill per 4 KiB page.
         """
-        fd, _ = (
-            storage._share_fd_cpu_()
-        )  # the block's own descriptor (private API): not ours to close
+        # the block's own descriptor (private torch API): not ours to close
+        fd, _ = storage._share_fd_cpu_()
         try:
             for j, k, row, n in runs:
                 data = self._shard(k)[1][row * row_bytes : (row + n) * row_bytes]
