@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 import torch.utils.data as tud
-from hypothesis import given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from distsampling import WeightedBalanceClassSampler, largest_remainder_counts
@@ -27,6 +27,10 @@ from strategies import (
     non_integers,
     seeds,
 )
+
+#: every seed the sampler accepts (torch's range), and epochs, negative ones included
+any_seeds = st.one_of(seeds, st.integers(min_value=-(2**63), max_value=2**64 - 1))
+any_epochs = st.one_of(epochs, st.integers(min_value=-(2**64), max_value=2**64))
 
 
 def quotas(weights, total):
@@ -136,6 +140,17 @@ def test_class_counts_of_an_epoch_are_the_largest_remainder_counts(args, seed, e
 
 
 @given(args=labelled_datasets(), seed=seeds, epoch=epochs)
+def test_every_yielded_index_is_a_sample_of_a_class_given_draws(args, seed, epoch):
+    """Invariant: indices are ints in 0..N-1 (no negative or past-the-end index, which labels[i]
+    would quietly accept), and each one's label is a class with a positive count."""
+    labels, idx_ours = args["labels"], epoch_of(args, seed, epoch)
+    counts = largest_remainder_counts(args["weight"], args["length"])
+    drawn_classes = {c for c, k in zip(sorted(set(labels)), counts) if k > 0}
+    assert all(type(i) is int and 0 <= i < len(labels) for i in idx_ours)
+    assert {labels[i] for i in idx_ours} <= drawn_classes
+
+
+@given(args=labelled_datasets(), seed=seeds, epoch=epochs)
 def test_no_repeat_within_a_class_until_the_class_is_used_up(args, seed, epoch):
     """Invariant: k <= n draws k distinct samples; beyond, each repeats floor(k/n) or ceil(k/n) times."""
     labels, idx_ours = args["labels"], epoch_of(args, seed, epoch)
@@ -178,11 +193,17 @@ def test_a_fresh_process_with_other_global_rng_state_draws_the_same_epoch():
     assert json.loads(proc.stdout) == list(ours)
 
 
-def test_epochs_and_seeds_draw_different_epochs():
-    """Invariant: set_epoch and seed change the draw (a fixed example with 10! possible orders)."""
-    args = {"labels": list(range(10)), "weight": [1] * 10, "length": 10}
-    draws = {tuple(epoch_of(args, seed, epoch)) for seed in (0, 1) for epoch in (0, 1, 2)}
-    assert len(draws) == 6
+@given(a=st.tuples(any_seeds, any_epochs), b=st.tuples(any_seeds, any_epochs))
+@example(a=(2**32, 0), b=(0, 1))  # one entropy list [seed, epoch] fed both the same words
+@example(a=(2**31, 0), b=(0, -1))
+@example(a=(0, 0), b=(0, 1))
+@example(a=(0, 0), b=(1, 0))
+def test_distinct_seed_epoch_pairs_draw_distinct_epochs(a, b):
+    """Invariant: (seed, epoch) -> epoch is one-to-one: two pairs never share a draw. 20 samples,
+    each drawn once, have 20! ~ 2.4e18 orders, so distinct streams tie with probability ~ 4e-19."""
+    assume(a != b)
+    args = {"labels": list(range(20)), "weight": [1] * 20, "length": 20}
+    assert epoch_of(args, *a) != epoch_of(args, *b)
 
 
 @given(args=labelled_datasets(), seed=seeds)
@@ -227,6 +248,17 @@ def test_exact_class_shares_where_torchs_weighted_random_sampler_scatters():
     assert (t - torch.tensor(quota)).abs().max() > 20  # torch: tens of samples off in some epoch
     assert o.tolist() == [largest_remainder_counts(weight, length)] * runs  # ours: [167, 333, 500]
     assert (o - torch.tensor(quota)).abs().max() < 1
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int64, np.uint64])
+def test_integer_labels_of_any_dtype_are_the_same_classes_and_draws(dtype):
+    """Invariant: numpy integer labels of any width (uint64 past 2**63 too) group as their values."""
+    small = [5, 9, 5, 7, 9, 5, 7]
+    base = 2**63 if dtype is np.uint64 else 0  # past int64: numpy cannot subtract it as int64
+    labels = np.array(small, dtype=dtype) + dtype(base)
+    ours = WeightedBalanceClassSampler(labels, [1, 2, 3], 12, seed=3)
+    assert ours.classes == [base + 5, base + 7, base + 9]
+    assert list(ours) == list(WeightedBalanceClassSampler(small, [1, 2, 3], 12, seed=3))
 
 
 def test_labels_that_are_not_0_to_c_minus_1_are_classes_not_positions():
@@ -283,6 +315,13 @@ def test_bad_labels_are_rejected_naming_the_value(labels, error, message):
     """Invariant: empty, unsized, 2-D or unsortable labels fail with the value named."""
     with pytest.raises(error, match=message):
         WeightedBalanceClassSampler(labels, [1, 1], 4)
+
+
+@pytest.mark.parametrize("seed", [-(2**63) - 1, 2**64])
+def test_a_seed_outside_torchs_range_is_rejected(seed):
+    """Invariant: seeds are in [-2**63, 2**64 - 1], as for torch (and the epoch stream stays one-to-one)."""
+    with pytest.raises(ValueError, match=rf"seed should be in the interval .*but got seed={seed}$"):
+        WeightedBalanceClassSampler([0, 1], [1, 1], 4, seed=seed)
 
 
 @given(value=non_integers)

@@ -219,10 +219,21 @@ def test_a_non_sampler_or_an_unsized_sampler_is_rejected(sampler, message):
 
 
 @pytest.mark.parametrize(
-    "inner", [[0.5, 1.0], ["0", "1"], [[0, 1]], tud.BatchSampler(range(4), 2, False)]
+    "inner",
+    [
+        [0.5, 1.0],
+        ["0", "1"],
+        [[0, 1]],
+        tud.BatchSampler(range(4), 2, False),
+        [0, 1.5],  # after a valid first index: numpy alone would truncate it to 1
+        [3, "1"],
+        [0, np.float64(2.0)],
+        [0, torch.tensor(1.0)],
+    ],
 )
 def test_an_inner_sampler_yielding_non_integers_is_rejected(inner):
-    """Invariant: floats, strings or lists (a batch sampler) as indices fail, naming the sampler."""
+    """Invariant: floats, strings or lists (a batch sampler) as indices fail wherever they occur,
+    naming the sampler; none is silently truncated into an index."""
     with pytest.raises(TypeError, match=r"sampler should yield integer indices, but got sampler="):
         list(DistributedSamplerWrapper(inner, num_replicas=2, rank=0))
 
@@ -307,3 +318,9 @@ def test_torchs_sequential_sampler_is_read_as_a_range():
     inner = tud.SequentialSampler(range(7))
     assert DatasetFromSampler(inner).indices.tolist() == list(inner)
     assert list(DistributedSamplerWrapper(inner, 2, 1, shuffle=False)) == [1, 3, 5, 0]
+
+
+def test_numpy_and_tensor_integers_are_read_as_indices():
+    """Invariant: any integer that operator.index takes (numpy ints, 0-d integer tensors) is an index."""
+    inner = [np.int64(2), torch.tensor(3), np.uint8(7), 4]
+    assert DatasetFromSampler(inner).indices.tolist() == [2, 3, 7, 4]

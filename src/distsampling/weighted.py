@@ -26,7 +26,7 @@ import torch
 from torch.utils.data import Sampler
 
 from ._validate import check_int, check_len
-from .distributed import _as_ints
+from .distributed import _SEED_HIGH, _SEED_LOW, _as_ints
 
 __all__ = ["WeightedBalanceClassSampler", "largest_remainder_counts"]
 
@@ -100,7 +100,9 @@ def _group(labels: object) -> tuple[list[object], np.ndarray, np.ndarray]:
     arr = labels.detach().cpu().numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
     if arr.ndim != 1:
         raise ValueError(f"labels should be 1-D, one label per sample, but got shape {arr.shape}")
-    if arr.dtype.kind in "iu" and int(arr.max()) - int(arr.min()) <= 4 * arr.size + 1024:
+    # (uint64 labels may exceed int64, which the shift below needs: they take the sort path)
+    compact = arr.dtype.kind in "iu" and np.can_cast(arr.dtype, np.int64)
+    if compact and int(arr.max()) - int(arr.min()) <= 4 * arr.size + 1024:
         # integer labels in a compact range: count with bincount, O(N), no sort
         low = int(arr.min())
         safe = low == 0 and np.can_cast(arr.dtype, np.intp)  # bincount takes it as it is
@@ -161,9 +163,14 @@ def _align(weight: object, classes: list[object]) -> tuple[list[object], Sequenc
     return list(weight), range(len(weight))
 
 
-def _zigzag(value: int) -> int:
-    # numpy's seed sequence takes non-negative ints: map 0, -1, 1, -2, ... to 0, 1, 2, 3, ...
-    return 2 * value if value >= 0 else -2 * value - 1
+def _rng(seed: int, epoch: int) -> np.random.Generator:
+    """The generator of epoch ``epoch``: a function of ``(seed, epoch)``, one-to-one."""
+    # numpy's seed sequence takes non-negative ints: zigzag 0, -1, 1, -2, ... to 0, 1, 2, 3, ...
+    seed, epoch = (2 * v if v >= 0 else -2 * v - 1 for v in (seed, epoch))
+    # the epoch goes in as the spawn key: numpy then pads the seed's 32-bit words (at most 3
+    # for torch's seed range) to a fixed 4, so distinct pairs never feed the same words. A plain
+    # list would: [zigzag(2**32), 0] is the words [0, 2, 0], read like seed 0, epoch 1's [0, 2]
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=[epoch]))
 
 
 class WeightedBalanceClassSampler(Sampler[int]):
@@ -176,7 +183,8 @@ class WeightedBalanceClassSampler(Sampler[int]):
     or ``ceil(k / n)`` times. The epoch is then shuffled.
 
     Randomness contract: the epoch is a function of ``(seed, epoch)`` and the arguments only,
-    drawn from ``numpy.random.default_rng`` seeded by them on each ``iter``; global RNGs
+    drawn on each ``iter`` from a fresh ``numpy.random.Generator``, seeded by a ``SeedSequence``
+    of ``seed`` with ``epoch`` as its spawn key (distinct pairs, distinct streams); global RNGs
     (``numpy.random``, ``random``, ``torch``) are never used. Ranks that build it alike and call
     :meth:`set_epoch` alike draw the same epoch, which is what
     :class:`~distsampling.DistributedSamplerWrapper` needs.
@@ -186,7 +194,7 @@ class WeightedBalanceClassSampler(Sampler[int]):
         weight: a sequence aligned with the *sorted distinct* labels, or a mapping
             ``label -> weight``; non-negative, finite, any scale.
         length: indices per epoch, an ``int >= 0``.
-        seed: base seed, the same on every rank.
+        seed: base seed, the same on every rank, in ``[-2**63, 2**64 - 1]`` as torch's.
 
     Examples:
         >>> labels = ["cat"] * 6 + ["dog"] * 3 + ["eel"]
@@ -207,7 +215,7 @@ class WeightedBalanceClassSampler(Sampler[int]):
         if check_len("labels", labels) == 0:
             raise ValueError(f"labels should have at least one sample, but got labels={labels!r}")
         self.length = check_int("length", length, low=0)
-        self.seed = check_int("seed", seed)
+        self.seed = check_int("seed", seed, low=_SEED_LOW, high=_SEED_HIGH)
         self.epoch = 0
         #: the sorted distinct labels, and how many samples carry each
         self.classes, sizes, self._members = _group(labels)
@@ -219,7 +227,7 @@ class WeightedBalanceClassSampler(Sampler[int]):
 
     def epoch_indices(self) -> torch.Tensor:
         r"""This epoch's indices as a 1-D integer tensor; ``iter(self)`` yields the same ints."""
-        rng = np.random.default_rng([_zigzag(self.seed), _zigzag(self.epoch)])
+        rng = _rng(self.seed, self.epoch)
         out = np.empty(self.length, dtype=self._members.dtype)  # (length,)
         at = 0
         for c, k in enumerate(self.samples_per_class):

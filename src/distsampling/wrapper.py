@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Iterator, Sized
-from itertools import chain, islice
 
 import numpy as np
 import torch
@@ -58,12 +57,12 @@ def _materialise(sampler: Iterable[int], n: int) -> torch.Tensor:
     elif type(sampler) is SequentialSampler:
         indices = torch.arange(len(sampler.data_source))
     else:  # any other sampler: read its ints straight into numpy storage
-        it = iter(sampler)
         try:
-            # the first index is checked by operator.index, which takes ints (numpy's too) and
-            # refuses floats, strings and lists (a batch sampler); numpy converts the rest
-            head = [operator.index(i) for i in islice(it, 1)]
-            indices = torch.from_numpy(np.fromiter(chain(head, it), dtype=np.int64))
+            # every index goes through operator.index, which takes ints (numpy's and integer
+            # tensors too) and refuses floats, strings and lists (a batch sampler): np.fromiter
+            # alone would truncate 1.5 to 1 and parse "1"
+            ints = map(operator.index, sampler)
+            indices = torch.from_numpy(np.fromiter(ints, dtype=np.int64))
         except (TypeError, ValueError, OverflowError) as err:
             raise TypeError(
                 f"sampler should yield integer indices, but got sampler={sampler!r} ({err})"
