@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,6 +57,17 @@ class Timer:
             "first_s": first - self.t0,
             "peak_MiB": max(self.peak - self.rss0, 0) / 1024,
         }
+
+
+def time_epoch(timer: Timer, build: Callable[[], Iterable]) -> None:
+    """Time one epoch: ``build()`` (inside the span, if it builds), ``iter``, first item, the rest."""
+    timer.start()
+    it = iter(build())
+    next(it)
+    timer.first()
+    for _ in it:
+        pass
+    timer.stop()
 
 
 @dataclass

@@ -10,26 +10,19 @@ import torch.utils.data as tud
 
 from distsampling import DistributedSampler
 
-from ._harness import Comparison
-
-
-def _epoch(timer, sampler) -> None:
-    sampler.set_epoch(1)
-    timer.start()
-    it = iter(sampler)
-    next(it)
-    timer.first()
-    for _ in it:
-        pass
-    timer.stop()
+from ._harness import Comparison, time_epoch
 
 
 def ours(timer, n: int, world: int) -> None:
-    _epoch(timer, DistributedSampler(range(n), num_replicas=world, rank=0))
+    sampler = DistributedSampler(range(n), num_replicas=world, rank=0)
+    sampler.set_epoch(1)
+    time_epoch(timer, lambda: sampler)
 
 
 def torch_(timer, n: int, world: int) -> None:
-    _epoch(timer, tud.DistributedSampler(range(n), num_replicas=world, rank=0))
+    sampler = tud.DistributedSampler(range(n), num_replicas=world, rank=0)
+    sampler.set_epoch(1)
+    time_epoch(timer, lambda: sampler)
 
 
 def suite(large: bool) -> list[Comparison]:

@@ -14,7 +14,7 @@ import torch.utils.data as tud
 
 from distsampling import WeightedBalanceClassSampler
 
-from ._harness import Comparison
+from ._harness import Comparison, time_epoch
 
 CLASSES = 10
 
@@ -25,19 +25,9 @@ def _labels(n: int) -> torch.Tensor:
     return torch.from_numpy(rng.choice(CLASSES, size=n, p=shares / shares.sum()))  # (n,) int64
 
 
-def _epoch(timer, build) -> None:
-    timer.start()
-    it = iter(build())
-    next(it)
-    timer.first()
-    for _ in it:
-        pass
-    timer.stop()
-
-
 def ours(timer, n: int) -> None:
     labels, weight = _labels(n), [1.0] * CLASSES
-    _epoch(timer, lambda: WeightedBalanceClassSampler(labels, weight, length=n, seed=0))
+    time_epoch(timer, lambda: WeightedBalanceClassSampler(labels, weight, length=n, seed=0))
 
 
 def torch_(timer, n: int) -> None:
@@ -47,7 +37,7 @@ def torch_(timer, n: int) -> None:
         per_sample = (weight / torch.bincount(labels, minlength=CLASSES))[labels]  # (n,)
         return tud.WeightedRandomSampler(per_sample, n, generator=torch.Generator().manual_seed(0))
 
-    _epoch(timer, build)
+    time_epoch(timer, build)
 
 
 def suite(large: bool) -> list[Comparison]:

@@ -16,7 +16,7 @@ import torch.utils.data as tud
 
 from distsampling import DistributedSamplerWrapper, WeightedBalanceClassSampler
 
-from ._harness import ROOT, Comparison
+from ._harness import ROOT, Comparison, time_epoch
 
 WORLD = 8
 
@@ -36,26 +36,16 @@ def _inner(kind: str, n: int):
     return WeightedBalanceClassSampler(labels, list(range(1, 11)), length=n)
 
 
-def _epoch(timer, sampler) -> None:
-    timer.start()
-    it = iter(sampler)
-    next(it)
-    timer.first()
-    for _ in it:
-        pass
-    timer.stop()
-
-
 def ours(timer, n: int, inner: str) -> None:
     wrapper = DistributedSamplerWrapper(_inner(inner, n), num_replicas=WORLD, rank=0)
     wrapper.set_epoch(1)
-    _epoch(timer, wrapper)
+    time_epoch(timer, lambda: wrapper)
 
 
 def catalyst(timer, n: int, inner: str) -> None:
     wrapper = _catalyst_style()(_inner(inner, n), num_replicas=WORLD, rank=0)
     wrapper.set_epoch(1)
-    _epoch(timer, wrapper)
+    time_epoch(timer, lambda: wrapper)
 
 
 def suite(large: bool) -> list[Comparison]:
