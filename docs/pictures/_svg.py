@@ -80,7 +80,13 @@ def bars(groups: dict[str, dict[str, float]], title: str, unit: str) -> str:
                         PALETTE[series.index(s) % len(PALETTE)],
                     )
                 )
-                body.append(text(LABEL + 86 + v * scale, y + 12, f"{v:,.2f} {unit}"))
+                body.append(
+                    text(
+                        LABEL + 86 + v * scale,
+                        y + 12,
+                        f"{v:,.0f} {unit}" if float(v).is_integer() else f"{v:,.2f} {unit}",
+                    )
+                )
                 y += bar + 4
         y += 8
     return document(LABEL + 80 + 360 + 140, y + 10, body, title)
