@@ -135,7 +135,12 @@ def rank_windows(
     seed: int = 0,
     drop_last: bool = False,
 ) -> list[int]:
-    """The window starts that ``rank`` reads in ``epoch`` (what a training loop would do)."""
+    r"""The window starts that ``rank`` reads in ``epoch`` (what a training loop would do).
+
+    Examples:
+        >>> rank_windows(10, 3, replicas=2, rank=1, epoch=0)  # windows 4-5-6 and 7-8-9
+        [4, 7]
+    """
     dataset = SequentialWindowedDataset(size, window, seed)
     dataset.set_epoch(epoch)  # every rank draws the same offset from (seed, epoch)
     sampler = DistributedSampler(dataset, replicas, rank, seed=seed, drop_last=drop_last)
