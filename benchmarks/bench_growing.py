@@ -39,7 +39,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
 from distsampling import SnapshotDataset, collate_batch, prefetch_epochs
-from distsampling.snapshot import Snapshot
+from distsampling.growing.snapshot import Snapshot
 
 from ._harness import ROOT, Comparison
 

@@ -6,12 +6,22 @@ proven against torch by the Hypothesis properties in ``tests/``.
 
 # one line per module: the code, its tests and its tutorial share the module's stem
 from .batch import BatchSampler
-from .cache import ShardCache
 from .checks import RankMismatchError, assert_rank_consistent, epoch_digest
 from .distributed import DistributedSampler, rank_positions, split_sizes
 from .evaluation import UnpaddedDistributedSampler, gather_by_index, merge_by_index
 from .grouped import GroupedBatchSampler
-from .growing import SnapshotDataset, collate_batch
+from .growing import (
+    CorruptShardError,
+    Producer,
+    RemoteSource,
+    ShardCache,
+    Snapshot,
+    SnapshotDataset,
+    collate_batch,
+    load_shard,
+    prefetch_epochs,
+    produce,
+)
 from .iteration import IterationBasedBatchSampler
 from .launch import run_world
 from .pipeline import (
@@ -20,10 +30,6 @@ from .pipeline import (
     make_batch_data_sampler,
     make_data_sampler,
 )
-from .prefetch import prefetch_epochs
-from .producer import Producer, produce
-from .remote import RemoteSource
-from .snapshot import CorruptShardError, Snapshot, load_shard
 from .weighted import WeightedBalanceClassSampler, largest_remainder_counts
 from .windowed import SequentialWindowedDataset, epoch_offset, window_indices
 from .wrapper import DatasetFromSampler, DistributedSamplerWrapper

@@ -1,4 +1,4 @@
-"""Properties of distsampling.remote.RemoteSource: it reads whole remote rows, or says what is wrong.
+"""Properties of distsampling.growing.remote.RemoteSource: it reads whole remote rows, or says what is wrong.
 
 Row ``r`` of remote file ``j`` is the int32 pair ``[j, r]``, so every read proves where it came from.
 """
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distsampling.remote import RemoteSource
+from distsampling.growing.remote import RemoteSource
 
 ROWS = (3, 7, 5)
 

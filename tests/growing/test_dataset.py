@@ -21,9 +21,10 @@ import torch.utils.data as tud
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distsampling import DistributedSampler, SnapshotDataset, collate_batch, growing
-from distsampling.cache import ShardCache
-from distsampling.snapshot import CorruptShardError, Snapshot
+from distsampling import DistributedSampler, SnapshotDataset, collate_batch
+from distsampling.growing import dataset
+from distsampling.growing.cache import ShardCache
+from distsampling.growing.snapshot import CorruptShardError, Snapshot
 from strategies import (
     epochs,
     sample_shapes,
@@ -150,14 +151,14 @@ def test_a_workers_batch_is_made_in_shared_memory_before_it_is_sent(tmp_path, st
 @pytest.fixture
 def in_a_worker(monkeypatch):
     """Run __getitems__ in this process as if it were a DataLoader worker."""
-    monkeypatch.setattr(growing, "get_worker_info", lambda: object())
+    monkeypatch.setattr(dataset, "get_worker_info", lambda: object())
 
 
 @given(layout=snapshot_layouts.filter(any), data=st.data())
 def test_in_a_worker_getitems_reads_the_same_rows(layout, data):
     """Invariant: the shared-memory path (pwrite per run of rows) equals the model, any indices."""
     with tempfile.TemporaryDirectory() as root, pytest.MonkeyPatch.context() as mp:
-        mp.setattr(growing, "get_worker_info", lambda: object())
+        mp.setattr(dataset, "get_worker_info", lambda: object())
         snapshot, model = write_snapshot(root, layout, (2, 3))
         n = len(model)
         indices = data.draw(st.lists(st.integers(-n, n - 1), min_size=1, max_size=12), "indices")
@@ -169,7 +170,7 @@ def test_in_a_worker_getitems_reads_the_same_rows(layout, data):
 def test_runs_cover_the_batch_with_maximal_runs_of_consecutive_rows(pairs):
     """Invariant: the runs, expanded, give back every (shard, row) in order; none could be merged."""
     shard, rows = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
-    runs = list(growing._runs(shard, rows))
+    runs = list(dataset._runs(shard, rows))
     expanded = [(k, row + i) for _, k, row, n in runs for i in range(n)]
     assert expanded == [tuple(p) for p in pairs]
     assert [j for j, *_ in runs] == list(np.cumsum([0] + [n for *_, n in runs])[:-1])
@@ -186,7 +187,7 @@ def test_a_full_dev_shm_in_a_worker_raises_enospc_naming_the_batch(
     def full(*args):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(growing.os, "pwrite", full)
+    monkeypatch.setattr(dataset.os, "pwrite", full)
     with pytest.raises(
         OSError, match=r"no space left in shared memory \(/dev/shm\) for a batch of 64 bytes"
     ) as err:

@@ -1,4 +1,4 @@
-"""Properties of distsampling.producer: what it writes, its bandwidth cap, and SIGKILL safety.
+"""Properties of distsampling.growing.producer: what it writes, its bandwidth cap, and SIGKILL safety.
 
 Every remote sample is the int32 pair ``(file number, row)``, so a sample found in the cache proves
 it was copied whole from a real row of the source. Processes are bounded by timeouts.
@@ -18,11 +18,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distsampling import producer as producer_module
-from distsampling.cache import ShardCache
-from distsampling.producer import Producer, produce
-from distsampling.remote import RemoteSource
-from distsampling.snapshot import load_shard
+from distsampling.growing import producer as producer_module
+from distsampling.growing.cache import ShardCache
+from distsampling.growing.producer import Producer, produce
+from distsampling.growing.remote import RemoteSource
+from distsampling.growing.snapshot import load_shard
 from strategies import shard_samples
 
 RAM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None  # same properties, free fsyncs

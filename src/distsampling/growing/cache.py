@@ -1,10 +1,10 @@
 r"""A local shard cache that grows every epoch and evicts its oldest shards beyond a byte capacity.
 
-A background producer (:mod:`distsampling.producer`) keeps adding shards while training runs;
-each epoch trains on a frozen :class:`~distsampling.snapshot.Snapshot` of the shards present when
+A background producer (:mod:`distsampling.growing.producer`) keeps adding shards while training runs;
+each epoch trains on a frozen :class:`~distsampling.growing.snapshot.Snapshot` of the shards present when
 it starts.
 
-- **Shard**: one ``.npy`` file of ``(k, *sample_shape)`` samples (:mod:`distsampling.snapshot`).
+- **Shard**: one ``.npy`` file of ``(k, *sample_shape)`` samples (:mod:`distsampling.growing.snapshot`).
   It is written under a temporary name, fsynced, then renamed: no reader ever sees half a shard.
 - **Manifest** (``manifest.json``): the committed shards in sequence order, the pinned snapshots
   and the retired shards they still list. It is rewritten atomically (temporary file, fsync,
@@ -48,7 +48,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ._validate import check_int
+from .._validate import check_int
 from .snapshot import Snapshot
 
 __all__ = ["ShardCache"]

@@ -5,7 +5,7 @@ A shard is one ``.npy`` file holding ``(k, *sample_shape)`` samples in C order. 
 row ``i - start`` of the shard whose samples start at ``start``. It is a small frozen value (paths
 and counts): it pickles in a few hundred bytes, so it crosses to every rank and DataLoader worker
 unchanged, and two snapshots are equal when they list the same shards.
-:class:`~distsampling.cache.ShardCache` freezes one per epoch;
+:class:`~distsampling.growing.cache.ShardCache` freezes one per epoch;
 :class:`~distsampling.SnapshotDataset` reads one.
 
 References:
@@ -20,7 +20,7 @@ import numbers
 
 import numpy as np
 
-from ._validate import check_int
+from .._validate import check_int
 
 __all__ = ["CorruptShardError", "Snapshot", "load_shard"]
 
@@ -99,7 +99,7 @@ def load_shard(path: str, samples: int | None = None) -> np.ndarray:
         >>> load_shard(path)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        distsampling.snapshot.CorruptShardError: shard .../s.npy is truncated or corrupt: ...
+        distsampling.growing.snapshot.CorruptShardError: shard .../s.npy is truncated or corrupt: ...
     """
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)  # reads the header only

@@ -1,4 +1,4 @@
-"""Properties of distsampling.cache: snapshots, FIFO eviction deferred for pinned shards, faults.
+"""Properties of distsampling.growing.cache: snapshots, FIFO eviction deferred for pinned shards, faults.
 
 Samples are int32 pairs ``(shard sequence number, row)``, so a read proves which shard and row it
 came from. The RuleBasedStateMachine at the end runs random add / snapshot / read / end-epoch
@@ -23,8 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from distsampling.cache import _HOST, ShardCache
-from distsampling.snapshot import Snapshot, load_shard
+from distsampling.growing.cache import _HOST, ShardCache
+from distsampling.growing.snapshot import Snapshot, load_shard
 from strategies import cache_capacities, non_integers, shard_samples, shard_sizes
 
 #: caches live in RAM where there is a tmpfs: the properties are the same, the fsyncs are free

@@ -1,4 +1,4 @@
-"""Properties of distsampling.snapshot: where each sample of a snapshot lives, and damaged shards.
+"""Properties of distsampling.growing.snapshot: where each sample of a snapshot lives, and damaged shards.
 
 The model of a snapshot is the flat list of ``(shard path, row)`` of every sample, in order.
 """
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distsampling.snapshot import CorruptShardError, Snapshot, load_shard
+from distsampling.growing.snapshot import CorruptShardError, Snapshot, load_shard
 from strategies import shard_sizes
 
 

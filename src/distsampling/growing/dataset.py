@@ -1,7 +1,7 @@
-r"""SnapshotDataset: a map-style dataset over one epoch's :class:`~distsampling.cache.Snapshot`.
+r"""SnapshotDataset: a map-style dataset over one epoch's :class:`~distsampling.growing.cache.Snapshot`.
 
 Sample ``i`` is row ``i - start`` of the shard whose samples start at ``start``. Shards are
-memory-mapped (:func:`~distsampling.cache.load_shard`): a sample is a byte range of the page
+memory-mapped (:func:`~distsampling.growing.cache.load_shard`): a sample is a byte range of the page
 cache, with no decoding and no pickling of sample data.
 
 What crosses a process boundary, with ``num_workers > 0``:
@@ -35,7 +35,7 @@ from torch.multiprocessing import get_sharing_strategy
 from torch.utils.data import Dataset, get_worker_info
 from torch.utils.data._utils.collate import default_collate
 
-from ._validate import check_int
+from .._validate import check_int
 from .snapshot import Snapshot, load_shard
 
 __all__ = ["SnapshotDataset", "collate_batch"]
@@ -46,7 +46,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
 
     Works with any ``num_workers`` (each process opens its own memory maps), ``pin_memory`` and
     ``persistent_workers``. A shard that is missing, truncated or holds another number of samples
-    than the snapshot lists raises (:class:`~distsampling.cache.CorruptShardError` naming the file)
+    than the snapshot lists raises (:class:`~distsampling.growing.cache.CorruptShardError` naming the file)
     when it is first read.
 
     Args:

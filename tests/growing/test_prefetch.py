@@ -18,7 +18,7 @@ import torch.utils.data as tud
 from hypothesis import given
 
 from distsampling import SnapshotDataset, collate_batch, prefetch_epochs
-from distsampling.snapshot import Snapshot
+from distsampling.growing.snapshot import Snapshot
 from strategies import epoch_batch_counts, leads
 
 

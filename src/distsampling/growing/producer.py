@@ -1,6 +1,6 @@
 r"""A background process that samples from "remote" storage and fills a :class:`ShardCache`.
 
-:func:`produce` is the loop: pick a random sample of the :class:`~distsampling.remote.RemoteSource`
+:func:`produce` is the loop: pick a random sample of the :class:`~distsampling.growing.remote.RemoteSource`
 (a random file, then a random row: one seek and one read, never a whole file), stack
 ``samples_per_shard`` of them, add them to the cache as one shard, repeat. A bandwidth cap (bytes
 per second) makes a local directory behave like slow remote storage. :class:`Producer` runs that
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validate import check_int
+from .._validate import check_int
 from .cache import ShardCache
 from .remote import RemoteSource
 

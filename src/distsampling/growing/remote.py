@@ -17,7 +17,7 @@ from typing import IO
 
 import numpy as np
 
-from ._validate import check_int
+from .._validate import check_int
 
 __all__ = ["RemoteSource"]
 
