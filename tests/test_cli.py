@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from distsampling.cli import main, plan_split, plan_windows
+from distsampling.cli import main
 from distsampling.demo import EXAMPLES, plan
+from distsampling.render import plan_split, plan_windows
 
 
 def test_split_plan_is_every_ranks_sampler():

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .cli import format_split, format_windows, rank_windows
 from .distributed import DistributedSampler
 from .launch import run_world
+from .render import format_split, format_windows, rank_windows
 from .weighted import WeightedBalanceClassSampler
 from .wrapper import DistributedSamplerWrapper
 

@@ -1,0 +1,185 @@
+r"""Text rendering of who reads what: the plans that ``split`` and ``demo`` print.
+
+A plan is ``plan[epoch][rank]``, the items each rank reads, simulated here for every rank. Padding
+(repeats of the epoch's head, so that every rank reads the same number) is marked ``*``; windows
+of ``T`` consecutive samples print as ``first-...-last``. :mod:`distsampling.cli` and
+:mod:`distsampling.demo` both print through this module.
+"""
+
+from __future__ import annotations
+
+from ._validate import check_int
+from .batch import BatchSampler
+from .distributed import DistributedSampler
+from .windowed import SequentialWindowedDataset, window_indices
+
+__all__ = ["format_split", "format_windows", "plan_split", "plan_windows", "rank_windows"]
+
+
+def plan_split(
+    size: int,
+    replicas: int,
+    epochs: int,
+    *,
+    shuffle: bool = True,
+    seed: int = 0,
+    drop_last: bool = False,
+) -> list[list[list[int]]]:
+    r"""Return ``plan[epoch][rank]``: the indices each rank reads, simulating every rank here.
+
+    Examples:
+        >>> plan_split(5, 2, 1, shuffle=False)
+        [[[0, 2, 4], [1, 3, 0]]]
+    """
+    plan = []
+    for epoch in range(check_int("epochs", epochs, low=1)):
+        ranks = []
+        for rank in range(replicas):
+            sampler = DistributedSampler(range(size), replicas, rank, shuffle, seed, drop_last)
+            sampler.set_epoch(epoch)
+            ranks.append(list(sampler))
+        plan.append(ranks)
+    return plan
+
+
+def _mark_padding(indices: list, rank: int, replicas: int, size: int) -> list[str]:
+    # this rank's k-th index sits at position rank + k * replicas of the padded epoch;
+    # positions >= size are the padding that repeats the head of the order
+    return [f"{i}*" if rank + k * replicas >= size else str(i) for k, i in enumerate(indices)]
+
+
+def format_split(
+    size: int,
+    replicas: int,
+    epochs: int,
+    *,
+    shuffle: bool = True,
+    seed: int = 0,
+    drop_last: bool = False,
+    batch_size: int | None = None,
+) -> str:
+    r"""Render :func:`plan_split` as the table that ``python -m distsampling split`` prints.
+
+    Examples:
+        >>> print(format_split(5, 2, 1, shuffle=False, batch_size=2))
+        DistributedSampler(size=5, num_replicas=2, shuffle=False, seed=0, drop_last=False)
+        each rank reads num_samples=3; the padded epoch has total_size=6 (1 padded, marked *)
+        BatchSampler(batch_size=2, drop_last=False): 2 batches per rank
+        epoch 0
+          rank 0: [0, 2] [4]
+          rank 1: [1, 3] [0*]
+    """
+    first = DistributedSampler(range(size), replicas, 0, shuffle, seed, drop_last)
+    pad = first.total_size - size
+    what = f"{pad} padded, marked *" if pad > 0 else f"{-pad} dropped" if pad < 0 else "no padding"
+    lines = [
+        f"DistributedSampler(size={size}, num_replicas={replicas}, shuffle={shuffle}, "
+        f"seed={seed}, drop_last={drop_last})",
+        f"each rank reads num_samples={first.num_samples}; "
+        f"the padded epoch has total_size={first.total_size} ({what})",
+    ]
+    if batch_size is not None:
+        n_batches = len(BatchSampler(first, batch_size, drop_last))
+        lines.append(
+            f"BatchSampler(batch_size={batch_size}, drop_last={drop_last}): {n_batches} batches per rank"
+        )
+    for epoch, ranks in enumerate(
+        plan_split(size, replicas, epochs, shuffle=shuffle, seed=seed, drop_last=drop_last)
+    ):
+        lines.append(f"epoch {epoch}")
+        for rank, indices in enumerate(ranks):
+            shown = _mark_padding(indices, rank, replicas, size)
+            if batch_size is None:
+                row = "[" + ", ".join(shown) + "]"
+            else:
+                row = " ".join(
+                    "[" + ", ".join(b) + "]" for b in BatchSampler(shown, batch_size, drop_last)
+                )
+            lines.append(f"  rank {rank}: {row}")
+    return "\n".join(lines)
+
+
+def plan_windows(
+    size: int, window: int, replicas: int, epochs: int, *, seed: int = 0, drop_last: bool = False
+) -> list[list[list[int]]]:
+    r"""Return ``plan[epoch][rank]``: the window starts each rank reads, every rank simulated here.
+
+    The windows of :class:`~distsampling.SequentialWindowedDataset` (``seed`` draws the epoch's
+    offset) are shuffled and split by :class:`~distsampling.DistributedSampler` (``seed`` too).
+
+    Examples:
+        >>> plan_windows(10, 3, 2, 1)  # epoch 0: windows start at 1, 4, 7 and 0 (offset 1)
+        [[[1, 0], [4, 7]]]
+    """
+    return [
+        [
+            rank_windows(size, window, replicas, r, e, seed=seed, drop_last=drop_last)
+            for r in range(replicas)
+        ]
+        for e in range(check_int("epochs", epochs, low=1))
+    ]
+
+
+def rank_windows(
+    size: int,
+    window: int,
+    replicas: int,
+    rank: int,
+    epoch: int,
+    *,
+    seed: int = 0,
+    drop_last: bool = False,
+) -> list[int]:
+    r"""The window starts that ``rank`` reads in ``epoch`` (what a training loop would do).
+
+    Examples:
+        >>> rank_windows(10, 3, replicas=2, rank=1, epoch=0)  # windows 4-5-6 and 7-8-9
+        [4, 7]
+    """
+    dataset = SequentialWindowedDataset(size, window, seed)
+    dataset.set_epoch(epoch)  # every rank draws the same offset from (seed, epoch)
+    sampler = DistributedSampler(dataset, replicas, rank, seed=seed, drop_last=drop_last)
+    sampler.set_epoch(epoch)  # ... and the same shuffle of the windows
+    return [dataset[i] for i in sampler]
+
+
+def format_windows(
+    size: int,
+    window: int,
+    replicas: int,
+    epochs: int,
+    *,
+    seed: int = 0,
+    drop_last: bool = False,
+    batch_size: int | None = None,
+) -> str:
+    r"""Render :func:`plan_windows` as ``split --window`` prints it: each window ``first-...-last``.
+
+    Examples:
+        >>> print(format_windows(10, 3, 2, 1, batch_size=2))
+        SequentialWindowedDataset(size=10, window=3, seed=0): 4 windows, the last wraps around
+        DistributedSampler(num_replicas=2, shuffle=True, seed=0, drop_last=False): 2 windows per rank
+        epoch 0 (offset 1)
+          rank 0: [1-2-3, 0-1-2]
+          rank 1: [4-5-6, 7-8-9]
+    """
+    dataset = SequentialWindowedDataset(size, window, seed)
+    first = DistributedSampler(dataset, replicas, 0, seed=seed, drop_last=drop_last)
+    wraps = ", the last wraps around" if size % window else ""
+    lines = [
+        f"SequentialWindowedDataset(size={size}, window={window}, seed={seed}): "
+        f"{len(dataset)} windows{wraps}",
+        f"DistributedSampler(num_replicas={replicas}, shuffle=True, seed={seed}, "
+        f"drop_last={drop_last}): {first.num_samples} windows per rank",
+    ]
+    plan = plan_windows(size, window, replicas, epochs, seed=seed, drop_last=drop_last)
+    for epoch, ranks in enumerate(plan):
+        dataset.set_epoch(epoch)
+        lines.append(f"epoch {epoch} (offset {dataset.offset})")
+        for rank, starts in enumerate(ranks):
+            # (k, window) sample indices of this rank's k windows, written first-...-last
+            shown = ["-".join(map(str, w)) for w in window_indices(starts, window, size).tolist()]
+            shown = _mark_padding(shown, rank, replicas, len(dataset))
+            batches = BatchSampler(shown, batch_size or max(len(shown), 1), drop_last)
+            lines.append(f"  rank {rank}: " + " ".join("[" + ", ".join(b) + "]" for b in batches))
+    return "\n".join(lines)
