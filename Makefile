@@ -18,7 +18,9 @@ export HYPOTHESIS_PROFILE
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q $(TORCH)
-	$(PY) -m pip install -q -e '.[dev]'
+	@# pin the torch now installed, so that no extra can replace it with another build
+	@$(PY) -c 'import torch; print("torch==" + torch.__version__)' > $(VENV)/constraints.txt
+	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e '.[dev]'
 	@touch $@
 
 .PHONY: install
