@@ -11,7 +11,7 @@ from collections.abc import Sized
 
 import torch.distributed as dist
 
-__all__ = ["check_bool", "check_int", "check_len", "resolve_world"]
+__all__ = ["check_bool", "check_int", "check_len", "check_state", "resolve_world"]
 
 
 def check_int(name: str, value: object, *, low: int | None = None, high: int | None = None) -> int:
@@ -65,3 +65,54 @@ def resolve_world(num_replicas: int | None, rank: int | None) -> tuple[int, int]
     num_replicas = check_int("num_replicas", num_replicas, low=1)
     rank = check_int("rank", rank, low=0, high=num_replicas - 1)
     return num_replicas, rank
+
+
+def check_state(
+    state: object, kind: str, version: int, must_match: dict[str, object]
+) -> dict[str, object]:
+    r"""Check a saved ``state_dict()`` before ``load_state_dict`` uses it, and return it.
+
+    Every sampler's state is a small JSON-serialisable dict: ``"kind"`` (the class name),
+    ``"version"`` (the format), the fields that must match on resume (seed, dataset length,
+    shuffle, drop_last, ...) and the position fields the sampler reads itself. A mismatch names
+    the field, the saved value and the current one, so a checkpoint from another run, another
+    dataset or another class is refused instead of silently resuming the wrong epoch.
+
+    Args:
+        state: what ``state_dict()`` returned (after ``json.loads`` or ``torch.load``).
+        kind: the class name this state must come from.
+        version: the format version this class reads.
+        must_match: field -> current value; the saved value must be equal.
+
+    Examples:
+        >>> check_state({"kind": "S", "version": 1, "seed": 0}, "S", 1, {"seed": 0})["seed"]
+        0
+        >>> check_state({"kind": "S", "version": 1, "seed": 0}, "S", 1, {"seed": 1})
+        Traceback (most recent call last):
+        ...
+        ValueError: state does not match this sampler: seed was 0 when saved, but is 1 now
+    """
+    if not isinstance(state, dict):
+        raise TypeError(
+            f"state should be a dict from state_dict(), but got state={state!r} "
+            f"of type {type(state).__name__}"
+        )
+    for key in ("kind", "version", *must_match):
+        if key not in state:
+            raise KeyError(f"state has no {key!r}: it is not a {kind} state_dict() (got {state!r})")
+    if state["kind"] != kind:
+        raise ValueError(
+            f"state comes from another sampler: kind was {state['kind']!r} when saved, "
+            f"but this is a {kind}"
+        )
+    if state["version"] != version:
+        raise ValueError(
+            f"state has format version={state['version']!r}, but this {kind} reads version={version}"
+        )
+    for key, current in must_match.items():
+        if state[key] != current:
+            raise ValueError(
+                f"state does not match this sampler: {key} was {state[key]!r} when saved, "
+                f"but is {current!r} now"
+            )
+    return state
