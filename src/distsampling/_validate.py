@@ -7,7 +7,7 @@ knows at once which argument to fix and what was passed.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sized
+from collections.abc import Sequence, Sized
 
 import torch.distributed as dist
 
@@ -68,7 +68,12 @@ def resolve_world(num_replicas: int | None, rank: int | None) -> tuple[int, int]
 
 
 def check_state(
-    state: object, kind: str, version: int, must_match: dict[str, object]
+    state: object,
+    kind: str,
+    version: int,
+    must_match: dict[str, object],
+    *,
+    required: Sequence[str] = (),
 ) -> dict[str, object]:
     r"""Check a saved ``state_dict()`` before ``load_state_dict`` uses it, and return it.
 
@@ -83,6 +88,7 @@ def check_state(
         kind: the class name this state must come from.
         version: the format version this class reads.
         must_match: field -> current value; the saved value must be equal.
+        required: further fields that must be present (the position fields the caller reads).
 
     Examples:
         >>> check_state({"kind": "S", "version": 1, "seed": 0}, "S", 1, {"seed": 0})["seed"]
@@ -97,7 +103,7 @@ def check_state(
             f"state should be a dict from state_dict(), but got state={state!r} "
             f"of type {type(state).__name__}"
         )
-    for key in ("kind", "version", *must_match):
+    for key in ("kind", "version", *must_match, *required):
         if key not in state:
             raise KeyError(f"state has no {key!r}: it is not a {kind} state_dict() (got {state!r})")
     if state["kind"] != kind:
