@@ -153,6 +153,18 @@ def resumed_positions(
     return positions % max(n, 1)  # the stream past n repeats the head of the order
 
 
+def _share_at(
+    n: int, num_replicas: int, rank: int, start: int, drop_last: bool, pad: bool, **order: Any
+) -> torch.Tensor:
+    """The epoch order's entries ``rank`` reads from stream ``start`` (order: shuffle, seed, epoch)."""
+    if start == 0:  # torch's split, exactly; unpadded: only the positions below n
+        at = rank_positions(n, num_replicas, rank, drop_last=drop_last, **order)
+        return at if pad else at[: len(range(rank, n, num_replicas))]
+    # an elastic resume: the rest of the stream split over this world (module docstring)
+    whole = rank_positions(n, 1, 0, **order)  # (n,) the whole epoch order
+    return whole[resumed_positions(n, num_replicas, rank, start, drop_last=drop_last, pad=pad)]
+
+
 def _as_ints(indices: torch.Tensor, chunk: int = 1 << 16) -> Iterator[int]:
     # Python ints cost ~36 bytes each: convert a chunk at a time, never the whole rank at once;
     # chain.from_iterable walks the chunks in C (a generator's `yield from` costs ~40% more)
@@ -255,18 +267,9 @@ class DistributedSampler(Sampler[int]):
 
     def _share(self, epoch: int, start: int, skip: int) -> torch.Tensor:
         # this rank's indices of `epoch` read from stream position `start`, the first `skip` cut
-        n, kwargs = len(self.dataset), {"shuffle": self.shuffle, "seed": self.seed, "epoch": epoch}
-        if start == 0:  # torch's split, exactly (num_samples cuts an unpadded share's padding)
-            share = rank_positions(
-                n, self.num_replicas, self.rank, drop_last=self.drop_last, **kwargs
-            )[: self.num_samples]
-        else:  # an elastic resume: the rest of the stream split over this world (module doc)
-            order = rank_positions(n, 1, 0, **kwargs)  # (n,) the whole epoch order
-            at = resumed_positions(
-                n, self.num_replicas, self.rank, start, drop_last=self.drop_last, pad=self._pad
-            )
-            share = order[at]
-        return share[skip:]  # (num_samples - skip,) or the resumed count
+        n, order = len(self.dataset), {"shuffle": self.shuffle, "seed": self.seed, "epoch": epoch}
+        at = _share_at(n, self.num_replicas, self.rank, start, self.drop_last, self._pad, **order)
+        return at[skip:]  # (num_samples - skip,) or the resumed count
 
     def epoch_order(self) -> torch.Tensor:
         r"""The indices the next ``iter()`` yields, as a 1-D tensor; nothing is consumed or drawn.
