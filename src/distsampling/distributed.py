@@ -171,6 +171,20 @@ def _as_ints(indices: torch.Tensor, chunk: int = 1 << 16) -> Iterator[int]:
     return chain.from_iterable(map(torch.Tensor.tolist, indices.split(chunk)))
 
 
+def _epoch_order_of(sampler: object) -> torch.Tensor | None:
+    """``sampler.epoch_order()`` where it describes ``iter(sampler)``, else ``None``.
+
+    A subclass that overrides ``__iter__`` but not ``epoch_order`` yields something else: only
+    trust ``epoch_order`` when the class that defines ``__iter__`` defines it too.
+    """
+    if not callable(getattr(sampler, "epoch_order", None)):
+        return None
+    owner = next((c for c in type(sampler).__mro__ if "__iter__" in vars(c)), None)
+    if owner is None or "epoch_order" not in vars(owner):
+        return None
+    return sampler.epoch_order()  # type: ignore[attr-defined]
+
+
 class _Reader:
     """One ``iter()`` of a sampler: its ints at C speed (``ints``) and how many it handed out.
 

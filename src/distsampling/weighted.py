@@ -20,9 +20,9 @@ import hashlib
 import math
 import numbers
 from collections.abc import Iterator, Mapping, Sequence
+from fractions import Fraction
 from functools import partial
 from typing import Any
-from fractions import Fraction
 
 import numpy as np
 import torch
@@ -300,7 +300,9 @@ class WeightedBalanceClassSampler(Sampler[int]):
             "num_labels": len(self._members),
             "classes": self._classes_hash(),
         }
-        state = check_state(state, type(self).__name__, 1, must_match, required=("epoch", "position"))
+        state = check_state(
+            state, type(self).__name__, 1, must_match, required=("epoch", "position")
+        )
         epoch = check_int("epoch", state["epoch"])
         self._pending = check_int("position", state["position"], low=0, high=self.length)
         self.epoch, self._reading = epoch, None

@@ -35,6 +35,7 @@ from .distributed import (
     _POSITION_FIELDS,
     _SEED_HIGH,
     _SEED_LOW,
+    _epoch_order_of,
     _Reader,
     _share_at,
     split_sizes,
@@ -59,8 +60,9 @@ def _random_sampler_epoch(sampler: RandomSampler) -> torch.Tensor:
 
 def _materialise(sampler: Iterable[int], n: int) -> torch.Tensor:
     """The sampler's epoch as a 1-D integer tensor (8 bytes an index), never a Python list."""
-    if callable(getattr(sampler, "epoch_order", None)):  # e.g. WeightedBalanceClassSampler
-        indices = sampler.epoch_order()  # type: ignore[attr-defined]
+    order = _epoch_order_of(sampler)  # e.g. WeightedBalanceClassSampler: a tensor already
+    if order is not None:
+        indices = order
     elif type(sampler) is RandomSampler and not sampler.replacement and len(sampler.data_source):
         indices = _random_sampler_epoch(sampler)
     elif type(sampler) is SequentialSampler:
@@ -191,7 +193,9 @@ class DistributedSamplerWrapper(Sampler[int]):
         inner = self.dataset.indices  # (n,) the inner epoch, drawn once for this epoch
         order = {"shuffle": self.shuffle, "seed": self.seed, "epoch": epoch}
         # positions into the inner epoch: torch's for this rank, or the elastic rest of them
-        at = _share_at(len(inner), self.num_replicas, self.rank, start, self.drop_last, True, **order)
+        at = _share_at(
+            len(inner), self.num_replicas, self.rank, start, self.drop_last, True, **order
+        )
         return inner[at[skip:].long()]  # (num_samples - skip,) inner indices
 
     def epoch_order(self) -> torch.Tensor:
@@ -207,7 +211,7 @@ class DistributedSamplerWrapper(Sampler[int]):
     def __iter__(self) -> Iterator[int]:
         start, skip = self._pending or (0, 0)
         self._pending = None  # a loaded position resumes one iter()
-        self.dataset.indices  # draw (or check) the inner epoch now, as torch reads at iter()
+        _ = self.dataset.indices  # draw (or check) the inner epoch now: torch reads at iter()
         self._check()
         reader = _Reader(partial(self._share, self.epoch, start, skip))
         self._reading = (start, skip, reader)
