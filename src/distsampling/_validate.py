@@ -103,9 +103,15 @@ def check_state(
             f"state should be a dict from state_dict(), but got state={state!r} "
             f"of type {type(state).__name__}"
         )
-    for key in ("kind", "version", *must_match, *required):
-        if key not in state:
-            raise KeyError(f"state has no {key!r}: it is not a {kind} state_dict() (got {state!r})")
+
+    def present(*keys: str) -> None:
+        for key in keys:
+            if key not in state:
+                raise KeyError(
+                    f"state has no {key!r}: it is not a {kind} state_dict() (got {state!r})"
+                )
+
+    present("kind", "version")  # the class and format first: they explain any other gap
     if state["kind"] != kind:
         raise ValueError(
             f"state comes from another sampler: kind was {state['kind']!r} when saved, "
@@ -115,6 +121,7 @@ def check_state(
         raise ValueError(
             f"state has format version={state['version']!r}, but this {kind} reads version={version}"
         )
+    present(*must_match, *required)
     for key, current in must_match.items():
         if state[key] != current:
             raise ValueError(

@@ -146,10 +146,11 @@ def resumed_positions(
         >>> resumed_positions(10, 4, 3, start=4).tolist()  # 6 left on 4 ranks: 7, then 11 % 10
         [7, 1]
     """
-    if not pad:
-        return torch.arange(start + rank, n, num_replicas)  # (ceil((n - start - rank) / W),)
-    _, total = split_sizes(max(n - start, 0), num_replicas, drop_last)
-    positions = torch.arange(start + rank, start + total, num_replicas)  # (total / W,)
+    if pad:  # each rank reads the same count: torch's split of the n - start left
+        count = split_sizes(max(n - start, 0), num_replicas, drop_last)[0]
+    else:  # positions below n only
+        count = len(range(start + rank, n, num_replicas))
+    positions = start + rank + num_replicas * torch.arange(count)  # (count,)
     return positions % max(n, 1)  # the stream past n repeats the head of the order
 
 
