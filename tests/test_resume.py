@@ -281,7 +281,10 @@ def _loader(how: str, workers: int, epoch: int) -> StatefulDataLoader:
         return StatefulDataLoader(
             list(range(23)), batch_size=3, sampler=sampler, num_workers=workers
         )
-    batches = BatchSampler(sampler, 3, drop_last=False)
+    if how == "batch_sampler":
+        batches = BatchSampler(sampler, 3, drop_last=False)
+    else:  # grouped batches (two groups): a batch sampler that counts batches, not samples
+        batches = GroupedBatchSampler(sampler, [i % 2 for i in range(23)], 3)
     return StatefulDataLoader(list(range(23)), batch_sampler=batches, num_workers=workers)
 
 
@@ -293,7 +296,7 @@ def _epoch_of(loader: StatefulDataLoader, epoch: int) -> list[list[int]]:
 
 @pytest.mark.parametrize("k", [0, 1, 3, 4])
 @pytest.mark.parametrize("workers", [0, 2])
-@pytest.mark.parametrize("how", ["sampler", "batch_sampler"])
+@pytest.mark.parametrize("how", ["sampler", "batch_sampler", "grouped"])
 def test_stateful_dataloader_resumes_with_exactly_the_remaining_batches(how, workers, k):
     """Invariant: StatefulDataLoader's state after k batches (it snapshots the sampler's
     state_dict when it hands out each batch's indices, so worker prefetch does not count),
