@@ -172,6 +172,36 @@ def _as_ints(indices: torch.Tensor, chunk: int = 1 << 16) -> Iterator[int]:
     return chain.from_iterable(map(torch.Tensor.tolist, indices.split(chunk)))
 
 
+def _resume_point(
+    state: dict[str, Any], n: int, num_replicas: int, drop_last: bool, pad: bool = True
+) -> tuple[int, int]:
+    """``(start, skip)`` for the next ``iter()`` on ``num_replicas`` ranks, from a checked state.
+
+    On the saved number of ranks: the rest of this rank's own share. On another: every rank
+    read ``position``, so the stream prefix ``start + position * W1`` is consumed (module doc).
+    """
+    saved_world = check_int("num_replicas", state["num_replicas"], low=1)
+    start = check_int("start", state["start"], low=0, high=n)
+    rest = max(n - start, 0)  # the most a rank can have read: rank 0's count from `start`
+    most = split_sizes(rest, saved_world, drop_last)[0] if pad else -(-rest // saved_world)
+    position = check_int("position", state["position"], low=0, high=most)
+    if saved_world == num_replicas:
+        return start, position
+    return min(start + position * saved_world, n), 0
+
+
+def _where(
+    pending: tuple[int, int] | None, reading: tuple[int, int, Any] | None
+) -> tuple[int, int]:
+    """``(start, position)`` now: a loaded point not yet read, else the last ``iter()``'s count."""
+    if pending is not None:
+        return pending
+    if reading is not None:
+        start, skip, reader = reading
+        return start, skip + reader.yielded
+    return 0, 0
+
+
 def _epoch_order_of(sampler: object) -> torch.Tensor | None:
     """``sampler.epoch_order()`` where it describes ``iter(sampler)``, else ``None``.
 
@@ -323,13 +353,6 @@ class DistributedSampler(Sampler[int]):
             self._pending = self._reading = None
         self.epoch = epoch
 
-    def _count_from(self, start: int, num_replicas: int) -> int:
-        # samples per rank (rank 0's, the most) when num_replicas ranks read from `start`
-        rest = max(len(self.dataset) - start, 0)
-        if not self._pad:
-            return -(-rest // num_replicas)
-        return split_sizes(rest, num_replicas, self.drop_last)[0]
-
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         r"""Where this rank is in the epoch, as a small JSON-serialisable dict.
 
@@ -348,18 +371,12 @@ class DistributedSampler(Sampler[int]):
             >>> {k: v for k, v in s.state_dict().items() if k in ("epoch", "start", "position")}
             {'epoch': 0, 'start': 0, 'position': 3}
         """
-        if self._pending is not None:
-            start, position = self._pending
-        elif self._reading is not None:
-            start, skip, reader = self._reading
-            position = skip + reader.yielded
-            if consumed is not None:
-                consumed = check_int("consumed", consumed, low=0, high=reader.yielded)
-                position = skip + consumed
-        else:
-            start, position = 0, 0
-        if consumed is not None and self._reading is None:
-            check_int("consumed", consumed, low=0, high=0)  # nothing was handed out
+        start, position = _where(self._pending, self._reading)
+        if consumed is not None and (self._pending is not None or self._reading is None):
+            check_int("consumed", consumed, low=0, high=0)  # no iter() has handed anything out
+        elif consumed is not None:  # the loop's count, at most what the last iter() handed out
+            _, skip, reader = self._reading
+            position = skip + check_int("consumed", consumed, low=0, high=reader.yielded)
         return {
             "kind": type(self).__name__,
             "version": _STATE_VERSION,
@@ -393,12 +410,6 @@ class DistributedSampler(Sampler[int]):
             state, type(self).__name__, _STATE_VERSION, must_match, required=_POSITION_FIELDS
         )
         epoch = check_int("epoch", state["epoch"])
-        saved_world = check_int("num_replicas", state["num_replicas"], low=1)
-        start = check_int("start", state["start"], low=0, high=len(self.dataset))
-        most = self._count_from(start, saved_world)
-        position = check_int("position", state["position"], low=0, high=most)
-        if saved_world == self.num_replicas:  # the rest of this rank's own share
-            self._pending = (start, position)
-        else:  # every rank read `position`: the stream prefix start + position * W1 is consumed
-            self._pending = (min(start + position * saved_world, len(self.dataset)), 0)
+        n = len(self.dataset)
+        self._pending = _resume_point(state, n, self.num_replicas, self.drop_last, self._pad)
         self.epoch, self._reading = epoch, None

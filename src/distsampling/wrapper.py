@@ -37,7 +37,9 @@ from .distributed import (
     _SEED_LOW,
     _epoch_order_of,
     _Reader,
+    _resume_point,
     _share_at,
+    _where,
     split_sizes,
 )
 
@@ -254,13 +256,7 @@ class DistributedSamplerWrapper(Sampler[int]):
                 "samplers have them) or a fixed order (SequentialSampler, a list), but got "
                 f"sampler={self.sampler!r} of type {type(self.sampler).__name__}"
             )
-        if self._pending is not None:
-            start, position = self._pending
-        elif self._reading is not None:
-            start, skip, reader = self._reading
-            position = skip + reader.yielded
-        else:
-            start, position = 0, 0
+        start, position = _where(self._pending, self._reading)
         return {
             "kind": type(self).__name__,
             "version": 1,
@@ -299,12 +295,5 @@ class DistributedSamplerWrapper(Sampler[int]):
                 f"state does not match this sampler: sampler_len was {state['sampler_len']!r} "
                 f"when saved, but is {n} now"
             )
-        saved_world = check_int("num_replicas", state["num_replicas"], low=1)
-        start = check_int("start", state["start"], low=0, high=n)
-        most = split_sizes(n - start, saved_world, self.drop_last)[0]
-        position = check_int("position", state["position"], low=0, high=most)
-        if saved_world == self.num_replicas:
-            self._pending = (start, position)
-        else:  # the stream prefix start + position * W1 is consumed (distributed.py's docstring)
-            self._pending = (min(start + position * saved_world, n), 0)
+        self._pending = _resume_point(state, n, self.num_replicas, self.drop_last)
         self._reading = None
