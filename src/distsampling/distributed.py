@@ -399,6 +399,16 @@ class DistributedSampler(Sampler[int]):
 
         Args:
             state: a :meth:`state_dict` (after ``json.loads`` or ``torch.load`` too).
+
+        Examples:
+            >>> old = [DistributedSampler(range(10), 2, r, shuffle=False) for r in (0, 1)]
+            >>> [[next(it) for _ in range(2)] for it in map(iter, old)]  # each rank read 2
+            [[0, 2], [1, 3]]
+            >>> new = [DistributedSampler(range(10), 3, r, shuffle=False) for r in (0, 1, 2)]
+            >>> for s in new:  # on 3 ranks now: positions 4..9 are left, 2 each
+            ...     s.load_state_dict(old[0].state_dict())
+            >>> [list(s) for s in new]
+            [[4, 7], [5, 8], [6, 9]]
         """
         must_match = {
             "dataset_len": len(self.dataset),
