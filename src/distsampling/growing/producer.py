@@ -12,7 +12,8 @@ process's temporary file. An error in the process (a full disk, a bad remote fil
 by :meth:`Producer.join` / :meth:`Producer.stop` in the training process, with its traceback.
 
 References:
-    seed 004 (a sampling subprocess writing local shards while training runs);
+    the user's question of a dataset that grows every epoch from remote storage (a sampling
+    subprocess writing local shards while training runs);
     multiprocessing.Process / Event / Value / Pipe (the process and what it shares).
 """
 
