@@ -27,7 +27,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed chromium ## Create .venv and install distsampling (editable) with test, docs and lint tools
 
 .PHONY: demo
-demo: $(VENV)/.installed ## The main job: print which rank reads which sample for the seeds' examples, then check it live
+demo: $(VENV)/.installed ## The main job: print which rank reads which sample for the users' own examples, then check it live
 	$(PY) -m distsampling demo
 
 .PHONY: test

@@ -89,13 +89,13 @@ def test_a_role_naming_nothing_fails_the_strict_build(tmp_path, caplog):
 # --- words for readers -------------------------------------------------------------------
 # "seed 003", "seeds 000, 002", "issue 12", "pytorch issue 25162": words of this project's
 # workshop that a reader cannot place. An upstream issue is a link instead.
-JARGON = re.compile(r"\bseeds? \d{3}\b|\bissues? #?\d+\b", re.I)
+JARGON = re.compile(r"\bseeds? \d{3}\b|\bthe seeds'|\bissues? #?\d+\b", re.I)
 # owner/repo#N outside the text of a markdown link, or a bare #N after "pytorch"/"torch"
 BARE_ISSUE = re.compile(r"(?<!\[)\b[\w.-]+/[\w.-]+#\d+(?!\])|\b(?:py)?torch #\d+")
 
 
 def reader_files() -> list[Path]:
-    files = [ROOT / "README.md", *sorted((ROOT / "src").rglob("*.py"))]
+    files = [ROOT / "README.md", ROOT / "Makefile", *sorted((ROOT / "src").rglob("*.py"))]
     files += sorted(p for p in (ROOT / "docs").rglob("*") if p.suffix in {".md", ".py"})
     return [p for p in files if "generated" not in p.parts]
 
@@ -130,7 +130,12 @@ def test_readers_never_see_internal_jargon():
 
 @pytest.mark.parametrize(
     "line",
-    ["a split (seeds 000, 002)", "the padding (pytorch issue 25162)", "see pytorch/pytorch#25162"],
+    [
+        "a split (seeds 000, 002)",
+        "the padding (pytorch issue 25162)",
+        "see pytorch/pytorch#25162",
+        "print the seeds' examples",
+    ],
 )
 def test_the_jargon_check_catches_what_it_forbids(line: str):
     """Invariant: each form of jargon the check forbids is caught (the check can fail)."""
