@@ -45,6 +45,7 @@ References:
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -111,22 +112,28 @@ class ShardCache:
         # 2. commit: rename and list it in the manifest, in one critical section
         undo: list[str] = []  # the renamed shard, removed again if the manifest cannot be written
         gone: list[str] = []  # the evicted shards, deleted once the manifest no longer lists them
-        with manifest.locked(self.root, undo=undo, delete=gone) as m:
-            kind = [list(samples.shape[1:]), samples.dtype.str]
-            if m.get("kind") not in (None, kind):
-                os.remove(tmp)
-                raise ValueError(
-                    f"samples should have sample_shape {tuple(m['kind'][0])} and dtype "
-                    f"{m['kind'][1]} like the cached shards, but got samples={describe(samples)}"
+        try:
+            with manifest.locked(self.root, undo=undo, delete=gone) as m:
+                kind = [list(samples.shape[1:]), samples.dtype.str]
+                if m.get("kind") not in (None, kind):
+                    raise ValueError(
+                        f"samples should have sample_shape {tuple(m['kind'][0])} and dtype "
+                        f"{m['kind'][1]} like the cached shards, but got "
+                        f"samples={describe(samples)}"
+                    )
+                m["kind"] = kind
+                name = f"shard-{m['next_seq']:010d}.npy"
+                os.replace(tmp, os.path.join(self.root, name))
+                undo.append(os.path.join(self.root, name))
+                m["next_seq"] += 1
+                m["shards"].append(
+                    {"name": name, "samples": int(samples.shape[0]), "bytes": size, "crc32": crc}
                 )
-            m["kind"] = kind
-            name = f"shard-{m['next_seq']:010d}.npy"
-            os.replace(tmp, os.path.join(self.root, name))
-            undo.append(os.path.join(self.root, name))
-            m["next_seq"] += 1
-            shard = {"name": name, "samples": int(samples.shape[0]), "bytes": size, "crc32": crc}
-            m["shards"].append(shard)
-            self._evict(m, gone)
+                self._evict(m, gone)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):  # not committed: no temporary file left
+                os.remove(tmp)
+            raise
         return os.path.join(self.root, name)
 
     def snapshot(self, epoch: int, *, verify: bool = True) -> Snapshot:
