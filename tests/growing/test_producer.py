@@ -201,6 +201,34 @@ def test_sigkill_mid_write_shows_no_torn_shard_and_loses_no_completed_one(dirs):
     np.testing.assert_array_equal(cached_samples(cache), np.tile([1, 0], (8, 1)))
 
 
+def _write_half_and_hang(f, header, array):
+    f.write(header + array.tobytes()[: array.nbytes // 2])
+    f.flush()
+    time.sleep(600)  # SIGKILLed here
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+def test_a_producer_killed_mid_write_leaves_no_temporary_file_once_joined(dirs, monkeypatch):
+    """Invariant: join() reaps a killed producer (no zombie) and deletes its temporary file,
+    without waiting for a later ShardCache to be opened."""
+    remote, local = dirs
+    cache = ShardCache(local, capacity_bytes=10**6)
+    monkeypatch.setattr(writer, "_write_npy", _write_half_and_hang)  # the forked child hangs
+    producer = Producer(remote, cache, samples_per_shard=4, context="fork")
+    try:
+        deadline = time.monotonic() + 60
+        while not any(n.startswith(".tmp-") for n in os.listdir(local)):
+            assert time.monotonic() < deadline, "the producer never started its shard"
+            time.sleep(0.01)
+        os.kill(producer.process.pid, signal.SIGKILL)
+        producer.join(timeout=60)
+        assert producer.process.exitcode == -signal.SIGKILL  # reaped
+        assert sorted(os.listdir(local)) == [".lock", "manifest.json"]
+    finally:
+        producer.stop(timeout=10)
+    assert cache.shards() == []
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 def test_a_producer_sigkilled_at_a_random_moment_leaves_a_consistent_cache(tmp_path):
     """Invariant: every shard reported committed is listed and readable; nothing torn is."""
