@@ -26,7 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from distsampling.growing import writer
 from distsampling.growing.cache import ShardCache
 from distsampling.growing.manifest import _HOST
-from distsampling.growing.snapshot import Snapshot, load_shard
+from distsampling.growing.snapshot import Snapshot
 from strategies import cache_capacities, non_integers, shard_samples, shard_sizes
 
 #: caches live in RAM where there is a tmpfs: the properties are the same, the fsyncs are free
@@ -47,8 +47,8 @@ def shard_bytes(k: int) -> int:
 
 
 def read_all(snapshot: Snapshot) -> np.ndarray:
-    """Every sample of a snapshot, in order, read through ``load_shard``."""
-    return np.concatenate([load_shard(path, n) for path, n in snapshot.shards])
+    """Every sample of a snapshot, in order, each shard checked against its crc32, shape, dtype."""
+    return np.concatenate([snapshot.load(k) for k in range(len(snapshot.shards))])
 
 
 @pytest.fixture
