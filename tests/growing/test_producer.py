@@ -229,6 +229,28 @@ def test_a_producer_killed_mid_write_leaves_no_temporary_file_once_joined(dirs, 
     assert cache.shards() == []
 
 
+def _short_write(f, header, array):
+    f.write(header)
+    raise OSError(f"{array.nbytes} requested and {array.nbytes // 2} written")  # numpy's words
+
+
+def test_a_full_disk_in_the_producer_is_re_raised_by_join_in_words(dirs, monkeypatch):
+    """Invariant: a short write in the producer process reaches join() as the cache's full-disk
+    error (the cache and the bytes named), and leaves no temporary file. The same on a real
+    full tmpfs: tests/growing/test_writer.py."""
+    remote, local = dirs
+    cache = ShardCache(local, capacity_bytes=10**6)
+    monkeypatch.setattr(writer, "_write_npy", _short_write)  # the forked child inherits it
+    producer = Producer(remote, cache, samples_per_shard=4, context="fork")
+    with pytest.raises(
+        RuntimeError,
+        match=r"(?s)the producer process failed:.*OSError: \[Errno 28\] no space left on the "
+        rf"device for a shard of {128 + 4 * 8} bytes in the cache {local} \(",
+    ):
+        producer.join(timeout=60)
+    assert sorted(os.listdir(local)) == [".lock", "manifest.json"]
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 def test_a_producer_sigkilled_at_a_random_moment_leaves_a_consistent_cache(tmp_path):
     """Invariant: every shard reported committed is listed and readable; nothing torn is."""

@@ -215,3 +215,17 @@ def test_a_snapshot_records_one_checksum_per_shard():
         Snapshot(0, (("/a.npy", 1), ("/b.npy", 1)), checksums=(5,))
     with pytest.raises(TypeError, match="verify should be a boolean value, but got verify=1"):
         Snapshot(0, (), verify=1)
+
+
+def test_a_shard_changed_after_its_check_is_checked_again(cached):
+    """Invariant: the crc32 is read once per file and process, but a file written since (or
+    another renamed in its place) is checked again on its next open."""
+    snap = cached.snapshot(0)
+    path = snap.shards[0][0]
+    snap.load(0)  # checked: a second open does not read the file again
+    snap.load(0)
+    with open(path, "r+b") as f:
+        f.seek(128)
+        f.write(b"\x01")
+    with pytest.raises(CorruptShardError, match=rf"shard {path} fails its checksum"):
+        snap.load(0)

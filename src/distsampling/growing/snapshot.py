@@ -5,13 +5,13 @@ A shard is one ``.npy`` file holding ``(k, *sample_shape)`` samples in C order. 
 row ``i - start`` of the shard whose samples start at ``start``. It is a small frozen value (paths
 and counts): it pickles in a few hundred bytes, so it crosses to every rank and DataLoader worker
 unchanged, and two snapshots are equal when they list the same shards.
+:class:`~distsampling.growing.cache.ShardCache` freezes one per epoch;
+:class:`~distsampling.SnapshotDataset` reads one.
 
 A snapshot from a cache also records what every shard must hold: the sample shape and dtype, and
 each shard's crc32. :meth:`Snapshot.load` checks a shard against that record, so a damaged shard
 is blamed by itself, never by comparison with another shard; a flipped byte or a shard swapped
 for another fails its crc32.
-:class:`~distsampling.growing.cache.ShardCache` freezes one per epoch;
-:class:`~distsampling.SnapshotDataset` reads one.
 
 References:
     numpy/lib/format.py (the ``.npy`` format that :func:`load_shard` memory-maps).
@@ -20,8 +20,10 @@ References:
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import numbers
+import os
 import zlib
 
 import numpy as np
@@ -29,6 +31,10 @@ import numpy as np
 from .._validate import check_int
 
 __all__ = ["CorruptShardError", "Snapshot", "load_shard"]
+
+#: the shard files whose crc32 this process has checked: (path, crc32, inode, size, mtime) then.
+#: A file changed since (written, or another renamed in its place) has another key: checked again.
+_VERIFIED: set[tuple[str, int, int, int, int]] = set()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +144,9 @@ def load_shard(
         samples: the number of samples the shard must hold (as listed in a :class:`Snapshot`).
         sample_shape: the shape each of its samples must have.
         dtype: the dtype it must have.
-        crc32: the crc32 of its sample bytes (``zlib.crc32``); checking it reads the whole file.
+        crc32: the crc32 of its sample bytes (``zlib.crc32``). Checking it reads the whole file,
+            once per process: a file unchanged since (same inode, size and mtime) is not read
+            again.
 
     Examples:
         >>> import tempfile, os
@@ -159,8 +167,12 @@ def load_shard(
         sample_shape = tuple(check_int("sample_shape", d, low=0) for d in sample_shape)
     if dtype is not None:
         dtype = np.dtype(dtype)
+    key = None  # what identifies this file's content, to check its crc32 once per process
     if crc32 is not None:
         crc32 = check_int("crc32", crc32, low=0, high=2**32 - 1)
+        with contextlib.suppress(FileNotFoundError):  # stat before opening: a swap changes it
+            st = os.stat(path)
+            key = (path, crc32, st.st_ino, st.st_size, st.st_mtime_ns)
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)  # reads the header only
         if not isinstance(array, np.ndarray) or array.ndim < 1:
@@ -180,16 +192,19 @@ def load_shard(
     if (sample_shape is not None and array.shape[1:] != sample_shape) or (
         dtype is not None and array.dtype != dtype
     ):
-        want = (sample_shape or array.shape[1:], (dtype or array.dtype).str)
+        shape = array.shape[1:] if sample_shape is None else sample_shape
+        kind = array.dtype if dtype is None else dtype
         raise CorruptShardError(
-            f"shard {path} should hold samples of shape {want[0]} and dtype {want[1]} (as the "
+            f"shard {path} should hold samples of shape {shape} and dtype {kind.str} (as the "
             f"snapshot records), but it holds {array.shape[1:]}, {array.dtype.str}"
         )
-    if crc32 is not None:
-        got = zlib.crc32(array.reshape(-1).view(np.uint8))  # reads every byte, once
+    if crc32 is not None and key not in _VERIFIED:  # once per file and process
+        got = zlib.crc32(array.reshape(-1).view(np.uint8))  # reads every byte
         if got != crc32:
             raise CorruptShardError(
                 f"shard {path} fails its checksum: crc32 {got:#010x}, but the manifest recorded "
                 f"{crc32:#010x} (a damaged byte, or a shard swapped for another)"
             )
+        if key is not None:
+            _VERIFIED.add(key)
     return array
