@@ -39,8 +39,9 @@ Every process opening a cache should pass the same ``capacity_bytes``. The lock 
 ``fcntl.flock`` (POSIX only).
 
 References:
-    the TFRecord-writing sampler of the user's question (a growing local copy of remote data); the write-then-rename
-    commit of LMDB / git objects; torch.utils.data.DistributedSampler (needs equal lengths).
+    the TFRecord-writing sampler of the user's question (a growing local copy of remote
+    data); the write-then-rename commit of LMDB / git objects;
+    torch.utils.data.DistributedSampler (needs equal lengths).
 """
 
 from __future__ import annotations
