@@ -180,7 +180,8 @@ class Producer:
                 if self._errors.poll():
                     self._failure = self._errors.recv()  # its traceback, as text
         if self._failure is not None:
-            raise RuntimeError(f"the producer process failed:\n{self._failure}")
+            cause = self._failure.rstrip().splitlines()[-1]  # e.g. "OSError: [Errno 28] no space"
+            raise RuntimeError(f"the producer process failed: {cause}\n{self._failure}")
 
     def __enter__(self) -> Producer:
         return self
