@@ -18,6 +18,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from distsampling import ManifestError, ShardCache
 from distsampling.growing import manifest
@@ -48,25 +50,29 @@ def test_a_new_cache_writes_its_empty_manifest_at_once(root):
     assert (m["next_seq"], m["shards"], m["retired"], m["pins"]) == (0, [], [], {})
 
 
-@pytest.mark.parametrize("keep", [0, 10, 40])  # bytes left of the manifest
-def test_a_truncated_manifest_raises_naming_its_path_and_deletes_nothing(root, keep):
-    """Invariant: a manifest cut short is a ManifestError naming it, on open and on every call;
-    every shard file stays."""
-    cache = ShardCache(root, capacity_bytes=10**6)
-    for seq in range(3):
-        cache.add(make_shard(seq))
-    path = os.path.join(root, "manifest.json")
-    with open(path, "r+b") as f:
-        f.truncate(keep)
-    before = shard_files(root)
-    message = f"manifest {path} is (truncated or corrupt|not a shard cache's manifest)"
-    with pytest.raises(ManifestError, match=message):
-        ShardCache(root, capacity_bytes=10**6)
-    for call in (cache.shards, lambda: cache.add(make_shard(3)), lambda: cache.snapshot(0)):
+@settings(max_examples=30)
+@given(data=st.data())
+def test_a_truncated_manifest_raises_naming_its_path_and_deletes_nothing(data):
+    """Invariant: a manifest cut short anywhere is a ManifestError naming it, on open and on
+    every call; every shard file stays, and no temporary file is left."""
+    with tempfile.TemporaryDirectory(dir=RAM_DIR) as root:
+        cache = ShardCache(root, capacity_bytes=10**6)
+        for seq in range(3):
+            cache.add(make_shard(seq))
+        cache.snapshot(0)
+        path = os.path.join(root, "manifest.json")
+        keep = data.draw(st.integers(0, os.path.getsize(path) - 1), label="bytes kept")
+        with open(path, "r+b") as f:
+            f.truncate(keep)
+        before = shard_files(root)
+        message = f"manifest {path} is (truncated or corrupt|not a shard cache's manifest)"
         with pytest.raises(ManifestError, match=message):
-            call()
-    assert shard_files(root) == before
-    assert not [n for n in os.listdir(root) if n.startswith(".tmp-")]
+            ShardCache(root, capacity_bytes=10**6)
+        for call in (cache.shards, lambda: cache.add(make_shard(3)), lambda: cache.snapshot(1)):
+            with pytest.raises(ManifestError, match=message):
+                call()
+        assert shard_files(root) == before
+        assert not [n for n in os.listdir(root) if n.startswith(".tmp-")]
 
 
 def test_a_deleted_manifest_raises_naming_its_path_and_deletes_no_shard(root):
