@@ -206,5 +206,7 @@ def load_shard(
                 f"{crc32:#010x} (a damaged byte, or a shard swapped for another)"
             )
         if key is not None:
+            if len(_VERIFIED) >= 1 << 16:  # bounded memory: forget them all, check them again
+                _VERIFIED.clear()
             _VERIFIED.add(key)
     return array
