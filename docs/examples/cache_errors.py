@@ -4,12 +4,18 @@ import textwrap
 
 import numpy as np
 
-from distsampling import CorruptShardError, ManifestError, ShardCache, SnapshotDataset, load_shard
+from distsampling import (
+    CorruptShardError,
+    ManifestError,
+    ShardCache,
+    SnapshotDataset,
+    load_shard,
+)
 
 root = tempfile.mkdtemp()
 
 
-def show(err):  # the message, the temporary directory shown as <cache>, wrapped for the page
+def show(err):  # the message, with the temporary directory shown as <cache>, wrapped
     text = f"{type(err).__name__}: {err}".replace(root, "<cache>")
     print(textwrap.fill(text, width=88, subsequent_indent="    "))
 
@@ -57,4 +63,5 @@ try:
     ShardCache(root, capacity_bytes=1 << 20)
 except ManifestError as err:
     show(err)
-print("shard files kept:", sorted(n for n in os.listdir(root) if n.startswith("shard-")))
+kept = sorted(n for n in os.listdir(root) if n.startswith("shard-"))
+print("shard files kept:", kept)
