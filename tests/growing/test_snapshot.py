@@ -10,6 +10,7 @@ import pickle
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -229,3 +230,16 @@ def test_a_shard_changed_after_its_check_is_checked_again(cached):
         f.write(b"\x01")
     with pytest.raises(CorruptShardError, match=rf"shard {path} fails its checksum"):
         snap.load(0)
+
+
+def test_a_worker_process_checks_the_shards_it_opens(cached):
+    """Invariant: each DataLoader worker checks the crc32 of a shard it opens; a flipped byte
+    reaches the training loop as CorruptShardError naming the file."""
+    snap = cached.snapshot(0)
+    path = snap.shards[1][0]
+    with open(path, "r+b") as f:
+        f.seek(128 + 40)
+        f.write(b"\xff")
+    loader = torch.utils.data.DataLoader(SnapshotDataset(snap), batch_size=8, num_workers=2)
+    with pytest.raises(CorruptShardError, match=rf"shard {path} fails its checksum"):
+        list(loader)
