@@ -192,7 +192,7 @@ NOT_SAMPLERS = {"__init__", "__main__", "cli", "demo", "render", "launch", "chec
 
 def graph() -> dict[str, set[str]]:
     """Module -> the package modules it imports (relative or absolute), for every file in src/."""
-    edges: dict[str, set[str]] = {}
+    edges: dict[str, set[tuple[str, str]]] = {}  # (module, module.name) per imported name
     for path in SRC.rglob("*.py"):
         parts = path.relative_to(SRC.parent).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -205,11 +205,12 @@ def graph() -> dict[str, set[str]]:
                     target = f"{base}.{node.module}" if node.module else base
                 else:
                     target = node.module or ""
-                # the module itself, and each imported name that is a module (from . import x)
-                edges[name] |= {target} | {f"{target}.{a.name}" for a in node.names}
+                # `from . import x` with x a module depends on x only; any other name on target
+                edges[name] |= {(target, f"{target}.{a.name}") for a in node.names}
             elif isinstance(node, ast.Import):
-                edges[name] |= {a.name for a in node.names}
-    return {k: {t for t in v if t in edges and t != k} for k, v in edges.items()}
+                edges[name] |= {(a.name, a.name) for a in node.names}
+    resolved = {k: {sub if sub in edges else target for target, sub in v} for k, v in edges.items()}
+    return {k: {t for t in v if t in edges and t != k} for k, v in resolved.items()}
 
 
 def test_no_sampler_module_imports_the_growing_package_launch_or_checks():
