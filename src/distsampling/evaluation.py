@@ -33,7 +33,7 @@ class UnpaddedDistributedSampler(DistributedSampler):
 
     Same arguments as :class:`~distsampling.DistributedSampler` but ``drop_last`` (nothing is
     padded, nothing dropped). Rank ``r`` yields the prefix of torch's indices for rank ``r``
-    that lies inside the dataset (:meth:`epoch_order` cuts the padding off torch's share).
+    that lies inside the dataset (:meth:`~distsampling.DistributedSampler.epoch_order` cuts off the padding).
     It resumes like its base class; on another number of ranks the rest of the epoch is split
     without padding too, so every index is still read exactly once.
 
