@@ -13,7 +13,15 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-__all__ = ["check_bool", "check_int", "check_len", "check_rank", "check_state", "resolve_world"]
+__all__ = [
+    "check_bool",
+    "check_int",
+    "check_len",
+    "check_rank",
+    "check_state",
+    "index_tensor",
+    "resolve_world",
+]
 
 
 def _is_bool(value: object) -> bool:
@@ -67,6 +75,20 @@ def check_len(name: str, obj: object) -> int:
             f"but got {name}={obj!r} of type {type(obj).__name__}"
         )
     return len(obj)
+
+
+def index_tensor(sampler: object) -> torch.Tensor:
+    """One pass of ``sampler`` as an int64 tensor ``(m,)``; raise unless it yields integers."""
+    try:
+        # operator.index takes ints (numpy's and one-element integer tensors too) and refuses
+        # floats, strings and lists (a batch sampler): np.fromiter alone would truncate 1.5 to 1
+        # and parse "1"
+        ints = map(operator.index, sampler)  # type: ignore[call-overload]
+        return torch.from_numpy(np.fromiter(ints, dtype=np.int64))
+    except (TypeError, ValueError, OverflowError) as err:
+        raise TypeError(
+            f"sampler should yield integer indices, but got sampler={sampler!r} ({err})"
+        ) from err
 
 
 def resolve_world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
