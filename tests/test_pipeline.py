@@ -244,6 +244,41 @@ def test_aspect_ratios_are_read_from_get_img_info():
 
 
 @pytest.mark.parametrize(
+    ("info", "error"),
+    [
+        ({"height": 480, "width": 0}, ValueError),
+        ({"height": 0, "width": 640}, ValueError),
+        ({"height": -480, "width": 640}, ValueError),
+        ({"height": 480, "width": float("nan")}, ValueError),
+        ({"height": 480, "width": float("inf")}, ValueError),
+        ({"height": 480}, TypeError),
+        ({"height": "480", "width": 640}, TypeError),
+        ({"height": True, "width": 640}, TypeError),
+        ((480, 640), TypeError),
+    ],
+)
+def test_an_image_without_a_positive_height_and_width_is_rejected_naming_it(info, error):
+    """Invariant: an image of width 0 (or no width, a negative, NaN or non-numeric size) is
+    named by its index and its info, never a ZeroDivisionError or a KeyError."""
+
+    class Images:
+        infos = ({"height": 480, "width": 640}, info)
+
+        def __len__(self):
+            return 2
+
+        def get_img_info(self, i):
+            return self.infos[i]
+
+    with pytest.raises(error) as err:
+        aspect_ratios(Images())
+    assert str(err.value) == (
+        "get_img_info(1) should give a positive finite height and width, "
+        f"but got get_img_info(1)={info!r}"
+    )
+
+
+@pytest.mark.parametrize(
     ("edges", "message"),
     [
         ([], r"non-empty sequence of finite numbers, but got aspect_grouping=\[\]"),
