@@ -356,7 +356,7 @@ def test_bad_batch_size_num_iters_or_start_iter_is_rejected_naming_the_value(
         (
             {"distributed": True, "num_replicas": 2, "rank": 2},
             ValueError,
-            "rank should be in the interval [0, 1], but got rank=2",
+            "Invalid rank 2, rank should be in the interval [0, 1], but got rank=2",
         ),
     ],
 )
