@@ -82,6 +82,10 @@ def test_split_window_prints_windows_of_consecutive_samples_wrapping_at_the_end(
         ),
         (["split", "--size", "-1", "--replicas", "2"], "size should be >= 0, but got size=-1"),
         (
+            ["split", "--size", str(2**70), "--replicas", "2"],
+            f"dataset should have a length <= {sys.maxsize}, but got dataset=range(0, {2**70})",
+        ),
+        (
             ["split", "--size", "10", "--replicas", "2", "--window", "3", "--batch-size", "0"],
             "batch_size should be a positive integer value, but got batch_size=0",
         ),

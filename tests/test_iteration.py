@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -174,3 +176,20 @@ def test_bad_num_iterations_or_start_iter_is_rejected_naming_the_value(kwargs, e
     with pytest.raises(error) as info:
         IterationBasedBatchSampler([[0]], **args)
     assert str(info.value).startswith(message)
+
+
+@pytest.mark.parametrize("batch_sampler", [3, None, 1.5])
+def test_a_batch_sampler_that_is_not_iterable_is_rejected_naming_it(batch_sampler):
+    """Invariant: the batch sampler is checked when the run is built, not at its first batch."""
+    with pytest.raises(TypeError) as info:
+        IterationBasedBatchSampler(batch_sampler, 3)
+    assert str(info.value) == (
+        "batch_sampler should be an iterable of batches (lists of indices), "
+        f"but got batch_sampler={batch_sampler!r}"
+    )
+
+
+def test_a_run_longer_than_len_can_count_is_rejected_naming_it():
+    """Invariant: num_iterations must fit len() (sys.maxsize), or len() would overflow later."""
+    with pytest.raises(ValueError, match=rf"num_iterations should be <= {sys.maxsize}, but got"):
+        IterationBasedBatchSampler([[0]], sys.maxsize + 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 from itertools import accumulate, pairwise
 
+import numpy as np
 import pytest
 import torch
 import torch.utils.data as tud
@@ -241,6 +242,23 @@ def test_aspect_ratios_are_read_from_get_img_info():
     assert aspect_ratios(Images()).tolist() == [0.75, 640 / 480, 1.0]
     batches = make_batch_data_sampler(Images(), range(3), [1.0], batch_size=2)
     assert list(batches) == [[0], [1, 2]]
+
+
+@pytest.mark.parametrize("ratios", [1.5, None, "1.0", [[1.0]], [1.0, "a"]])
+def test_aspect_ratio_groups_rejects_ratios_that_are_not_a_1d_list_of_numbers(ratios):
+    """Invariant: ratios that are not a 1-D tensor, list or array of numbers raise a TypeError
+    naming them, never an AttributeError."""
+    with pytest.raises(TypeError, match=r"^ratios should be a 1-D tensor, list or array of aspect"):
+        aspect_ratio_groups(ratios, [1.0])
+
+
+def test_aspect_ratio_groups_bins_integer_and_list_ratios_by_their_values():
+    """Invariant: ratios given as a list, an array or an integer tensor are binned by value
+    (an integer tensor does not round the edges: 1 < 1.5 is group 0, 2 is group 1)."""
+    expected = aspect_ratio_groups(torch.tensor([1.0, 2.0]), [1.5]).tolist()
+    assert expected == [0, 1]
+    for ratios in ([1, 2], np.array([1.0, 2.0]), torch.tensor([1, 2])):
+        assert aspect_ratio_groups(ratios, [1.5]).tolist() == expected
 
 
 @pytest.mark.parametrize(

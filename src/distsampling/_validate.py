@@ -7,6 +7,7 @@ knows at once which argument to fix and what was passed.
 from __future__ import annotations
 
 import operator
+import sys
 from collections.abc import Sized
 
 import numpy as np
@@ -74,7 +75,12 @@ def check_len(name: str, obj: object) -> int:
             f"{name} should have __len__ (a map-style dataset or a sized sampler), "
             f"but got {name}={obj!r} of type {type(obj).__name__}"
         )
-    return len(obj)
+    try:
+        return len(obj)
+    except OverflowError:  # range(2**70): Python's len() stops at sys.maxsize
+        raise ValueError(
+            f"{name} should have a length <= {sys.maxsize}, but got {name}={obj!r}"
+        ) from None
 
 
 def index_tensor(sampler: object) -> torch.Tensor:

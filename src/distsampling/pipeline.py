@@ -166,8 +166,23 @@ def aspect_ratio_groups(ratios: torch.Tensor, bin_edges: Sequence[float]) -> tor
         raise ValueError(
             f"bin edges should be strictly increasing, but got aspect_grouping={edges}"
         )
+    try:  # a float tensor keeps its dtype; integers and lists are read as float64
+        values = torch.as_tensor(ratios)
+        if not values.dtype.is_floating_point:
+            values = values.to(torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        values = None
+    if (
+        not isinstance(ratios, (list, tuple, np.ndarray, torch.Tensor))
+        or values is None
+        or values.dim() != 1
+    ):
+        raise TypeError(
+            "ratios should be a 1-D tensor, list or array of aspect ratios (height / width), "
+            f"but got ratios={ratios!r}"
+        )
     # right=True is bisect_right: a ratio equal to an edge goes to the bin above it
-    return torch.bucketize(ratios, torch.tensor(edges, dtype=ratios.dtype), right=True)  # (N,)
+    return torch.bucketize(values, torch.tensor(edges, dtype=values.dtype), right=True)  # (N,)
 
 
 def make_batch_data_sampler(
