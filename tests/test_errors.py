@@ -10,22 +10,13 @@ import re
 from pathlib import Path
 
 import distsampling
+import distsampling.growing
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "errors.md"
-#: public names with no argument a user can get wrong here, or listed on their own pages
-NOT_LISTED = {
-    # the growing-dataset classes: their errors are taught in docs/tutorials/growing.md
-    "CorruptShardError",
-    "Producer",
-    "RemoteSource",
-    "ShardCache",
-    "Snapshot",
-    "SnapshotDataset",
-    "collate_batch",
-    "load_shard",
-    "prefetch_epochs",
-    "produce",
-    # collectives over a live process group, and the check's own error class
+#: public names whose errors are not listed: the growing-dataset classes (taught with their
+#: errors in docs/tutorials/growing.md), the rank-consistency check (its RankMismatchError is
+#: taught in docs/tutorials/ddp.md) and gather_by_index, a collective over a live group
+NOT_LISTED = set(distsampling.growing.__all__) | {
     "RankMismatchError",
     "assert_rank_consistent",
     "epoch_digest",
