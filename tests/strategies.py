@@ -85,7 +85,7 @@ def windowed_args(draw: st.DrawFn) -> dict:
     }
 
 
-# grouped / iteration / pipeline (issue 5)
+# grouped / iteration / pipeline
 #: group ids of a small dataset: few distinct groups, so groups both fill and leave short batches
 group_id_lists = st.lists(st.integers(min_value=-2, max_value=3), max_size=60)
 #: total iterations of an iteration-based run
@@ -98,7 +98,7 @@ bin_edges = st.lists(
 ).map(sorted)
 
 
-# weighted / wrapper (issue 4)
+# weighted / wrapper
 #: one class weight: integers and floats, zero included (a class left out)
 class_weight_values = st.one_of(
     st.integers(min_value=0, max_value=50), st.floats(min_value=0.0, max_value=100.0)
@@ -142,6 +142,10 @@ shard_sizes = st.lists(shard_samples, min_size=1, max_size=8)
 #: cache capacities in bytes, from "holds one small shard" to "holds everything drawn here"
 #: (a shard of k int32 samples of shape (2,) takes 128 + 8k bytes on disk)
 cache_capacities = st.integers(min_value=184, max_value=1200)
+#: the numeric dtypes a shard may hold (numpy names: bool, ints, uints, floats, complex)
+shard_dtypes = st.sampled_from(
+    ["bool", "int8", "uint16", "int32", "int64", "float16", "float32", "float64", "complex64"]
+)
 
 
 # growing
