@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import check_bool, check_int, check_state
+from ._validate import check_bool, check_int, check_state, index_tensor
 from .distributed import _epoch_order_of
 
 __all__ = ["GroupedBatchSampler"]
@@ -37,7 +37,7 @@ def _pass_tensor(sampler: object) -> torch.Tensor:
     order = _epoch_order_of(sampler)  # this project's samplers: a tensor, no Python ints
     if order is not None:
         return order.long()
-    return torch.from_numpy(np.fromiter(iter(sampler), dtype=np.int64))  # type: ignore[call-overload]
+    return index_tensor(sampler)  # any other sampler: its ints, each checked
 
 
 def _dataset_len(sampler: object) -> int | None:
