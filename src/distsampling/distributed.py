@@ -164,6 +164,10 @@ def resumed_positions(
         >>> resumed_positions(10, 4, 3, start=4).tolist()  # 6 left on 4 ranks: 7, then 11 % 10
         [7, 1]
     """
+    n, num_replicas = check_int("n", n, low=0), check_int("num_replicas", num_replicas, low=1)
+    rank = check_rank(rank, num_replicas)
+    start = check_int("start", start, low=0, high=n)
+    drop_last, pad = check_bool("drop_last", drop_last), check_bool("pad", pad)
     if pad:  # each rank reads the same count: torch's split of the n - start left
         count = split_sizes(max(n - start, 0), num_replicas, drop_last)[0]
     else:  # positions below n only
