@@ -157,3 +157,38 @@ sample_shapes = st.sampled_from([(), (3,), (2, 3)])
 epoch_batch_counts = st.lists(st.integers(min_value=0, max_value=6), min_size=0, max_size=4)
 #: how many batches before an epoch's end the next loader starts
 leads = st.integers(min_value=1, max_value=4)
+
+
+# resume
+#: world sizes before and after an elastic resume (1..8 ranks)
+elastic_world_sizes = st.integers(min_value=1, max_value=8)
+#: the kinds of sampler that resume, each built alike by tests/test_resume.py's factories
+resumable_kinds = st.sampled_from(
+    [
+        "DistributedSampler",
+        "UnpaddedDistributedSampler",
+        "DistributedSamplerWrapper(WeightedBalanceClassSampler)",
+        "DistributedSamplerWrapper(list)",
+        "WeightedBalanceClassSampler",
+        "BatchSampler(DistributedSampler)",
+        "GroupedBatchSampler(DistributedSampler)",
+        "IterationBasedBatchSampler(BatchSampler(DistributedSampler))",
+        "DistributedSampler(SequentialWindowedDataset)",
+    ]
+)
+#: the kinds that resume on another number of ranks, each sample of the epoch read once
+elastic_kinds = st.sampled_from(
+    [
+        "DistributedSampler",
+        "UnpaddedDistributedSampler",
+        "DistributedSamplerWrapper(WeightedBalanceClassSampler)",
+        "DistributedSamplerWrapper(list)",
+        "BatchSampler(DistributedSampler)",
+        "DistributedSampler(SequentialWindowedDataset)",
+    ]
+)
+
+
+def stop_points(length: int) -> st.SearchStrategy[int]:
+    """Where a run is interrupted: 0, the end, and everything between (mid-batch included)."""
+    return st.one_of(st.just(0), st.just(length), st.integers(min_value=0, max_value=length))

@@ -173,6 +173,7 @@ def test_rank_consistency_check_names_each_provoked_cause(world):
     assert all(r == results[0] for r in results)  # every rank reaches the same verdict
     outcome = results[0]
     assert outcome["consistent"] == "consistent"
+    assert outcome["consistent unpadded"] == "consistent"  # uneven lengths are by design
     assert "epoch: ranks [0] have 1; ranks [1" in outcome["forgotten set_epoch"]
     assert (
         "likely cause: set_epoch(epoch) was not called on every rank"
@@ -184,6 +185,9 @@ def test_rank_consistency_check_names_each_provoked_cause(world):
         "likely cause: the epoch order differs although length, seed and epoch agree"
         in outcome["unseeded inner sampler"]
     )
+    resumed = outcome["resumed from another checkpoint"]
+    assert "position: ranks [0] have {'start': 0, 'position': 2}; ranks [1" in resumed
+    assert "likely cause: ranks resumed from different checkpoints" in resumed
 
 
 def test_the_harness_kills_a_hung_world_and_reports_it():

@@ -187,13 +187,27 @@ class GlobalRNGSampler(torch.utils.data.Sampler[int]):
 #: each cause of disagreement, provoked on purpose: name -> factory(rank, world)
 PROVOKED: dict[str, Factory] = {
     "consistent": lambda r, w: _with_epoch(DistributedSampler(range(20), w, r, seed=1), 3),
+    "consistent unpadded": lambda r, w: UnpaddedDistributedSampler(range(11), w, r),
     "forgotten set_epoch": lambda r, w: _with_epoch(
         DistributedSampler(range(20), w, r), 1 if r == 0 else None
     ),
     "different dataset length": lambda r, w: DistributedSampler(range(20 + r), w, r),
     "different seed": lambda r, w: DistributedSampler(range(20), w, r, seed=r),
-    "unseeded inner sampler": lambda r, w: BatchSampler(GlobalRNGSampler(20), 4, False),
+    "unseeded inner sampler": lambda r, w: DistributedSamplerWrapper(GlobalRNGSampler(20), w, r),
+    "resumed from another checkpoint": lambda r, w: _resumed(
+        DistributedSampler(range(20), w, r, seed=1), 2 if r == 0 else 3
+    ),
 }
+
+
+def _resumed(sampler: Any, k: int) -> Any:
+    """The sampler after loading a state saved when it had read ``k`` samples of epoch 1."""
+    sampler.set_epoch(1)
+    it = iter(sampler)
+    for _ in range(k):
+        next(it)
+    sampler.load_state_dict(sampler.state_dict())
+    return sampler
 
 
 def _with_epoch(sampler: Any, epoch: int | None) -> Any:

@@ -7,7 +7,12 @@ import numpy as np
 import torch.distributed as dist
 from torch.utils.data import Sampler
 
-from distsampling import DistributedSampler, RankMismatchError, assert_rank_consistent
+from distsampling import (
+    DistributedSampler,
+    DistributedSamplerWrapper,
+    RankMismatchError,
+    assert_rank_consistent,
+)
 
 
 class GlobalRNGSampler(Sampler[int]):
@@ -36,15 +41,13 @@ def main() -> None:
         "different dataset length": DistributedSampler(
             range(20 + rank)
         ),  # e.g. files listed per rank
-        "unseeded inner sampler": GlobalRNGSampler(20),
+        # the wrapper splits the inner epoch, but each rank's inner epoch is its own draw
+        "unseeded inner sampler": DistributedSamplerWrapper(GlobalRNGSampler(20)),
     }
     for bug, sampler in bugs.items():
         # what the bug does: gather every rank's indices and count the overlap
         indices = [None] * world
-        dist.all_gather_object(
-            indices,
-            list(sampler)[rank::world] if bug == "unseeded inner sampler" else list(sampler),
-        )
+        dist.all_gather_object(indices, list(sampler))
         overlap = len(set(indices[0]) & set(indices[1]))
         try:
             assert_rank_consistent(sampler)

@@ -34,7 +34,10 @@ def document(width: float, height: float, body: list[str], title: str) -> str:
 def grid(
     rows: list[tuple[str, list[tuple[object, int, bool]]]], title: str, legend: list[str]
 ) -> str:
-    """Rows of cells: ``(row label, [(cell text, colour index, dashed), ...])``; a legend of colours."""
+    """Rows of cells: ``(row label, [(cell text, colour index, dashed), ...])``; a legend of colours.
+
+    A cell whose text is ``None`` is left empty (a row may start further right).
+    """
     cells_width = LABEL + max(len(cells) for _, cells in rows) * (CELL + GAP) + 20
     width = max(
         cells_width, len(title) * 8 + 20, len(legend) * 110 + 20
@@ -45,6 +48,8 @@ def grid(
         if label:
             body.append(text(10, y + CELL * 0.68, label))
         for k, (s, colour, dashed) in enumerate(cells):
+            if s is None:  # an empty slot: the row starts further right
+                continue
             x = LABEL + k * (CELL + GAP)
             body.append(rect(x, y, CELL, CELL, PALETTE[colour % len(PALETTE)], dashed))
             body.append(text(x + CELL / 2, y + CELL * 0.68, s, 11, "middle"))

@@ -7,7 +7,7 @@ proven against torch by the Hypothesis properties in ``tests/``.
 # one line per module: the code, its tests and its tutorial share the module's stem
 from .batch import BatchSampler
 from .checks import RankMismatchError, assert_rank_consistent, epoch_digest
-from .distributed import DistributedSampler, rank_positions, split_sizes
+from .distributed import DistributedSampler, rank_positions, resumed_positions, split_sizes
 from .evaluation import UnpaddedDistributedSampler, gather_by_index, merge_by_index
 from .grouped import GroupedBatchSampler
 from .growing import (
@@ -70,6 +70,7 @@ __all__ = [
     "prefetch_epochs",
     "produce",
     "rank_positions",
+    "resumed_positions",
     "run_world",
     "split_sizes",
     "window_indices",

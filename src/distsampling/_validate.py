@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 import sys
-from collections.abc import Sized
+from collections.abc import Sequence, Sized
 
 import numpy as np
 import torch
@@ -133,7 +133,12 @@ def check_rank(rank: object, num_replicas: int) -> int:
 
 
 def check_state(
-    state: object, kind: str, version: int, must_match: dict[str, object]
+    state: object,
+    kind: str,
+    version: int,
+    must_match: dict[str, object],
+    *,
+    required: Sequence[str] = (),
 ) -> dict[str, object]:
     r"""Check a saved ``state_dict()`` before ``load_state_dict`` uses it, and return it.
 
@@ -148,6 +153,7 @@ def check_state(
         kind: the class name this state must come from.
         version: the format version this class reads.
         must_match: field -> current value; the saved value must be equal.
+        required: further fields that must be present (the position fields the caller reads).
 
     Examples:
         >>> check_state({"kind": "S", "version": 1, "seed": 0}, "S", 1, {"seed": 0})["seed"]
@@ -162,9 +168,15 @@ def check_state(
             f"state should be a dict from state_dict(), but got state={state!r} "
             f"of type {type(state).__name__}"
         )
-    for key in ("kind", "version", *must_match):
-        if key not in state:
-            raise KeyError(f"state has no {key!r}: it is not a {kind} state_dict() (got {state!r})")
+
+    def present(*keys: str) -> None:
+        for key in keys:
+            if key not in state:
+                raise KeyError(
+                    f"state has no {key!r}: it is not a {kind} state_dict() (got {state!r})"
+                )
+
+    present("kind", "version")  # the class and format first: they explain any other gap
     if state["kind"] != kind:
         raise ValueError(
             f"state comes from another sampler: kind was {state['kind']!r} when saved, "
@@ -174,6 +186,7 @@ def check_state(
         raise ValueError(
             f"state has format version={state['version']!r}, but this {kind} reads version={version}"
         )
+    present(*must_match, *required)
     for key, current in must_match.items():
         if state[key] != current:
             raise ValueError(

@@ -10,8 +10,16 @@ order — compares them, and raises naming the ranks that differ and the likely 
 - ``dataset_len`` differs: the dataset differs per rank (a file list read in another order,
   a filter that depends on the rank);
 - ``seed`` differs: a seed derived from the rank or the clock;
+- ``position`` differs: ranks resumed from different checkpoints (or one did not resume);
 - only ``order`` differs: an inner sampler draws from a global RNG whose state differs per rank
   (an unseeded sampler under a distributed wrapper).
+
+The check never changes what it checks: it reads each epoch through ``epoch_order()`` or the
+sampler's public fields, and a wrapper's inner epoch through the draw the wrapper keeps (the one
+it will yield), never by iterating a sampler (that would advance its generator). A sampler with
+none of these has its order left unchecked (``"order": None``). What must agree is compared; a
+per-rank length that differs by design (:class:`~distsampling.UnpaddedDistributedSampler`,
+``ceil((N - rank) / W)``) is not.
 
 References:
     torch/utils/data/distributed.py (what every rank must agree on)
@@ -25,16 +33,21 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .distributed import rank_positions
+from .distributed import _epoch_order_of, rank_positions
+from .evaluation import UnpaddedDistributedSampler
+from .wrapper import DatasetFromSampler
 
 __all__ = ["RankMismatchError", "assert_rank_consistent", "epoch_digest"]
 
 _FIELDS = ("num_replicas", "seed", "epoch", "shuffle", "drop_last")
+_POSITION_KEYS = ("start", "position", "iteration")  # in state_dict(), nested "sampler" too
 _CAUSES = {  # field -> likely cause, in the order they are diagnosed
     "dataset_len": "the dataset has a different length on some ranks (build it the same way everywhere)",
     "epoch": "set_epoch(epoch) was not called on every rank (call it at the start of every epoch, before iterating)",
     "seed": "the seed differs per rank (pass the same seed=... on every rank, not one derived from the rank or clock)",
     "num_replicas": "ranks were built with different num_replicas",
+    "position": "ranks resumed from different checkpoints (or some did not resume): load the same "
+    "state_dict() on every rank, after set_epoch",
     "order": "the epoch order differs although length, seed and epoch agree: an inner sampler draws from a global RNG "
     "(np.random, random, torch's default generator) whose state differs per rank; give it its own seeded generator",
 }
@@ -44,44 +57,75 @@ class RankMismatchError(RuntimeError):
     """Raised by :func:`assert_rank_consistent` when ranks disagree about the epoch."""
 
 
-def _order_hash(sampler: Any) -> str:
-    # the global order: what every rank must compute identically before taking its share
-    if hasattr(sampler, "sampler"):  # a wrapper or a batch sampler: the order of what it wraps
-        return _order_hash(sampler.sampler)
-    if all(hasattr(sampler, a) for a in ("dataset", "seed", "epoch", "shuffle")):
-        # a DistributedSampler (ours or torch's): the unpadded order all ranks take shares of
-        order = rank_positions(
-            len(sampler.dataset),
-            1,
-            0,
-            shuffle=sampler.shuffle,
-            seed=sampler.seed,
-            epoch=sampler.epoch,
-        )
-    else:  # any other sampler: its epoch as it yields it
-        order = torch.as_tensor(list(sampler), dtype=torch.int64)
-    return hashlib.sha1(order.to(torch.int64).numpy().tobytes()).hexdigest()[:16]
+def _chain(sampler: Any) -> list[Any]:
+    """The sampler and those it wraps, outermost first (``.sampler``, ``.batch_sampler``)."""
+    out = []
+    while sampler is not None and len(out) < 16:
+        out.append(sampler)
+        sampler = getattr(sampler, "sampler", getattr(sampler, "batch_sampler", None))
+    return out
+
+
+def _global_order(sampler: Any) -> torch.Tensor | None:
+    # the order every rank must compute identically before taking its share; never iterated
+    for s in _chain(sampler):
+        if isinstance(getattr(s, "dataset", None), DatasetFromSampler):
+            return s.dataset.indices  # a wrapper's inner epoch: the draw it keeps and yields
+        if all(hasattr(s, a) for a in ("dataset", "seed", "epoch", "shuffle")):
+            # a DistributedSampler (ours or torch's): the unpadded order all ranks take shares of
+            n = len(s.dataset)
+            return rank_positions(n, 1, 0, shuffle=s.shuffle, seed=s.seed, epoch=s.epoch)
+        order = _epoch_order_of(s)
+        if order is not None:
+            return order
+    return None
+
+
+def _position(sampler: Any) -> dict[str, int] | None:
+    # the resume position fields of the outermost state_dict(), its nested sampler state too
+    get = getattr(sampler, "state_dict", None)
+    try:
+        state = get() if callable(get) else None
+    except TypeError:  # a sampler that cannot save its position (see its state_dict)
+        return None
+    out: dict[str, int] = {}
+    while isinstance(state, dict):
+        out.update({k: state[k] for k in _POSITION_KEYS if k in state and k not in out})
+        state = state.get("sampler")
+    return out or None
 
 
 def epoch_digest(sampler: Any) -> dict[str, Any]:
     r"""This rank's view of the epoch: the fields every rank must share, and the order's hash.
 
+    ``len`` and ``position`` are left out over an :class:`~distsampling.UnpaddedDistributedSampler`,
+    whose ranks read different counts by design. Nothing is iterated or drawn anew.
+
     Examples:
         >>> from distsampling import DistributedSampler
         >>> d = epoch_digest(DistributedSampler(range(10), num_replicas=2, rank=1))
-        >>> {k: d[k] for k in ("type", "dataset_len", "seed", "epoch")}
-        {'type': 'DistributedSampler', 'dataset_len': 10, 'seed': 0, 'epoch': 0}
+        >>> {k: d[k] for k in ("type", "dataset_len", "seed", "epoch", "position")}
+        {'type': 'DistributedSampler', 'dataset_len': 10, 'seed': 0, 'epoch': 0, 'position': {'start': 0, 'position': 0}}
     """
-    digest: dict[str, Any] = {"type": type(sampler).__name__, "len": len(sampler)}
+    chain = _chain(sampler)
+    unpadded = any(isinstance(s, UnpaddedDistributedSampler) for s in chain)
+    digest: dict[str, Any] = {"type": type(sampler).__name__}
+    if not unpadded:  # equal counts on every rank: a rank with more batches hangs DDP
+        digest["len"] = len(sampler)
     if hasattr(sampler, "dataset"):
         digest["dataset_len"] = len(sampler.dataset)
-    inner = sampler
-    while inner is not None:  # fields of the sampler, or of the one it wraps (BatchSampler)
+    for inner in chain:  # fields of the sampler, or of the one it wraps (BatchSampler)
         digest.update(
             {f: getattr(inner, f) for f in _FIELDS if hasattr(inner, f) and f not in digest}
         )
-        inner = getattr(inner, "sampler", None)
-    digest["order"] = _order_hash(sampler)
+    if not unpadded:
+        digest["position"] = _position(sampler)
+    order = _global_order(sampler)
+    digest["order"] = (
+        None
+        if order is None
+        else hashlib.sha1(order.to(torch.int64).numpy().tobytes()).hexdigest()[:16]
+    )
     return digest
 
 
@@ -118,12 +162,14 @@ def assert_rank_consistent(sampler: Any, group: dist.ProcessGroup | None = None)
     # "len" follows from dataset_len; report the root field first, then what it caused
     lines = []
     for field in differing:
-        values: dict[Any, list[int]] = {}
+        values: list[tuple[Any, list[int]]] = []  # (value, ranks); a value may be a dict
         for rank, d in enumerate(digests):
-            values.setdefault(d.get(field), []).append(rank)
-        lines.append(
-            f"  {field}: " + "; ".join(f"ranks {ranks} have {v!r}" for v, ranks in values.items())
-        )
+            same = next((ranks for v, ranks in values if v == d.get(field)), None)
+            if same is None:
+                values.append((d.get(field), [rank]))
+            else:
+                same.append(rank)
+        lines.append(f"  {field}: " + "; ".join(f"ranks {r} have {v!r}" for v, r in values))
     cause = next(
         (c for f, c in _CAUSES.items() if f in differing), "ranks built different samplers"
     )

@@ -10,21 +10,42 @@ same arithmetic runs on tensors, and only this rank's ``N / num_replicas`` indic
 Python ints. :func:`rank_positions` is the whole algorithm; the sampler class is its
 bookkeeping, and :mod:`distsampling.wrapper` reuses it over any sampler's epoch.
 
+Resume, on any number of ranks. Read the padded epoch as one *stream*: stream position ``p``
+holds ``order[p % N]`` (positions ``>= N`` are torch's padding, the head of the order again).
+Torch's split is "rank ``r`` reads positions ``r, r + W, r + 2W, ...`` below ``total_size``".
+So once every one of ``W1`` ranks has read ``m`` samples, exactly the stream prefix
+``[0, c)`` with ``c = m * W1`` is consumed, whichever rank read what. That prefix is all a
+checkpoint must name (``start + position * num_replicas`` in :meth:`DistributedSampler.state_dict`).
+Resumed on ``W2`` ranks, the rest of the epoch is the ``N - c`` stream positions
+``[c, N)``: they are split as torch splits a dataset of ``N - c`` (:func:`resumed_positions`),
+rank ``r`` reading ``c + r, c + r + W2, ...``, padded past ``N`` by the stream itself (the head
+of the order, as torch pads) up to a multiple of ``W2``, or cut down to one with ``drop_last``.
+Hence every position of ``[0, N)`` is read exactly once over the whole epoch, the only repeats
+are padding (stream positions ``>= N``, fewer than ``W2`` of them), every new rank reads the
+same count, and each rank computes its share from ``(N, c, W2, rank)`` alone. With ``W2 == W1``
+this is the uninterrupted run itself: ``[c + r :: W1]`` is the rest of rank ``r``'s share. The
+"padded epoch" of an elastic run is therefore the stream cut at ``c + ceil((N - c) / W2) * W2``
+(``floor`` with ``drop_last``): the same order, padded for the world that finishes the epoch.
+
 References:
-    torch/utils/data/distributed.py (DistributedSampler)
+    torch/utils/data/distributed.py (DistributedSampler);
+    torchdata/stateful_dataloader/sampler.py (StatefulDistributedSampler: the state_dict calls)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sized
+from collections.abc import Callable, Iterator, Sized
+from functools import partial
 from itertools import chain
+from operator import length_hint
+from typing import Any
 
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import check_bool, check_int, check_len, check_rank, resolve_world
+from ._validate import check_bool, check_int, check_len, check_rank, check_state, resolve_world
 
-__all__ = ["DistributedSampler", "rank_positions", "split_sizes"]
+__all__ = ["DistributedSampler", "rank_positions", "resumed_positions", "split_sizes"]
 
 # torch.Generator.manual_seed takes any integer in [-2**63, 2**64 - 1]
 _SEED_LOW, _SEED_HIGH = -(2**63), 2**64 - 1
@@ -118,10 +139,132 @@ def rank_positions(
     return order[positions % n]  # (num_samples,)
 
 
+def resumed_positions(
+    n: int, num_replicas: int, rank: int, start: int, *, drop_last: bool = False, pad: bool = True
+) -> torch.Tensor:
+    r"""Positions into the epoch order that ``rank`` reads when the epoch resumes at stream ``start``.
+
+    The stream positions ``[start, n)`` are split as torch splits a dataset of ``n - start``:
+    rank ``r`` reads ``start + r, start + r + W, ...``, padded (position ``p >= n`` reads
+    ``order[p % n]``, the head of the order, as torch pads) to a multiple of ``W``, or cut down
+    to one with ``drop_last``; ``pad=False`` stops below ``n`` (:class:`UnpaddedDistributedSampler`).
+    With ``start=0`` these are :func:`rank_positions`' positions.
+
+    Args:
+        n: length of the epoch.
+        num_replicas: number of ranks ``W`` that finish the epoch.
+        rank: this rank, in ``[0, W)``.
+        start: stream positions already consumed, in ``[0, n]``.
+        drop_last: cut the rest to a multiple of ``W`` instead of padding it.
+        pad: pad the rest (``False``: ranks read ``ceil((n - start - rank) / W)`` each).
+
+    Examples:
+        >>> resumed_positions(10, 3, 0, start=4).tolist()  # 6 left on 3 ranks: 4, 7
+        [4, 7]
+        >>> resumed_positions(10, 4, 3, start=4).tolist()  # 6 left on 4 ranks: 7, then 11 % 10
+        [7, 1]
+    """
+    n, num_replicas = check_int("n", n, low=0), check_int("num_replicas", num_replicas, low=1)
+    rank = check_rank(rank, num_replicas)
+    start = check_int("start", start, low=0, high=n)
+    drop_last, pad = check_bool("drop_last", drop_last), check_bool("pad", pad)
+    if pad:  # each rank reads the same count: torch's split of the n - start left
+        count = split_sizes(max(n - start, 0), num_replicas, drop_last)[0]
+    else:  # positions below n only
+        count = len(range(start + rank, n, num_replicas))
+    positions = start + rank + num_replicas * torch.arange(count)  # (count,)
+    return positions % max(n, 1)  # the stream past n repeats the head of the order
+
+
+def _share_at(
+    n: int, num_replicas: int, rank: int, start: int, drop_last: bool, pad: bool, **order: Any
+) -> torch.Tensor:
+    """The epoch order's entries ``rank`` reads from stream ``start`` (order: shuffle, seed, epoch)."""
+    if start == 0:  # torch's split, exactly; unpadded: only the positions below n
+        at = rank_positions(n, num_replicas, rank, drop_last=drop_last, **order)
+        return at if pad else at[: len(range(rank, n, num_replicas))]
+    # an elastic resume: the rest of the stream split over this world (module docstring)
+    whole = rank_positions(n, 1, 0, **order)  # (n,) the whole epoch order
+    return whole[resumed_positions(n, num_replicas, rank, start, drop_last=drop_last, pad=pad)]
+
+
 def _as_ints(indices: torch.Tensor, chunk: int = 1 << 16) -> Iterator[int]:
     # Python ints cost ~36 bytes each: convert a chunk at a time, never the whole rank at once;
     # chain.from_iterable walks the chunks in C (a generator's `yield from` costs ~40% more)
     return chain.from_iterable(map(torch.Tensor.tolist, indices.split(chunk)))
+
+
+def _resume_point(
+    state: dict[str, Any], n: int, num_replicas: int, drop_last: bool, pad: bool = True
+) -> tuple[int, int]:
+    """``(start, skip)`` for the next ``iter()`` on ``num_replicas`` ranks, from a checked state.
+
+    On the saved number of ranks: the rest of this rank's own share. On another: every rank
+    read ``position``, so the stream prefix ``start + position * W1`` is consumed (module doc).
+    """
+    saved_world = check_int("num_replicas", state["num_replicas"], low=1)
+    start = check_int("start", state["start"], low=0, high=n)
+    rest = max(n - start, 0)  # the most a rank can have read: rank 0's count from `start`
+    most = split_sizes(rest, saved_world, drop_last)[0] if pad else -(-rest // saved_world)
+    position = check_int("position", state["position"], low=0, high=most)
+    if saved_world == num_replicas:
+        return start, position
+    return min(start + position * saved_world, n), 0
+
+
+def _where(
+    pending: tuple[int, int] | None, reading: tuple[int, int, Any] | None
+) -> tuple[int, int]:
+    """``(start, position)`` now: a loaded point not yet read, else the last ``iter()``'s count."""
+    if pending is not None:
+        return pending
+    if reading is not None:
+        start, skip, reader = reading
+        return start, skip + reader.yielded
+    return 0, 0
+
+
+def _epoch_order_of(sampler: object) -> torch.Tensor | None:
+    """``sampler.epoch_order()`` where it describes ``iter(sampler)``, else ``None``.
+
+    A subclass that overrides ``__iter__`` but not ``epoch_order`` yields something else: only
+    trust ``epoch_order`` when the class that defines ``__iter__`` defines it too.
+    """
+    if not callable(getattr(sampler, "epoch_order", None)):
+        return None
+    owner = next((c for c in type(sampler).__mro__ if "__iter__" in vars(c)), None)
+    if owner is None or "epoch_order" not in vars(owner):
+        return None
+    return sampler.epoch_order()  # type: ignore[attr-defined]
+
+
+class _Reader:
+    """One ``iter()`` of a sampler: its ints at C speed (``ints``) and how many it handed out.
+
+    The indices are computed on the first ``next`` (so an ``iter()`` that is never read costs
+    nothing) and converted a chunk at a time. Counting each int in Python would cost more than
+    handing it out, so the count is read off the chunk's list iterator instead: handed out =
+    ints of finished chunks + chunk length - what its iterator still holds (``length_hint``).
+    """
+
+    def __init__(self, indices: Callable[[], torch.Tensor], chunk: int = 1 << 16) -> None:
+        self._done, self._len, self._it = 0, 0, iter(())  # finished chunks, current chunk
+        self.ints: Iterator[int] = chain.from_iterable(self._chunks(indices, chunk))
+
+    def _chunks(self, indices: Callable[[], torch.Tensor], chunk: int) -> Iterator[Iterator[int]]:
+        for part in indices().split(chunk):
+            self._done += self._len
+            self._it, self._len = iter(part.tolist()), len(part)
+            yield self._it
+        self._done, self._len = self._done + self._len, 0
+
+    @property
+    def yielded(self) -> int:
+        return self._done + self._len - length_hint(self._it)
+
+
+_STATE_VERSION = 1
+_POSITION_FIELDS = ("epoch", "num_replicas", "start", "position")
 
 
 class DistributedSampler(Sampler[int]):
@@ -150,6 +293,8 @@ class DistributedSampler(Sampler[int]):
         [5, 1, 0, 9, 7]
     """
 
+    _pad = True  # UnpaddedDistributedSampler: False
+
     def __init__(
         self,
         dataset: Sized,
@@ -167,8 +312,18 @@ class DistributedSampler(Sampler[int]):
         self.drop_last = check_bool("drop_last", drop_last)
         self.epoch = 0
         self.num_samples, self.total_size = split_sizes(n, self.num_replicas, self.drop_last)
+        self._pending: tuple[int, int] | None = None  # (start, position) from load_state_dict
+        self._reading: tuple[int, int, _Reader] | None = None  # (start, skip, reader) of iter()
 
-    def __iter__(self) -> Iterator[int]:
+    def _check(self) -> None:
+        self._check_length()
+        if self.shuffle and not _SEED_LOW <= self.seed + self.epoch <= _SEED_HIGH:
+            raise ValueError(
+                f"seed + epoch should be in [{_SEED_LOW}, {_SEED_HIGH}] (torch.Generator's "
+                f"range), but got seed={self.seed}, epoch={self.epoch}"
+            )
+
+    def _check_length(self) -> None:
         n = len(self.dataset)
         if split_sizes(n, self.num_replicas, self.drop_last)[1] != self.total_size:
             raise RuntimeError(
@@ -176,23 +331,32 @@ class DistributedSampler(Sampler[int]):
                 f"was computed for another length, but got len(dataset)={n}. Build a new sampler "
                 "(or use DistributedSamplerWrapper, which follows a changing length)."
             )
-        if self.shuffle and not _SEED_LOW <= self.seed + self.epoch <= _SEED_HIGH:
-            raise ValueError(
-                f"seed + epoch should be in [{_SEED_LOW}, {_SEED_HIGH}] (torch.Generator's "
-                f"range), but got seed={self.seed}, epoch={self.epoch}"
-            )
-        positions = rank_positions(
-            n,
-            self.num_replicas,
-            self.rank,
-            shuffle=self.shuffle,
-            seed=self.seed,
-            epoch=self.epoch,
-            drop_last=self.drop_last,
-        )
-        # computed now, like torch (the epoch is read at iter() time); only this rank's slice
-        # becomes Python ints, and lazily: num_samples of them in chunks, never all N
-        return _as_ints(positions)
+
+    def _share(self, epoch: int, start: int, skip: int) -> torch.Tensor:
+        # this rank's indices of `epoch` read from stream position `start`, the first `skip` cut
+        n, order = len(self.dataset), {"shuffle": self.shuffle, "seed": self.seed, "epoch": epoch}
+        at = _share_at(n, self.num_replicas, self.rank, start, self.drop_last, self._pad, **order)
+        return at[skip:]  # (num_samples - skip,) or the resumed count
+
+    def epoch_order(self) -> torch.Tensor:
+        r"""The indices the next ``iter()`` yields, as a 1-D tensor; nothing is consumed or drawn.
+
+        ``epoch_order().tolist() == list(self)``: this rank's share of the epoch (the rest of it
+        after :meth:`load_state_dict`).
+        """
+        self._check()
+        start, skip = self._pending or (0, 0)
+        return self._share(self.epoch, start, skip)
+
+    def __iter__(self) -> Iterator[int]:
+        # checked and read now, like torch (the epoch is read at iter() time); the indices are
+        # computed on the first next(), and only this rank's become Python ints, in chunks
+        self._check()
+        start, skip = self._pending or (0, 0)
+        self._pending = None  # a loaded position resumes one iter(), as a fresh epoch would not
+        reader = _Reader(partial(self._share, self.epoch, start, skip))
+        self._reading = (start, skip, reader)
+        return reader.ints
 
     def __len__(self) -> int:
         return self.num_samples
@@ -200,7 +364,84 @@ class DistributedSampler(Sampler[int]):
     def set_epoch(self, epoch: int) -> None:
         r"""Set the epoch; with ``shuffle=True`` each epoch gets its own order, the same on all ranks.
 
+        A position loaded by :meth:`load_state_dict` survives ``set_epoch`` of its own epoch
+        (a training loop calls it on resume) and is dropped by any other epoch.
+
         Args:
             epoch: epoch number (an integer; call it with the same value on every rank).
         """
-        self.epoch = check_int("epoch", epoch)
+        epoch = check_int("epoch", epoch)
+        if epoch != self.epoch:
+            self._pending = self._reading = None
+        self.epoch = epoch
+
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        r"""Where this rank is in the epoch, as a small JSON-serialisable dict.
+
+        ``position`` counts the samples this rank read since stream position ``start`` (0 unless
+        the epoch was resumed on another number of ranks): by default the ints the current
+        ``iter()`` handed out, which is what torchdata's ``StatefulDataLoader`` snapshots. A
+        plain ``DataLoader`` with workers prefetches ahead of the loop: pass ``consumed``, the
+        samples of this ``iter()`` the loop has used (``batches_done * batch_size``).
+
+        Args:
+            consumed: samples of the current ``iter()`` consumed, in ``[0, handed out]``.
+
+        Examples:
+            >>> s = DistributedSampler(range(10), num_replicas=2, rank=0)
+            >>> it = iter(s); _ = [next(it) for _ in range(3)]
+            >>> {k: v for k, v in s.state_dict().items() if k in ("epoch", "start", "position")}
+            {'epoch': 0, 'start': 0, 'position': 3}
+        """
+        start, position = _where(self._pending, self._reading)
+        if consumed is not None and (self._pending is not None or self._reading is None):
+            check_int("consumed", consumed, low=0, high=0)  # no iter() has handed anything out
+        elif consumed is not None:  # the loop's count, at most what the last iter() handed out
+            _, skip, reader = self._reading
+            position = skip + check_int("consumed", consumed, low=0, high=reader.yielded)
+        return {
+            "kind": type(self).__name__,
+            "version": _STATE_VERSION,
+            "dataset_len": len(self.dataset),
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+            "drop_last": self.drop_last,
+            "epoch": self.epoch,
+            "num_replicas": self.num_replicas,
+            "start": start,
+            "position": position,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        r"""Resume where ``state`` was taken, on this sampler's number of ranks (any number).
+
+        On the same number of ranks the next ``iter()`` yields the rest of this rank's share;
+        on another, the rest of the epoch's stream is split over this world (module doc).
+        ``state`` must come from a sampler of this class over the same data, seed and flags.
+
+        Args:
+            state: a :meth:`state_dict` (after ``json.loads`` or ``torch.load`` too).
+
+        Examples:
+            >>> old = [DistributedSampler(range(10), 2, r, shuffle=False) for r in (0, 1)]
+            >>> [[next(it) for _ in range(2)] for it in map(iter, old)]  # each rank read 2
+            [[0, 2], [1, 3]]
+            >>> new = [DistributedSampler(range(10), 3, r, shuffle=False) for r in (0, 1, 2)]
+            >>> for s in new:  # on 3 ranks now: positions 4..9 are left, 2 each
+            ...     s.load_state_dict(old[0].state_dict())
+            >>> [list(s) for s in new]
+            [[4, 7], [5, 8], [6, 9]]
+        """
+        must_match = {
+            "dataset_len": len(self.dataset),
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+            "drop_last": self.drop_last,
+        }
+        state = check_state(
+            state, type(self).__name__, _STATE_VERSION, must_match, required=_POSITION_FIELDS
+        )
+        epoch = check_int("epoch", state["epoch"])
+        n = len(self.dataset)
+        self._pending = _resume_point(state, n, self.num_replicas, self.drop_last, self._pad)
+        self.epoch, self._reading = epoch, None

@@ -19,13 +19,13 @@ References:
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Sequence, Sized
+from collections.abc import Sequence, Sized
 from typing import Any
 
 import torch.distributed as dist
 
 from ._validate import check_int
-from .distributed import DistributedSampler, _as_ints, rank_positions
+from .distributed import DistributedSampler
 
 __all__ = ["UnpaddedDistributedSampler", "gather_by_index", "merge_by_index"]
 
@@ -35,7 +35,9 @@ class UnpaddedDistributedSampler(DistributedSampler):
 
     Same arguments as :class:`~distsampling.DistributedSampler` but ``drop_last`` (nothing is
     padded, nothing dropped). Rank ``r`` yields the prefix of torch's indices for rank ``r``
-    that lies inside the dataset.
+    that lies inside the dataset (:meth:`~distsampling.DistributedSampler.epoch_order` cuts off the padding).
+    It resumes like its base class; on another number of ranks the rest of the epoch is split
+    without padding too, so every index is still read exactly once.
 
     Examples:
         >>> [list(UnpaddedDistributedSampler(range(5), 2, r, shuffle=False)) for r in (0, 1)]
@@ -55,16 +57,14 @@ class UnpaddedDistributedSampler(DistributedSampler):
         self.total_size = len(dataset)
         self.num_samples = len(range(self.rank, self.total_size, self.num_replicas))
 
-    def __iter__(self) -> Iterator[int]:
+    _pad = False  # resumed_positions stops below N too: an elastic resume adds no padding
+
+    def _check_length(self) -> None:
         n = len(self.dataset)
         if n != self.total_size:
             raise RuntimeError(
                 f"len(dataset) changed since this sampler was built from {self.total_size}, but got len(dataset)={n}"
             )
-        padded = rank_positions(
-            n, self.num_replicas, self.rank, shuffle=self.shuffle, seed=self.seed, epoch=self.epoch
-        )
-        return _as_ints(padded[: self.num_samples])  # the padding is always at the end
 
 
 def merge_by_index(per_rank: Sequence[tuple[Sequence[int], Sequence[Any]]], size: int) -> list[Any]:

@@ -20,30 +20,24 @@ References:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import check_bool, check_int, index_tensor
-from .distributed import _SEED_HIGH, _SEED_LOW, DistributedSampler, rank_positions, split_sizes
+from ._validate import check_bool, check_int, check_state, index_tensor
+from .distributed import _epoch_order_of
 
 __all__ = ["GroupedBatchSampler"]
 
 
 def _pass_tensor(sampler: object) -> torch.Tensor:
     """One pass of the sampler's indices as an int64 tensor, shape ``(m,)``."""
-    s = sampler
-    if (
-        type(s) is DistributedSampler  # exactly ours: a subclass may override __iter__
-        and split_sizes(len(s.dataset), s.num_replicas, s.drop_last)[1] == s.total_size
-        and (not s.shuffle or _SEED_LOW <= s.seed + s.epoch <= _SEED_HIGH)
-    ):
-        # the same tensor its __iter__ would turn into Python ints: skip the ints altogether
-        kwargs = {"shuffle": s.shuffle, "seed": s.seed, "epoch": s.epoch, "drop_last": s.drop_last}
-        return rank_positions(len(s.dataset), s.num_replicas, s.rank, **kwargs).long()
-    # any other sampler (or one whose __iter__ would raise: let it raise its own error)
-    return index_tensor(sampler)
+    order = _epoch_order_of(sampler)  # this project's samplers: a tensor, no Python ints
+    if order is not None:
+        return order.long()
+    return index_tensor(sampler)  # any other sampler: its ints, each checked
 
 
 def _dataset_len(sampler: object) -> int | None:
@@ -110,6 +104,9 @@ class GroupedBatchSampler(Sampler[list[int]]):
         ids_t = torch.from_numpy(ids.astype(np.int64))  # (N,)
         self.groups, inverse = torch.unique(ids_t, return_inverse=True)  # (G,), (N,)
         self.group_ids = inverse  # (N,) compact group of every dataset item
+        self._skip = 0  # batches to skip at the next iter() (load_state_dict)
+        self._yielded = 0  # batches handed out by the last iter(), its skip included
+        self._epoch: object = None  # the inner sampler's epoch during that iter()
 
     def _pass(self) -> tuple[torch.Tensor, torch.Tensor]:
         """One pass of the sampler as ``(indices, compact group of each position)``."""
@@ -141,9 +138,68 @@ class GroupedBatchSampler(Sampler[list[int]]):
             starts, ends = starts[full], ends[full]
         # emit batches by the sampler position of their first element (distinct: any sort works)
         emit = torch.argsort(order[starts])  # (B,)
+        # resume: skip the first batches by slicing their bounds, none of them is built
+        skip, self._skip = self._skip, 0
+        starts, ends = starts[emit][skip:], ends[emit][skip:]
         flat = indices[order].tolist()  # the grouped pass as Python ints, once
-        for s, e in zip(starts[emit].tolist(), ends[emit].tolist()):
+        self._yielded, self._epoch = skip, getattr(self.sampler, "epoch", None)
+        for s, e in zip(starts.tolist(), ends.tolist()):
+            self._yielded += 1
             yield flat[s:e]
+
+    def state_dict(self) -> dict[str, Any]:
+        r"""``position``: batches handed out this pass; ``sampler``: the inner sampler's state.
+
+        The inner sampler is read whole through ``epoch_order()``, so its state names the
+        pass (its epoch) and is never advanced by this sampler.
+        """
+        inner = getattr(self.sampler, "state_dict", None)
+        inner_epoch = getattr(self.sampler, "epoch", None)
+        return {
+            "kind": type(self).__name__,
+            "version": 1,
+            "batch_size": self.batch_size,
+            "drop_uneven": self.drop_uneven,
+            "num_group_ids": len(self.group_ids),
+            "sampler": inner() if callable(inner) else None,
+            # batches of the last iter(), unless the inner sampler moved on to another epoch
+            "position": self._skip or (self._yielded if self._epoch == inner_epoch else 0),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        r"""Resume at ``state``'s pass and batch: the next ``iter()`` skips the batches done.
+
+        Only on the number of ranks the state was saved on, unless at a pass boundary
+        (``position`` 0): grouped batches of other ranks are no prefix of the epoch, so no
+        split of "the rest" over another world reads each sample once. That raises ValueError.
+
+        Args:
+            state: a :meth:`state_dict` of a sampler with the same batch size and group ids.
+        """
+        must_match = {
+            "batch_size": self.batch_size,
+            "drop_uneven": self.drop_uneven,
+            "num_group_ids": len(self.group_ids),
+        }
+        state = check_state(
+            state, type(self).__name__, 1, must_match, required=("sampler", "position")
+        )
+        position = check_int("position", state["position"], low=0)
+        inner = state["sampler"]
+        saved_world = inner.get("num_replicas") if isinstance(inner, dict) else None
+        world = getattr(self.sampler, "num_replicas", None)
+        if position and saved_world is not None and saved_world != world:
+            raise ValueError(
+                "GroupedBatchSampler resumes mid-pass only on the number of ranks it was saved "
+                f"on: num_replicas was {saved_world} when saved, but is {world} "
+                f"now (position={position} batches). Resume on {saved_world} ranks, or from the "
+                "start of a pass (a state saved at position 0 loads on any number of ranks)."
+            )
+        if inner is not None:
+            self.sampler.load_state_dict(inner)  # type: ignore[union-attr]
+        most = len(self)
+        self._skip = check_int("position", position, low=0, high=most)
+        self._yielded = 0
 
     def __len__(self) -> int:
         _, gid = self._pass()

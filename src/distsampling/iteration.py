@@ -20,10 +20,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
+from typing import Any
 
 from torch.utils.data import Sampler
 
-from ._validate import check_int
+from ._validate import check_int, check_state
 
 __all__ = ["IterationBasedBatchSampler"]
 
@@ -76,6 +77,7 @@ class IterationBasedBatchSampler(Sampler[list[int]]):
                 "start_iter should be <= num_iterations (the batches already done), but got "
                 f"start_iter={self.start_iter}, num_iterations={self.num_iterations}"
             )
+        self._iteration = self.start_iter  # batches done, the last iter()'s included
 
     def _set_epoch(self, epoch: int) -> None:
         for owner in (self.batch_sampler, getattr(self.batch_sampler, "sampler", None)):
@@ -98,6 +100,7 @@ class IterationBasedBatchSampler(Sampler[list[int]]):
     def __iter__(self) -> Iterator[list[int]]:
         remaining = self.num_iterations - self.start_iter
         skip, epoch = self.start_iter, 0
+        self._iteration = self.start_iter
         # 1. resume: skip whole passes by their length, without building their batches
         while remaining and skip:
             self._set_epoch(epoch)
@@ -113,6 +116,7 @@ class IterationBasedBatchSampler(Sampler[list[int]]):
             self._set_epoch(epoch)
             yielded = 0
             for batch in islice(iter(self.batch_sampler), skip, None):
+                self._iteration += 1
                 yield batch
                 yielded += 1
                 remaining -= 1
@@ -124,3 +128,45 @@ class IterationBasedBatchSampler(Sampler[list[int]]):
 
     def __len__(self) -> int:
         return self.num_iterations - self.start_iter
+
+    def _world(self) -> int | None:
+        # num_replicas of the distributed sampler inside, if any: pass lengths depend on it
+        owner: object = self.batch_sampler
+        while owner is not None:
+            if isinstance(getattr(owner, "num_replicas", None), int):
+                return owner.num_replicas  # type: ignore[attr-defined]
+            owner = getattr(owner, "sampler", None)
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        r"""``{kind, version, num_iterations, num_replicas, iteration}``: batches done so far.
+
+        The passes are set by this sampler (pass ``p`` is epoch ``p``), so the iteration is the
+        whole position; ``num_replicas`` is the world of the sampler inside (``None`` if none).
+        """
+        return {"kind": type(self).__name__, "version": 1, "num_iterations": self.num_iterations,
+                "num_replicas": self._world(), "iteration": self._iteration}  # fmt: skip
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        r"""Resume at ``state``'s iteration: the same as building it with ``start_iter=iteration``.
+
+        Only on the number of ranks the state was saved on: a pass holds ``len(batch_sampler)``
+        batches per rank, which depends on the world, so iteration ``k`` on one world is no
+        position on another (ValueError).
+
+        Args:
+            state: a :meth:`state_dict` of a sampler with the same ``num_iterations``.
+        """
+        must_match = {"num_iterations": self.num_iterations}
+        state = check_state(
+            state, type(self).__name__, 1, must_match, required=("num_replicas", "iteration")
+        )
+        if state["num_replicas"] != self._world():
+            raise ValueError(
+                "IterationBasedBatchSampler resumes only on the number of ranks it was saved on: "
+                f"num_replicas was {state['num_replicas']!r} when saved, but is {self._world()!r} "
+                "now (an iteration count means other batches on another world)"
+            )
+        self.start_iter = self._iteration = check_int(
+            "iteration", state["iteration"], low=0, high=self.num_iterations
+        )

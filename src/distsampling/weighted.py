@@ -16,17 +16,20 @@ References:
 
 from __future__ import annotations
 
+import hashlib
 import math
 import numbers
 from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
+from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import check_int, check_len
-from .distributed import _SEED_HIGH, _SEED_LOW, _as_ints
+from ._validate import check_int, check_len, check_state
+from .distributed import _SEED_HIGH, _SEED_LOW, _Reader
 
 __all__ = ["WeightedBalanceClassSampler", "largest_remainder_counts"]
 
@@ -234,10 +237,11 @@ class WeightedBalanceClassSampler(Sampler[int]):
         weights, keys = _align(weight, self.classes)
         #: draws per class this and every epoch, aligned with ``classes``; sums to ``length``
         self.samples_per_class = _apportion("weight", weights, self.length, keys)
+        self._pending: int | None = None  # position from load_state_dict, for the next iter()
+        self._reading: tuple[int, _Reader] | None = None  # (skip, reader) of the last iter()
 
-    def epoch_indices(self) -> torch.Tensor:
-        r"""This epoch's indices as a 1-D integer tensor; ``iter(self)`` yields the same ints."""
-        rng = _rng(self.seed, self.epoch)
+    def _draw(self, epoch: int, skip: int) -> torch.Tensor:
+        rng = _rng(self.seed, epoch)
         out = np.empty(self.length, dtype=self._members.dtype)  # (length,)
         at = 0
         for c, k in enumerate(self.samples_per_class):
@@ -251,10 +255,67 @@ class WeightedBalanceClassSampler(Sampler[int]):
             out[at : at + rest] = members[rng.choice(n, rest, replace=False, shuffle=False)]
             at += rest
         rng.shuffle(out)  # classes were laid out one after another: mix them
-        return torch.from_numpy(out)
+        return torch.from_numpy(out[skip:])  # (length - skip,)
+
+    def epoch_order(self) -> torch.Tensor:
+        r"""The indices the next ``iter()`` yields, as a 1-D tensor: ``list(self)`` without ints.
+
+        A pure function of ``(seed, epoch)`` (and a position loaded by :meth:`load_state_dict`):
+        calling it draws nothing that ``iter()`` would not draw alike.
+        """
+        return self._draw(self.epoch, self._pending or 0)
 
     def __iter__(self) -> Iterator[int]:
-        return _as_ints(self.epoch_indices())
+        skip, self._pending = self._pending or 0, None  # a loaded position resumes one iter()
+        self._reading = (skip, _Reader(partial(self._draw, self.epoch, skip)))
+        return self._reading[1].ints
+
+    def _classes_hash(self) -> str:
+        # what the labels and weights decide: the class sizes and the draws per class
+        counts = np.asarray([self.class_sizes, self.samples_per_class], dtype=np.int64)
+        return hashlib.sha1(counts.tobytes()).hexdigest()[:16]
+
+    def state_dict(self) -> dict[str, Any]:
+        r"""``{kind, version, length, seed, num_labels, classes, epoch, position}``: JSON-ready.
+
+        ``classes`` is a hash of the class sizes and the draws per class; ``position`` counts the
+        indices the current ``iter()`` handed out.
+        """
+        if self._pending is not None:
+            position = self._pending
+        elif self._reading is not None:
+            position = self._reading[0] + self._reading[1].yielded
+        else:
+            position = 0
+        return {
+            "kind": type(self).__name__,
+            "version": 1,
+            "length": self.length,
+            "seed": self.seed,
+            "num_labels": len(self._members),
+            "classes": self._classes_hash(),
+            "epoch": self.epoch,
+            "position": position,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        r"""Resume at ``state``'s epoch and position: the next ``iter()`` yields the rest.
+
+        Args:
+            state: a :meth:`state_dict` of a sampler with the same labels, weights, length, seed.
+        """
+        must_match = {
+            "length": self.length,
+            "seed": self.seed,
+            "num_labels": len(self._members),
+            "classes": self._classes_hash(),
+        }
+        state = check_state(
+            state, type(self).__name__, 1, must_match, required=("epoch", "position")
+        )
+        epoch = check_int("epoch", state["epoch"])
+        self._pending = check_int("position", state["position"], low=0, high=self.length)
+        self.epoch, self._reading = epoch, None
 
     def __len__(self) -> int:
         return self.length
@@ -265,4 +326,7 @@ class WeightedBalanceClassSampler(Sampler[int]):
         Args:
             epoch: epoch number (an integer; call it with the same value on every rank).
         """
-        self.epoch = check_int("epoch", epoch)
+        epoch = check_int("epoch", epoch)
+        if epoch != self.epoch:  # a loaded position belongs to its own epoch only
+            self._pending = self._reading = None
+        self.epoch = epoch

@@ -23,13 +23,25 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Iterator, Sized
+from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset, RandomSampler, Sampler, SequentialSampler
 
-from ._validate import check_bool, check_int, resolve_world
-from .distributed import _SEED_HIGH, _SEED_LOW, _as_ints, rank_positions, split_sizes
+from ._validate import check_bool, check_int, check_state, resolve_world
+from .distributed import (
+    _POSITION_FIELDS,
+    _SEED_HIGH,
+    _SEED_LOW,
+    _epoch_order_of,
+    _Reader,
+    _resume_point,
+    _share_at,
+    _where,
+    split_sizes,
+)
 
 __all__ = ["DatasetFromSampler", "DistributedSamplerWrapper"]
 
@@ -50,8 +62,9 @@ def _random_sampler_epoch(sampler: RandomSampler) -> torch.Tensor:
 
 def _materialise(sampler: Iterable[int], n: int) -> torch.Tensor:
     """The sampler's epoch as a 1-D integer tensor (8 bytes an index), never a Python list."""
-    if callable(getattr(sampler, "epoch_indices", None)):  # e.g. WeightedBalanceClassSampler
-        indices = sampler.epoch_indices()  # type: ignore[attr-defined]
+    order = _epoch_order_of(sampler)  # e.g. WeightedBalanceClassSampler: a tensor already
+    if order is not None:
+        indices = order
     elif type(sampler) is RandomSampler and not sampler.replacement and len(sampler.data_source):
         indices = _random_sampler_epoch(sampler)
     elif type(sampler) is SequentialSampler:
@@ -133,7 +146,7 @@ class DistributedSamplerWrapper(Sampler[int]):
     Ranks agree only if the inner sampler keeps the randomness contract of this module: the same
     epoch on every rank for the same :meth:`set_epoch` value, from no global RNG.
 
-    The inner epoch is read into an integer tensor; a sampler with an ``epoch_indices()``
+    The inner epoch is read into an integer tensor; a sampler with an ``epoch_order()``
     method (like :class:`~distsampling.WeightedBalanceClassSampler`) is asked for its epoch as
     a tensor instead, and so are torch's ``SequentialSampler`` and ``RandomSampler`` (without
     replacement: the same ``randperm`` calls on the same generator).
@@ -168,24 +181,43 @@ class DistributedSamplerWrapper(Sampler[int]):
         self.seed = check_int("seed", seed, low=_SEED_LOW, high=_SEED_HIGH)
         self.drop_last = check_bool("drop_last", drop_last)
         self.epoch = 0
+        self._pending: tuple[int, int] | None = None  # (start, position) from load_state_dict
+        self._reading: tuple[int, int, _Reader] | None = None  # (start, skip, reader) of iter()
 
-    def __iter__(self) -> Iterator[int]:
-        epoch = self.dataset.indices  # (n,) the inner epoch, drawn once for this epoch
+    def _check(self) -> None:
         if self.shuffle and not _SEED_LOW <= self.seed + self.epoch <= _SEED_HIGH:
             raise ValueError(
                 f"seed + epoch should be in [{_SEED_LOW}, {_SEED_HIGH}] (torch.Generator's "
                 f"range), but got seed={self.seed}, epoch={self.epoch}"
             )
-        positions = rank_positions(
-            len(epoch),
-            self.num_replicas,
-            self.rank,
-            shuffle=self.shuffle,
-            seed=self.seed,
-            epoch=self.epoch,
-            drop_last=self.drop_last,
-        )  # (num_samples,) positions into the inner epoch, torch's for this rank
-        return _as_ints(epoch[positions.long()])  # (num_samples,) inner indices, in chunks
+
+    def _share(self, epoch: int, start: int, skip: int) -> torch.Tensor:
+        inner = self.dataset.indices  # (n,) the inner epoch, drawn once for this epoch
+        order = {"shuffle": self.shuffle, "seed": self.seed, "epoch": epoch}
+        # positions into the inner epoch: torch's for this rank, or the elastic rest of them
+        at = _share_at(
+            len(inner), self.num_replicas, self.rank, start, self.drop_last, True, **order
+        )
+        return inner[at[skip:].long()]  # (num_samples - skip,) inner indices
+
+    def epoch_order(self) -> torch.Tensor:
+        r"""The inner indices the next ``iter()`` yields, as a 1-D tensor; nothing is consumed.
+
+        The inner epoch is drawn at most once per :meth:`set_epoch` and kept: this call and
+        ``iter()`` read the same draw, so calling it never changes what training reads.
+        """
+        self._check()
+        start, skip = self._pending or (0, 0)
+        return self._share(self.epoch, start, skip)
+
+    def __iter__(self) -> Iterator[int]:
+        start, skip = self._pending or (0, 0)
+        self._pending = None  # a loaded position resumes one iter()
+        _ = self.dataset.indices  # draw (or check) the inner epoch now: torch reads at iter()
+        self._check()
+        reader = _Reader(partial(self._share, self.epoch, start, skip))
+        self._reading = (start, skip, reader)
+        return reader.ints
 
     def __len__(self) -> int:
         return split_sizes(len(self.dataset), self.num_replicas, self.drop_last)[0]
@@ -193,8 +225,75 @@ class DistributedSamplerWrapper(Sampler[int]):
     def set_epoch(self, epoch: int) -> None:
         r"""Set the epoch here and in the inner sampler; call it with the same value on all ranks.
 
+        A position loaded by :meth:`load_state_dict` survives ``set_epoch`` of its own epoch.
+
         Args:
             epoch: epoch number (an integer).
         """
-        self.epoch = check_int("epoch", epoch)
+        epoch = check_int("epoch", epoch)
+        if epoch != self.epoch:
+            self._pending = self._reading = None
+        self.epoch = epoch
         self.dataset.set_epoch(self.epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        r"""This rank's place in the epoch, with the inner sampler's state: JSON-serialisable.
+
+        The fields are :class:`~distsampling.DistributedSampler`'s (``position``: inner indices
+        the current ``iter()`` handed out), ``sampler_len`` for the dataset length, and
+        ``sampler``: the inner sampler's ``state_dict()``, or ``None`` for an inner epoch that
+        never changes (torch's ``SequentialSampler``, a list). Any other inner sampler cannot be
+        drawn again exactly, and raises.
+        """
+        if callable(getattr(self.sampler, "state_dict", None)):
+            inner = self.sampler.state_dict()  # type: ignore[attr-defined]
+        elif isinstance(self.sampler, (SequentialSampler, list, tuple, range)):
+            inner = None  # the same epoch every time: nothing to save
+        else:
+            raise TypeError(
+                "DistributedSamplerWrapper can save its position only if its epoch can be drawn "
+                "again: the inner sampler needs state_dict()/load_state_dict() (this project's "
+                "samplers have them) or a fixed order (SequentialSampler, a list), but got "
+                f"sampler={self.sampler!r} of type {type(self.sampler).__name__}"
+            )
+        start, position = _where(self._pending, self._reading)
+        return {
+            "kind": type(self).__name__,
+            "version": 1,
+            "sampler_len": len(self.dataset),
+            "shuffle": self.shuffle,
+            "seed": self.seed,
+            "drop_last": self.drop_last,
+            "epoch": self.epoch,
+            "num_replicas": self.num_replicas,
+            "start": start,
+            "position": position,
+            "sampler": inner,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        r"""Resume where ``state`` was taken, on any number of ranks (as DistributedSampler does).
+
+        Args:
+            state: a :meth:`state_dict` of a wrapper with the same inner sampler, seed and flags.
+        """
+        must_match = {"shuffle": self.shuffle, "seed": self.seed, "drop_last": self.drop_last}
+        required = ("sampler_len", "sampler", *_POSITION_FIELDS)
+        state = check_state(state, type(self).__name__, 1, must_match, required=required)
+        self.set_epoch(check_int("epoch", state["epoch"]))
+        if state["sampler"] is not None:  # the inner epoch is drawn again from its state
+            if not callable(getattr(self.sampler, "load_state_dict", None)):
+                raise TypeError(
+                    f"state holds an inner sampler state, but sampler={self.sampler!r} has no "
+                    "load_state_dict(): build the wrapper around the same kind of sampler"
+                )
+            self.sampler.load_state_dict(state["sampler"])  # type: ignore[attr-defined]
+            self.dataset.set_epoch(self.epoch)  # drop any kept draw: it is drawn anew
+        n = len(self.dataset)
+        if state["sampler_len"] != n:
+            raise ValueError(
+                f"state does not match this sampler: sampler_len was {state['sampler_len']!r} "
+                f"when saved, but is {n} now"
+            )
+        self._pending = _resume_point(state, n, self.num_replicas, self.drop_last)
+        self._reading = None

@@ -1,0 +1,520 @@
+"""Resume anywhere, on any number of ranks: state_dict()/load_state_dict() of every sampler.
+
+The properties: a run interrupted after ``k`` items and resumed from its state reads exactly
+the uninterrupted epoch (and the next ones); the state survives JSON and a fresh process; a
+state taken on ``W1`` ranks after each read ``m`` samples, loaded on ``W2`` ranks, reads every
+sample of the epoch exactly once over the whole epoch beyond torch-style padding, with equal
+counts per new rank; torchdata's StatefulDataLoader resumes through them; bad states are refused
+with errors that name the field. The gloo tests (2 -> 3 and 3 -> 2 ranks) are at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from torch.utils.data import RandomSampler
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+from distsampling import (
+    BatchSampler,
+    DistributedSampler,
+    DistributedSamplerWrapper,
+    GroupedBatchSampler,
+    IterationBasedBatchSampler,
+    SequentialWindowedDataset,
+    UnpaddedDistributedSampler,
+    WeightedBalanceClassSampler,
+    rank_positions,
+    resumed_positions,
+    run_world,
+)
+from strategies import (
+    elastic_kinds,
+    elastic_world_sizes,
+    epochs,
+    flags,
+    ranks_for,
+    resumable_kinds,
+    seeds,
+    stop_points,
+    world_sizes,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+# torchdata 0.11 calls a torch function that torch 2.13 deprecates: not ours to fix
+pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated:UserWarning")
+TESTS = str(Path(__file__).parent)
+LABELS = [0] * 7 + [1] * 3 + [2] * 2  # 12 samples in 3 classes, for the weighted sampler
+
+
+class WindowedReading:
+    """A loop over windows: DistributedSampler picks window numbers, the dataset maps them to
+    window starts; epoch and state go to both (what a training loop saves)."""
+
+    def __init__(self, n: int, world: int, rank: int, seed: int, drop_last: bool) -> None:
+        self.dataset = SequentialWindowedDataset(max(n, 1) * 3, window=3, seed=abs(seed))
+        self.sampler = DistributedSampler(self.dataset, world, rank, seed=seed, drop_last=drop_last)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.dataset.set_epoch(epoch)
+        self.sampler.set_epoch(epoch)
+
+    def __iter__(self):
+        return map(self.dataset.__getitem__, self.sampler)
+
+    def state_dict(self) -> dict:
+        return {"sampler": self.sampler.state_dict(), "dataset": self.dataset.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.dataset.load_state_dict(state["dataset"])
+        self.sampler.load_state_dict(state["sampler"])
+
+
+def build(kind: str, world: int, rank: int, p: dict) -> Any:
+    """A sampler of ``kind`` for ``rank`` of ``world``, built alike on every call."""
+    n, seed, drop_last = p["n"], p["seed"], p["drop_last"]
+
+    def distributed() -> DistributedSampler:
+        return DistributedSampler(range(n), world, rank, p["shuffle"], seed, drop_last)
+
+    if kind == "DistributedSampler":
+        return distributed()
+    if kind == "UnpaddedDistributedSampler":
+        return UnpaddedDistributedSampler(range(n), world, rank, p["shuffle"], seed)
+    if kind == "DistributedSamplerWrapper(WeightedBalanceClassSampler)":
+        inner = WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=n, seed=seed)
+        return DistributedSamplerWrapper(inner, world, rank, p["shuffle"], seed, drop_last)
+    if kind == "DistributedSamplerWrapper(list)":
+        inner = [(7 * i) % 11 for i in range(n)]  # a fixed inner epoch, repeats included
+        return DistributedSamplerWrapper(inner, world, rank, p["shuffle"], seed, drop_last)
+    if kind == "WeightedBalanceClassSampler":
+        return WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=n, seed=seed)
+    if kind == "BatchSampler(DistributedSampler)":
+        return BatchSampler(distributed(), p["batch_size"], drop_last)
+    if kind == "GroupedBatchSampler(DistributedSampler)":
+        return GroupedBatchSampler(distributed(), [i % 3 for i in range(n)], p["batch_size"])
+    if kind == "IterationBasedBatchSampler(BatchSampler(DistributedSampler))":
+        return IterationBasedBatchSampler(BatchSampler(distributed(), p["batch_size"], False), 7)
+    if kind == "DistributedSampler(SequentialWindowedDataset)":
+        return WindowedReading(n, world, rank, seed, drop_last)
+    raise AssertionError(kind)
+
+
+def set_epoch(sampler: Any, epoch: int) -> None:
+    """The epoch goes where a training loop sends it (a batch sampler: the sampler inside)."""
+    if hasattr(sampler, "set_epoch"):
+        sampler.set_epoch(epoch)
+    elif hasattr(getattr(sampler, "sampler", None), "set_epoch"):
+        sampler.sampler.set_epoch(epoch)
+
+
+def take(sampler: Any, k: int) -> list:
+    """The first ``k`` items of a new ``iter()``: what a loop read before it was interrupted."""
+    it = iter(sampler)
+    return [next(it) for _ in range(k)]
+
+
+def flat(items: list) -> list[int]:
+    return [i for b in items for i in b] if items and isinstance(items[0], list) else list(items)
+
+
+def roundtrip(state: dict) -> dict:
+    return json.loads(json.dumps(state))
+
+
+@st.composite
+def params(draw: st.DrawFn) -> dict:
+    """The arguments every kind is built from."""
+    return {
+        "n": draw(st.integers(min_value=0, max_value=40)),
+        "seed": draw(seeds),
+        "shuffle": draw(flags),
+        "drop_last": draw(flags),
+        "batch_size": draw(st.integers(min_value=1, max_value=5)),
+    }
+
+
+# --- resume == uninterrupted -------------------------------------------------------------------
+
+
+@given(kind=resumable_kinds, p=params(), world=world_sizes, epoch=epochs, data=st.data())
+def test_first_k_then_the_resumed_rest_is_the_uninterrupted_epoch(kind, p, world, epoch, data):
+    """Invariant: for every sampler, epoch and stop point k (0, the end, mid-batch included),
+    first k + the rest read after load_state_dict(json round trip) == the uninterrupted epoch,
+    element for element; the next epoch is the uninterrupted next epoch too."""
+    rank = data.draw(ranks_for(world))
+    if kind == "IterationBasedBatchSampler(BatchSampler(DistributedSampler))" and p["n"] < world:
+        p["n"] = world  # a rank with no sample can never reach num_iterations (tested elsewhere)
+    if kind == "WeightedBalanceClassSampler":
+        world, rank = 1, 0
+    uninterrupted = build(kind, world, rank, p)
+    set_epoch(uninterrupted, epoch)
+    idx_epoch = list(uninterrupted)
+    set_epoch(uninterrupted, epoch + 1)
+    idx_next = list(uninterrupted)
+
+    k = data.draw(stop_points(len(idx_epoch)), label="k")
+    interrupted = build(kind, world, rank, p)
+    set_epoch(interrupted, epoch)
+    first = take(interrupted, k)
+    state = roundtrip(interrupted.state_dict())
+
+    resumed = build(kind, world, rank, p)
+    resumed.load_state_dict(state)
+    set_epoch(resumed, epoch)  # as a training loop does on resume: the position survives it
+    idx_resumed = first + list(resumed)
+    set_epoch(resumed, epoch + 1)
+    assert idx_resumed == idx_epoch
+    if not kind.startswith("IterationBased"):  # one run, no next epoch: it keeps start_iter
+        assert list(resumed) == idx_next
+
+
+@given(kind=resumable_kinds, p=params(), epoch=epochs)
+def test_epoch_order_is_what_iter_yields_and_consumes_nothing(kind, p, epoch):
+    """Invariant: epoch_order().tolist() == list(sampler), and calling it changes nothing that
+    iter() yields afterwards (no generator advanced, no position consumed)."""
+    sampler = build(kind, 3, 1, p)
+    if not hasattr(sampler, "epoch_order"):
+        sampler = getattr(sampler, "sampler", None)  # a batch sampler: the sampler inside
+    if not hasattr(sampler, "epoch_order"):
+        return  # the windowed reading and the iteration sampler: no single index tensor
+    set_epoch(sampler, epoch)
+    order = sampler.epoch_order().tolist()
+    assert sampler.epoch_order().tolist() == order
+    assert list(sampler) == order
+
+
+@given(n=st.integers(0, 60), world=world_sizes, seed=seeds, epoch=epochs, drop_last=flags)
+def test_resuming_at_zero_is_torchs_split(n, world, seed, epoch, drop_last):
+    """Invariant: resumed_positions at start 0 are rank_positions' positions, for every rank."""
+    for rank in range(world):
+        idx_ours = resumed_positions(n, world, rank, 0, drop_last=drop_last).tolist()
+        idx_torch = rank_positions(n, world, rank, shuffle=False, drop_last=drop_last).tolist()
+        assert idx_ours == idx_torch
+
+
+def test_the_rank_check_over_a_wrapped_random_sampler_epoch_order_draws_once():
+    """Invariant: epoch_order() of a wrapper over a seeded RandomSampler reads the draw that
+    iter() then yields: calling it leaves the training order as it was."""
+
+    def wrapper() -> DistributedSamplerWrapper:
+        return DistributedSamplerWrapper(
+            RandomSampler(range(20), generator=torch.Generator().manual_seed(3)), 2, 0
+        )
+
+    plain, looked_at = wrapper(), wrapper()
+    looked_at.epoch_order()
+    assert list(looked_at) == list(plain)
+
+
+# --- elastic -----------------------------------------------------------------------------------
+
+
+@given(
+    kind=elastic_kinds, p=params(), w1=elastic_world_sizes, w2=elastic_world_sizes, data=st.data()
+)
+def test_an_elastic_resume_reads_every_sample_of_the_epoch_once_beyond_padding(
+    kind, p, w1, w2, data
+):
+    """Invariant: W1 ranks each read m items, rank 0's state is loaded on W2 ranks; over the
+    whole epoch the reads are the epoch's stream order[p % N] for p < total (each sample once,
+    the only repeats are padding, the head of the order); every new rank reads the same count
+    (padded kinds), and N - W2 < total < N + max(W1, W2) bounds padding and drop_last's cut."""
+    epoch = data.draw(epochs, label="epoch")
+    one = build(kind, 1, 0, {**p, "drop_last": False})
+    set_epoch(one, epoch)
+    order = flat(list(one))  # the epoch's order, unpadded: what one rank would read
+    n = len(order)
+
+    firsts = []
+    for rank in range(w1):
+        s = build(kind, w1, rank, p)
+        set_epoch(s, epoch)
+        firsts.append(list(s))
+    unpadded = kind == "UnpaddedDistributedSampler"
+    # lockstep: every rank read m items (unpadded ranks differ by one at the end)
+    m = data.draw(st.integers(0, min(map(len, firsts))), label="m")
+    before, state = [], None
+    for rank in range(w1):
+        s = build(kind, w1, rank, p)
+        set_epoch(s, epoch)
+        before += flat(take(s, m))
+        if rank == 0:
+            state = roundtrip(s.state_dict())
+    after = []
+    for rank in range(w2):
+        s = build(kind, w2, rank, p)
+        s.load_state_dict(state)
+        set_epoch(s, epoch)
+        after.append(flat(list(s)))
+    counts = {len(a) for a in after}
+    total = len(before) + sum(map(len, after))
+    if unpadded:
+        assert sorted(before + [i for a in after for i in a]) == sorted(order)
+        assert max(counts, default=0) - min(counts, default=0) <= 1
+        return
+    assert len(counts) <= 1  # equal per-rank counts after the resume
+    stream = [order[q % n] for q in range(total)] if n else []
+    assert Counter(before + [i for a in after for i in a]) == Counter(stream)
+    if p["drop_last"]:
+        assert n - max(w1, w2) < total <= n
+    else:
+        assert n <= total < n + max(w1, w2)
+
+
+# --- torchdata's StatefulDataLoader, and a plain DataLoader ---------------------------------
+
+
+def _loader(how: str, workers: int, epoch: int) -> StatefulDataLoader:
+    sampler = DistributedSampler(range(23), num_replicas=2, rank=1, seed=4)
+    sampler.set_epoch(epoch)
+    if how == "sampler":
+        return StatefulDataLoader(
+            list(range(23)), batch_size=3, sampler=sampler, num_workers=workers
+        )
+    if how == "batch_sampler":
+        batches = BatchSampler(sampler, 3, drop_last=False)
+    else:  # grouped batches (two groups): a batch sampler that counts batches, not samples
+        batches = GroupedBatchSampler(sampler, [i % 2 for i in range(23)], 3)
+    return StatefulDataLoader(list(range(23)), batch_sampler=batches, num_workers=workers)
+
+
+def _epoch_of(loader: StatefulDataLoader, epoch: int) -> list[list[int]]:
+    sampler = loader.sampler if loader.batch_sampler is None else loader.batch_sampler.sampler
+    sampler.set_epoch(epoch)
+    return [b.tolist() for b in loader]
+
+
+@pytest.mark.parametrize("k", [0, 1, 3, 4])
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("how", ["sampler", "batch_sampler", "grouped"])
+def test_stateful_dataloader_resumes_with_exactly_the_remaining_batches(how, workers, k):
+    """Invariant: StatefulDataLoader's state after k batches (it snapshots the sampler's
+    state_dict when it hands out each batch's indices, so worker prefetch does not count),
+    loaded into a new loader, gives the uninterrupted batches k.. and then the next epoch."""
+    idx_epoch = _epoch_of(_loader(how, workers, 2), 2)
+    idx_next = _epoch_of(_loader(how, workers, 3), 3)
+    assert len(idx_epoch) == 4
+
+    interrupted = _loader(how, workers, 2)
+    it = iter(interrupted)
+    first = [next(it).tolist() for _ in range(k)]
+    state = interrupted.state_dict()
+    del it
+
+    resumed = _loader(how, workers, 0)  # a new run: its epoch comes from the state
+    resumed.load_state_dict(state)
+    assert first + [b.tolist() for b in resumed] == idx_epoch
+    assert _epoch_of(resumed, 3) == idx_next
+
+
+def test_the_plain_dataloader_pattern_resumes_exactly_despite_prefetching():
+    """Invariant: with a plain DataLoader and 2 workers (which prefetch ahead of the loop),
+    state_dict(consumed=batches_done * batch_size) resumes at the loop's batch, not the workers'."""
+    from torch.utils.data import DataLoader
+
+    def loader(sampler: DistributedSampler) -> DataLoader:
+        return DataLoader(list(range(40)), batch_size=4, sampler=sampler, num_workers=2)
+
+    sampler = DistributedSampler(range(40), 2, 0, seed=1)
+    sampler.set_epoch(5)
+    idx_epoch = [b.tolist() for b in loader(sampler)]
+    first = []
+    for b in loader(sampler):
+        first.append(b.tolist())
+        if len(first) == 2:
+            state = sampler.state_dict(consumed=len(first) * 4)
+            break
+    resumed = DistributedSampler(range(40), 2, 0, seed=1)
+    resumed.load_state_dict(roundtrip(state))
+    resumed.set_epoch(5)
+    assert first + [b.tolist() for b in loader(resumed)] == idx_epoch
+
+
+# --- JSON and a fresh process --------------------------------------------------------------
+
+FRESH = """
+import json, sys
+from distsampling import DistributedSampler, DistributedSamplerWrapper, WeightedBalanceClassSampler
+state = json.loads(sys.argv[1])
+inner = WeightedBalanceClassSampler([0] * 7 + [1] * 3 + [2] * 2, [1, 2, 3], length=30, seed=9)
+s = DistributedSamplerWrapper(inner, num_replicas=3, rank=2, seed=9)
+s.load_state_dict(state)
+print(json.dumps(list(s)))
+"""
+
+
+def test_the_state_survives_json_and_a_fresh_process():
+    """Invariant: a state written as JSON resumes in a fresh interpreter (other global RNG state,
+    nothing shared) at exactly the rest of the epoch."""
+    inner = WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=30, seed=9)
+    s = DistributedSamplerWrapper(inner, num_replicas=3, rank=2, seed=9)
+    s.set_epoch(4)
+    idx_epoch = list(s)
+    first = take(s, 4)
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH, json.dumps(s.state_dict())],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    assert first + json.loads(out.stdout) == idx_epoch
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+def _state(kind: str = "DistributedSampler") -> dict:
+    s = build(
+        kind, 2, 0, {"n": 10, "seed": 0, "shuffle": True, "drop_last": False, "batch_size": 2}
+    )
+    take(s, 2)
+    return s.state_dict()
+
+
+def _fresh(**kw: Any) -> DistributedSampler:
+    return DistributedSampler(range(kw.get("n", 10)), 2, 0, seed=kw.get("seed", 0))
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "match"),
+    [
+        (
+            {"kind": "UnpaddedDistributedSampler"},
+            ValueError,
+            "kind was 'UnpaddedDistributedSampler'",
+        ),
+        ({"version": 2}, ValueError, "format version=2"),
+        ({"seed": 1}, ValueError, "seed was 1 when saved, but is 0 now"),
+        ({"dataset_len": 11}, ValueError, "dataset_len was 11 when saved, but is 10 now"),
+        ({"position": -1}, ValueError, "position=-1"),
+        ({"position": 6}, ValueError, "position=6"),
+        ({"start": 11}, ValueError, "start=11"),
+        ({"start": -2}, ValueError, "start=-2"),
+        ({"num_replicas": 0}, ValueError, "num_replicas=0"),
+        ({"epoch": "1"}, TypeError, "epoch='1'"),
+    ],
+)
+def test_a_bad_state_is_refused_naming_the_field(change, error, match):
+    """Invariant: a state from another class, version, seed or length, or with a position out
+    of range, raises an error naming the field, the saved and the current value."""
+    with pytest.raises(error, match=match):
+        _fresh().load_state_dict({**_state(), **change})
+
+
+@pytest.mark.parametrize(
+    "key", ["kind", "version", "seed", "dataset_len", "epoch", "start", "position"]
+)
+def test_a_state_missing_a_key_is_refused_naming_it(key):
+    """Invariant: every field the sampler reads is required, by name."""
+    state = _state()
+    del state[key]
+    with pytest.raises(KeyError, match=repr(key)):
+        _fresh().load_state_dict(state)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "UnpaddedDistributedSampler",
+        "DistributedSamplerWrapper(WeightedBalanceClassSampler)",
+        "WeightedBalanceClassSampler",
+        "BatchSampler(DistributedSampler)",
+        "GroupedBatchSampler(DistributedSampler)",
+        "IterationBasedBatchSampler(BatchSampler(DistributedSampler))",
+    ],
+)
+def test_every_sampler_refuses_another_samplers_state_and_a_negative_position(kind):
+    """Invariant: each sampler checks the kind and its position field."""
+    p = {"n": 10, "seed": 0, "shuffle": True, "drop_last": False, "batch_size": 2}
+    with pytest.raises(ValueError, match="kind was 'DistributedSampler'"):
+        build(kind, 2, 0, p).load_state_dict(_state())
+    state = _state(kind)
+    field = "iteration" if "Iteration" in kind else "position"
+    holder = state["sampler"] if kind.startswith("BatchSampler") else state
+    holder[field] = -1
+    with pytest.raises(ValueError, match=f"{field}=-1"):
+        build(kind, 2, 0, p).load_state_dict(state)
+
+
+def test_the_windowed_dataset_refuses_another_seed():
+    """Invariant: SequentialWindowedDataset's state names its seed when it does not match."""
+    state = SequentialWindowedDataset(30, 3, seed=1).state_dict()
+    with pytest.raises(ValueError, match="seed was 1 when saved, but is 2 now"):
+        SequentialWindowedDataset(30, 3, seed=2).load_state_dict(state)
+
+
+def test_grouped_and_iteration_samplers_refuse_another_world_mid_pass():
+    """Invariant: a grouped pass or an iteration count cannot be split over another world: the
+    error says what is supported (same world, or a grouped pass boundary)."""
+    p = {"n": 20, "seed": 0, "shuffle": True, "drop_last": False, "batch_size": 2}
+    grouped = build("GroupedBatchSampler(DistributedSampler)", 2, 0, p)
+    take(grouped, 2)
+    with pytest.raises(ValueError, match="resumes mid-pass only on the number of ranks"):
+        build("GroupedBatchSampler(DistributedSampler)", 3, 0, p).load_state_dict(
+            grouped.state_dict()
+        )
+    at_start = build("GroupedBatchSampler(DistributedSampler)", 2, 0, p).state_dict()
+    build("GroupedBatchSampler(DistributedSampler)", 3, 0, p).load_state_dict(at_start)
+    iteration = build("IterationBasedBatchSampler(BatchSampler(DistributedSampler))", 2, 0, p)
+    with pytest.raises(ValueError, match="num_replicas was 2 when saved, but is 3 now"):
+        build(
+            "IterationBasedBatchSampler(BatchSampler(DistributedSampler))", 3, 0, p
+        ).load_state_dict(iteration.state_dict())
+
+
+def test_samplers_that_cannot_be_drawn_again_refuse_to_save():
+    """Invariant: a position that could not be resumed exactly is never written."""
+    wrapper = DistributedSamplerWrapper(RandomSampler(range(5)), 2, 0)
+    with pytest.raises(TypeError, match="inner sampler needs state_dict"):
+        wrapper.state_dict()
+    with pytest.raises(TypeError, match="through its sampler's state_dict"):
+        BatchSampler([1, 2, 3], 2, False).state_dict()
+    with pytest.raises(TypeError, match="state should be a dict"):
+        _fresh().load_state_dict([("position", 1)])
+
+
+def test_consumed_beyond_what_was_handed_out_is_refused():
+    """Invariant: state_dict(consumed=...) cannot claim samples the iterator never gave out."""
+    s = _fresh()
+    take(s, 3)
+    assert s.state_dict(consumed=2)["position"] == 2
+    with pytest.raises(ValueError, match="consumed=4"):
+        s.state_dict(consumed=4)
+
+
+# --- real distribution: 2 -> 3 and 3 -> 2 ranks over gloo --------------------------------------
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize(("w1", "w2"), [(2, 3), (3, 2)])
+def test_a_real_group_resumed_on_another_world_reads_each_sample_once(w1, w2, tmp_path):
+    """Invariant: W1 real ranks read k batches and save; W2 real ranks load rank 0's state and
+    read the rest; every index of the epoch is read exactly once, repeats are only padding
+    (fewer than W2), and every new rank read the same number."""
+    path = str(tmp_path / "state.json")
+    n, seed, epoch, steps, batch = 50, 7, 3, 2, 4
+    before = run_world("resume_worlds:read_then_save", w1, n, seed, epoch, steps, batch, path,
+                       timeout=180, pythonpath=[TESTS])[0]  # fmt: skip
+    after = run_world("resume_worlds:resume_and_read", w2, n, seed, path, batch,
+                      timeout=180, pythonpath=[TESTS])[0]  # fmt: skip
+    assert [len(b) for b in before] == [steps * batch] * w1
+    assert len({len(a) for a in after}) == 1
+    reads = Counter([i for b in before for i in b] + [i for a in after for i in a])
+    assert set(reads) == set(range(n))
+    assert sum(reads.values()) - n < w2
+    order = rank_positions(n, 1, 0, seed=seed, epoch=epoch).tolist()
+    padding = [order[q % n] for q in range(n, sum(reads.values()))]
+    assert reads == Counter(order) + Counter(padding)
