@@ -134,3 +134,41 @@ sample_shapes = st.sampled_from([(), (3,), (2, 3)])
 epoch_batch_counts = st.lists(st.integers(min_value=0, max_value=6), min_size=0, max_size=4)
 #: how many batches before an epoch's end the next loader starts
 leads = st.integers(min_value=1, max_value=4)
+
+
+# detection and metric-learning samplers: infinite streams, repeat factors, inference shards,
+# class-balanced batches
+#: dataset lengths of an endless stream: at least one sample
+stream_lengths = st.integers(min_value=1, max_value=40)
+#: how many indices a test reads from one rank's endless stream (several passes' worth)
+stream_reads = st.integers(min_value=0, max_value=120)
+#: one image's repeat factor: whole numbers (0 included) and fractions, up to 4 copies per pass
+repeat_factor_values = st.one_of(
+    st.integers(min_value=0, max_value=4).map(float),
+    st.floats(min_value=0.0, max_value=4.0, allow_nan=False, width=32),
+)
+#: per-image repeat factors with at least one positive factor (else every pass is empty)
+repeat_factor_lists = st.lists(repeat_factor_values, min_size=1, max_size=30).filter(
+    lambda f: max(f) > 0
+)
+#: per image, the categories it contains: few category ids so that some are rare, some common
+image_category_lists = st.lists(
+    st.lists(st.integers(min_value=0, max_value=6), max_size=4), min_size=1, max_size=40
+)
+#: LVIS's frequency threshold t (0 included: no repeats)
+repeat_thresholds = st.one_of(st.just(0.0), st.floats(min_value=1e-4, max_value=1.0))
+
+
+@st.composite
+def balanced_batch_args(draw: st.DrawFn) -> dict:
+    """Arguments of ``BatchBalanceClassSampler``: shuffled labels (some classes smaller than K),
+    P classes per batch (at most the classes there are), K samples per class, batches per rank."""
+    classes = sorted(draw(label_sets))
+    sizes = draw(st.lists(st.integers(1, 9), min_size=len(classes), max_size=len(classes)))
+    labels = draw(st.permutations([c for c, n in zip(classes, sizes) for _ in range(n)]))
+    return {
+        "labels": labels,
+        "num_classes": draw(st.integers(1, len(classes))),
+        "num_samples": draw(st.integers(1, 5)),
+        "num_batches": draw(st.integers(1, 6)),
+    }
