@@ -143,13 +143,14 @@ stream_lengths = st.integers(min_value=1, max_value=40)
 #: how many indices a test reads from one rank's endless stream (several passes' worth)
 stream_reads = st.integers(min_value=0, max_value=120)
 #: one image's repeat factor: whole numbers (0 included) and fractions, up to 4 copies per pass
+#: (float32 values, as detectron2's factors are; none tiny, which would make most passes empty)
 repeat_factor_values = st.one_of(
     st.integers(min_value=0, max_value=4).map(float),
-    st.floats(min_value=0.0, max_value=4.0, allow_nan=False, width=32),
+    st.floats(min_value=0.0625, max_value=4.0, width=32),
 )
-#: per-image repeat factors with at least one positive factor (else every pass is empty)
+#: per-image repeat factors, adding up to at least one copy per pass on average
 repeat_factor_lists = st.lists(repeat_factor_values, min_size=1, max_size=30).filter(
-    lambda f: max(f) > 0
+    lambda f: sum(f) >= 1
 )
 #: per image, the categories it contains: few category ids so that some are rare, some common
 image_category_lists = st.lists(
