@@ -58,7 +58,9 @@ def test_the_ranks_together_read_the_one_rank_stream_each_pass_a_permutation(n, 
         for r in range(W)
     ]
     interleaved = [per_rank[p % W][p // W] for p in range(k * W)]
-    assert interleaved == list(islice(InfiniteSampler(range(n), 1, 0, args["shuffle"], args["seed"]), k * W))
+    assert interleaved == list(
+        islice(InfiniteSampler(range(n), 1, 0, args["shuffle"], args["seed"]), k * W)
+    )
     for start in range(0, len(interleaved) - n + 1, n):
         assert sorted(interleaved[start : start + n]) == list(range(n))
 
@@ -137,7 +139,7 @@ def test_a_dataloader_reads_batches_of_the_stream():
         range(5), batch_size=3, sampler=InfiniteSampler(range(5), 2, 1, seed=4)
     )
     batches = [b.tolist() for b in islice(loader, 4)]
-    assert sum(batches, []) == stream_torch(5, True, 4, 24)[1::2]
+    assert [i for b in batches for i in b] == stream_torch(5, True, 4, 24)[1::2]
 
 
 def test_index_exact_against_mmengines_infinite_sampler():
@@ -166,11 +168,19 @@ def test_index_exact_against_mmengines_infinite_sampler():
         ({"dataset": []}, ValueError, r"at least one sample .* but got len\(dataset\)=0"),
         ({"dataset": 5}, TypeError, r"dataset should have __len__.*but got dataset=5"),
         ({"shuffle": 1}, TypeError, r"shuffle should be a boolean value, but got shuffle=1$"),
-        ({"seed": 2**64}, ValueError, r"seed should be in the interval .* but got seed=18446744073709551616$"),
+        (
+            {"seed": 2**64},
+            ValueError,
+            r"seed should be in the interval .* but got seed=18446744073709551616$",
+        ),
         ({"seed": 1.5}, TypeError, r"seed should be an integer, but got seed=1.5"),
         ({"rank": 2}, ValueError, r"rank should be in the interval \[0, 1\], but got rank=2$"),
         ({"num_replicas": 0}, ValueError, r"num_replicas should be >= 1, but got num_replicas=0$"),
-        ({"seed": None}, ValueError, r"seed=None draws one seed on rank 0 .* num_replicas=2 without a process group"),
+        (
+            {"seed": None},
+            ValueError,
+            r"seed=None draws one seed on rank 0 .* num_replicas=2 without a process group",
+        ),
     ],
 )
 def test_bad_arguments_are_rejected_naming_the_value(kwargs, error, message):
@@ -190,7 +200,11 @@ def _saved(**change):
 @pytest.mark.parametrize(
     ("state", "error", "message"),
     [
-        (_saved(kind="DistributedSampler"), ValueError, r"kind was 'DistributedSampler' when saved"),
+        (
+            _saved(kind="DistributedSampler"),
+            ValueError,
+            r"kind was 'DistributedSampler' when saved",
+        ),
         (_saved(version=2), ValueError, r"format version=2"),
         (_saved(size=7), ValueError, r"size was 7 when saved, but is 6 now"),
         (_saved(seed=4), ValueError, r"seed was 4 when saved, but is 3 now"),
@@ -199,9 +213,21 @@ def _saved(**change):
         (_saved(num_replicas=3), ValueError, r"num_replicas was 3 when saved, but is 2 now"),
         (_saved(position=-1), ValueError, r"position should be >= 0, but got position=-1$"),
         (_saved(position="8"), TypeError, r"position should be an integer, but got position='8'"),
-        (_saved(pass_start=18, **{"pass": 3}), ValueError, r"pass_start should be <= .* = 17\), but got pass_start=18$"),
-        (_saved(pass_start=7), ValueError, r"pass_start should be pass \* 6 = 12 .* but got pass_start=7$"),
-        (_saved(generator="abc"), ValueError, r"generator should be the base64 text of a \d+-byte .* but got generator='abc'$"),
+        (
+            _saved(pass_start=18, **{"pass": 3}),
+            ValueError,
+            r"pass_start should be <= .* = 17\), but got pass_start=18$",
+        ),
+        (
+            _saved(pass_start=7),
+            ValueError,
+            r"pass_start should be pass \* 6 = 12 .* but got pass_start=7$",
+        ),
+        (
+            _saved(generator="abc"),
+            ValueError,
+            r"generator should be the base64 text of a \d+-byte .* but got generator='abc'$",
+        ),
         ({"kind": "InfiniteSampler"}, KeyError, r"state has no 'version'"),
         ([1], TypeError, r"state should be a dict from state_dict\(\)"),
     ],

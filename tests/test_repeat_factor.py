@@ -129,14 +129,18 @@ def test_resume_from_a_saved_state_equals_the_uninterrupted_stream(factors, args
     head = list(islice(s, k))
     resumed = RepeatFactorSampler(factors, **args)
     resumed.load_state_dict(json.loads(json.dumps(s.state_dict())))
-    assert head + list(islice(resumed, more)) == list(islice(RepeatFactorSampler(factors, **args), k + more))
+    assert head + list(islice(resumed, more)) == list(
+        islice(RepeatFactorSampler(factors, **args), k + more)
+    )
 
 
 @given(factors=repeat_factor_lists, args=stream_args(), k=stream_reads)
 def test_the_ranks_together_read_the_one_rank_stream(factors, args, k):
     """Invariant: interleaving the W ranks' first k indices gives the one-rank stream's first k * W."""
     W, shuffle, seed = args["num_replicas"], args["shuffle"], args["seed"]
-    per_rank = [list(islice(RepeatFactorSampler(factors, W, r, shuffle, seed), k)) for r in range(W)]
+    per_rank = [
+        list(islice(RepeatFactorSampler(factors, W, r, shuffle, seed), k)) for r in range(W)
+    ]
     interleaved = [per_rank[p % W][p // W] for p in range(k * W)]
     assert interleaved == list(islice(RepeatFactorSampler(factors, 1, 0, shuffle, seed), k * W))
 
@@ -206,11 +210,26 @@ def test_bad_factors_are_rejected_naming_the_value(factors, error, message):
 @pytest.mark.parametrize(
     ("images", "t", "error", "message"),
     [
-        ([[1]], -0.1, ValueError, r"repeat_thresh should be finite and >= 0, but got repeat_thresh=-0.1$"),
+        (
+            [[1]],
+            -0.1,
+            ValueError,
+            r"repeat_thresh should be finite and >= 0, but got repeat_thresh=-0.1$",
+        ),
         ([[1]], math.nan, ValueError, r"but got repeat_thresh=nan$"),
-        ([[1]], True, TypeError, r"repeat_thresh should be a real number, but got repeat_thresh=True$"),
+        (
+            [[1]],
+            True,
+            TypeError,
+            r"repeat_thresh should be a real number, but got repeat_thresh=True$",
+        ),
         ([[1]], "0.1", TypeError, r"but got repeat_thresh='0.1'$"),
-        ([[1], "cat"], 0.1, TypeError, r"image_categories\[1\] should be a collection of category ids, but got image_categories\[1\]='cat'$"),
+        (
+            [[1], "cat"],
+            0.1,
+            TypeError,
+            r"image_categories\[1\] should be a collection of category ids, but got image_categories\[1\]='cat'$",
+        ),
         ([[1], 3], 0.1, TypeError, r"but got image_categories\[1\]=3$"),
         (iter([[1]]), 0.1, TypeError, r"image_categories should have __len__"),
     ],

@@ -105,13 +105,21 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
         self.num_replicas, self.rank = resolve_world(num_replicas, rank)
         if check_len("labels", labels) == 0:
             raise ValueError(f"labels should have at least one sample, but got labels={labels!r}")
-        arr = labels.detach().cpu().numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
+        arr = (
+            labels.detach().cpu().numpy()
+            if isinstance(labels, torch.Tensor)
+            else np.asarray(labels)
+        )
         if arr.ndim != 1:
-            raise ValueError(f"labels should be 1-D, one label per sample, but got shape {arr.shape}")
+            raise ValueError(
+                f"labels should be 1-D, one label per sample, but got shape {arr.shape}"
+            )
         try:  # codes: (N,) the class number of each sample, classes in sorted order
             classes, codes = np.unique(arr, return_inverse=True)
         except TypeError as err:
-            raise TypeError(f"labels should be mutually sortable, but got labels={labels!r}") from err
+            raise TypeError(
+                f"labels should be mutually sortable, but got labels={labels!r}"
+            ) from err
         codes = torch.from_numpy(codes.reshape(-1).astype(np.int64))  # (N,)
         #: the sorted distinct labels, and how many samples carry each
         self.classes: list[object] = classes.tolist()
@@ -133,7 +141,9 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
                 f"num_replicas) = {len(codes)} // ({self.num_classes} * {self.num_samples} * "
                 f"{self.num_replicas}) = 0, but got num_batches=None: pass num_batches >= 1"
             )
-        self.num_batches = per_epoch if num_batches is None else check_int("num_batches", num_batches, low=1)
+        self.num_batches = (
+            per_epoch if num_batches is None else check_int("num_batches", num_batches, low=1)
+        )
         self.seed = check_int("seed", seed, low=_SEED_LOW, high=_SEED_HIGH)
         self.epoch = 0
         self.position = 0  # batches yielded in the current (or last) iter()
@@ -160,7 +170,10 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
         u_classes = torch.rand(B, P, generator=g, dtype=torch.float64)  # (B, P)
         u_samples = torch.rand(B, P, K, generator=g, dtype=torch.float64)  # (B, P, K)
         # this rank's batches: rows rank, rank + W, ... of the global epoch
-        u_classes, u_samples = u_classes[self.rank :: self.num_replicas], u_samples[self.rank :: self.num_replicas]
+        u_classes, u_samples = (
+            u_classes[self.rank :: self.num_replicas],
+            u_samples[self.rank :: self.num_replicas],
+        )
         b = len(u_classes)
         classes = distinct_draws(torch.full((b,), len(self.classes)), u_classes)  # (b, P)
         n = self._sizes[classes].reshape(-1)  # (b * P,) size of each chosen class
@@ -190,11 +203,19 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
 
     def state_dict(self) -> dict[str, object]:
         r"""The epoch and the batches this rank has read of it: small and JSON-serialisable."""
-        return {"kind": "BatchBalanceClassSampler", "version": 1, "labels": self._digest,
-                "num_classes": self.num_classes, "num_samples": self.num_samples,
-                "num_batches": self.num_batches, "num_replicas": self.num_replicas,
-                "rank": self.rank, "seed": self.seed, "epoch": self.epoch,
-                "position": self.position}  # fmt: skip
+        return {
+            "kind": "BatchBalanceClassSampler",
+            "version": 1,
+            "labels": self._digest,
+            "num_classes": self.num_classes,
+            "num_samples": self.num_samples,
+            "num_batches": self.num_batches,
+            "num_replicas": self.num_replicas,
+            "rank": self.rank,
+            "seed": self.seed,
+            "epoch": self.epoch,
+            "position": self.position,
+        }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         r"""Set the saved epoch; the next ``iter()`` starts at the saved batch (no replay).
@@ -202,9 +223,15 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
         The labels (compared by a digest), ``num_classes``, ``num_samples``, ``num_batches``,
         the world size, the rank and the seed must match.
         """
-        must = {"labels": self._digest, "num_classes": self.num_classes,
-                "num_samples": self.num_samples, "num_batches": self.num_batches,
-                "num_replicas": self.num_replicas, "rank": self.rank, "seed": self.seed}  # fmt: skip
+        must = {
+            "labels": self._digest,
+            "num_classes": self.num_classes,
+            "num_samples": self.num_samples,
+            "num_batches": self.num_batches,
+            "num_replicas": self.num_replicas,
+            "rank": self.rank,
+            "seed": self.seed,
+        }
         check_state(state, "BatchBalanceClassSampler", 1, must)
         epoch = check_int("epoch", state.get("epoch"))
         position = check_int("position", state.get("position"), low=0, high=self.num_batches)

@@ -18,6 +18,7 @@ References:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Sized
 
 from torch.utils.data import Sampler
@@ -68,8 +69,8 @@ class InferenceSampler(Sampler[int]):
         self.dataset = dataset
         self.size = check_len("dataset", dataset)
         self.indices = inference_shard(self.size, self.num_replicas, self.rank)
-        self.position = 0  # indices yielded by the current (or last) iter()
-        self._skip = 0  # where the next iter() starts: 0, or the position a state restored
+        # the iterator the next iter() hands out (fresh), or the one it handed out last
+        self._it, self._fresh = iter(self.indices), True
 
     def __iter__(self) -> Iterator[int]:
         if len(self.dataset) != self.size:
@@ -77,23 +78,34 @@ class InferenceSampler(Sampler[int]):
                 f"len(dataset) changed since this sampler was built from {self.size}, but got "
                 f"len(dataset)={len(self.dataset)}: build a new sampler"
             )
-        self.position, self._skip = self._skip, 0
-        for i in self.indices[self.position :]:
-            self.position += 1  # counted before the yield: exact if the loop stops here
-            yield i
+        if not self._fresh:
+            self._it = iter(self.indices)
+        self._fresh = False
+        return self._it  # a plain range iterator: nothing is counted per index
+
+    @property
+    def position(self) -> int:
+        r"""Indices of this rank's block read so far by the current (or last) ``iter()``."""
+        # a range iterator knows how many indices it has left
+        return len(self.indices) - operator.length_hint(self._it)
 
     def __len__(self) -> int:
         return len(self.indices)
 
     def state_dict(self) -> dict[str, object]:
         r"""How far this rank has read its block: small and JSON-serialisable."""
-        return {"kind": "InferenceSampler", "version": 1, "size": self.size,
-                "num_replicas": self.num_replicas, "rank": self.rank,
-                "position": self.position}  # fmt: skip
+        return {
+            "kind": "InferenceSampler",
+            "version": 1,
+            "size": self.size,
+            "num_replicas": self.num_replicas,
+            "rank": self.rank,
+            "position": self.position,
+        }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         r"""The next ``iter()`` starts at the saved position of this rank's block (no replay)."""
         must = {"size": self.size, "num_replicas": self.num_replicas, "rank": self.rank}
         check_state(state, "InferenceSampler", 1, must)
         position = check_int("position", state.get("position"), low=0, high=len(self.indices))
-        self.position = self._skip = position
+        self._it, self._fresh = iter(self.indices[position:]), True

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import operator
 from collections.abc import Iterator, Sized
 
 import numpy as np
@@ -91,7 +92,15 @@ class _PassStream(Sampler[int]):
     num_replicas: int
     rank: int
     seed: int
-    position: int  # indices this rank has read since the start of the stream
+    # (indices read before the current chunk, its length, the iterator over it)
+    _reading: tuple[int, int, Iterator[int]] = (0, 0, iter(()))
+
+    @property
+    def position(self) -> int:
+        r"""Indices this rank has read since the start of the stream."""
+        # a list iterator knows how many items it has left: nothing is counted per index
+        before, length, it = self._reading
+        return before + length - operator.length_hint(it)
 
     def _draw_pass(self, g: torch.Generator) -> torch.Tensor:
         raise NotImplementedError
@@ -99,7 +108,7 @@ class _PassStream(Sampler[int]):
     def _restart(self) -> None:
         g = torch.Generator()
         g.manual_seed(self.seed)
-        self.position, self._pass, self._pass_start = 0, 0, 0
+        self._reading, self._pass, self._pass_start = (0, 0, iter(())), 0, 0
         self._pass_state = g.get_state()
 
     def __iter__(self) -> Iterator[int]:
@@ -115,9 +124,9 @@ class _PassStream(Sampler[int]):
                 self._pass, self._pass_start, self._pass_state = q, start, state
                 mine = order[want - start :: W]  # (k,) positions want, want + W, ... of pass q
                 for chunk in mine.split(_CHUNK):
-                    for i in chunk.tolist():
-                        self.position += 1  # counted before the yield: exact if stopped here
-                        yield i
+                    values = chunk.tolist()
+                    self._reading = (self.position, len(values), iter(values))
+                    yield from self._reading[2]
             q, start = q + 1, start + len(order)
 
     def _stream_state(self) -> dict[str, object]:
@@ -160,7 +169,8 @@ class _PassStream(Sampler[int]):
                 f"state, but got generator={shown!r}"
             )
         # the seed equals ours (check_state), unless ours was drawn by seed=None: take the saved one
-        self.seed, self.position, self._pass, self._pass_start = seed, position, pass_, start
+        self.seed, self._pass, self._pass_start = seed, pass_, start
+        self._reading = (position, 0, iter(()))
         self._pass_state = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
 
 
@@ -224,8 +234,13 @@ class InfiniteSampler(_PassStream):
         state (base64 text, about 7 KB) at the start of the pass that holds the next one, so a
         resume draws that pass and no earlier one.
         """
-        return {"kind": "InfiniteSampler", "version": 1, "size": self.size,
-                "shuffle": self.shuffle, **self._stream_state()}  # fmt: skip
+        return {
+            "kind": "InfiniteSampler",
+            "version": 1,
+            "size": self.size,
+            "shuffle": self.shuffle,
+            **self._stream_state(),
+        }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         r"""Continue the stream exactly where ``state`` was taken (built alike, on the same rank).

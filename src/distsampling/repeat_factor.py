@@ -61,9 +61,13 @@ def repeat_factors_from_category_frequency(
         [1.0, 1.4142135381698608, 1.0, 1.0]
     """
     if isinstance(repeat_thresh, bool) or not isinstance(repeat_thresh, numbers.Real):
-        raise TypeError(f"repeat_thresh should be a real number, but got repeat_thresh={repeat_thresh!r}")
+        raise TypeError(
+            f"repeat_thresh should be a real number, but got repeat_thresh={repeat_thresh!r}"
+        )
     if not math.isfinite(repeat_thresh) or repeat_thresh < 0:
-        raise ValueError(f"repeat_thresh should be finite and >= 0, but got repeat_thresh={repeat_thresh!r}")
+        raise ValueError(
+            f"repeat_thresh should be finite and >= 0, but got repeat_thresh={repeat_thresh!r}"
+        )
     n = check_len("image_categories", image_categories)
     images = []
     for i, cats in enumerate(image_categories):
@@ -172,9 +176,14 @@ class RepeatFactorSampler(_PassStream):
 
     def state_dict(self) -> dict[str, object]:
         r"""Where this rank is in the stream: small and JSON-serialisable (see ``InfiniteSampler``)."""
-        return {"kind": "RepeatFactorSampler", "version": 1, "size": len(self._int_part),
-                "shuffle": self.shuffle, "repeat_factors": self._digest,
-                **self._stream_state()}  # fmt: skip
+        return {
+            "kind": "RepeatFactorSampler",
+            "version": 1,
+            "size": len(self._int_part),
+            "shuffle": self.shuffle,
+            "repeat_factors": self._digest,
+            **self._stream_state(),
+        }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         r"""Continue the stream exactly where ``state`` was taken (built alike, on the same rank).
@@ -182,8 +191,12 @@ class RepeatFactorSampler(_PassStream):
         The factors (compared by a digest), their number, ``shuffle``, the world size, the rank
         and the seed must match; a sampler built with ``seed=None`` takes the saved seed.
         """
-        must = {"size": len(self._int_part), "shuffle": self.shuffle,
-                "repeat_factors": self._digest, "num_replicas": self.num_replicas,
-                "rank": self.rank} | ({} if self._seed_drawn else {"seed": self.seed})  # fmt: skip
+        must = {
+            "size": len(self._int_part),
+            "shuffle": self.shuffle,
+            "repeat_factors": self._digest,
+            "num_replicas": self.num_replicas,
+            "rank": self.rank,
+        } | ({} if self._seed_drawn else {"seed": self.seed})
         check_state(state, "RepeatFactorSampler", 1, must)
         self._load_stream(state)
