@@ -240,3 +240,26 @@ def test_a_bad_state_is_rejected_naming_the_field(state, error, message):
     with pytest.raises(error, match=message):
         s.load_state_dict(state)
     assert s.state_dict() == before
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_stateful_dataloader_resumes_the_stream_exactly(workers):
+    """Invariant: torchdata's StatefulDataLoader saves and loads the sampler's state: the resumed
+    loader yields exactly the batches the uninterrupted one yields next, with or without workers
+    (which read ahead of the training loop)."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def loader():
+        sampler = InfiniteSampler(range(10), 2, 1, seed=1)
+        return StatefulDataLoader(range(10), batch_size=3, sampler=sampler, num_workers=workers)
+
+    first = loader()
+    batches = iter(first)
+    for _ in range(5):
+        next(batches)
+    state = first.state_dict()
+    expected = [next(batches).tolist() for _ in range(4)]
+    resumed = loader()
+    resumed.load_state_dict(state)
+    assert [b.tolist() for _, b in zip(range(4), resumed)] == expected
+    assert expected == [stream_torch(10, True, 1, 72)[1::2][i : i + 3] for i in range(15, 27, 3)]
