@@ -142,6 +142,12 @@ leads = st.integers(min_value=1, max_value=4)
 stream_lengths = st.integers(min_value=1, max_value=40)
 #: how many indices a test reads from one rank's endless stream (several passes' worth)
 stream_reads = st.integers(min_value=0, max_value=120)
+
+
+#: the arguments of an endless sampler but its data: a world, a rank in it, shuffle, seed
+stream_sampler_args = sampler_args().map(
+    lambda args: {k: v for k, v in args.items() if k != "drop_last"}
+)
 #: one image's repeat factor: whole numbers (0 included) and fractions, up to 4 copies per pass
 #: (float32 values, as detectron2's factors are; none tiny, which would make most passes empty)
 repeat_factor_values = st.one_of(

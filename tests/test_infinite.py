@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distsampling import InfiniteSampler, shared_random_seed
-from strategies import flags, ranks_for, seeds, stream_lengths, stream_reads, world_sizes
+from strategies import stream_lengths, stream_reads, stream_sampler_args
 
 
 def stream_torch(n: int, shuffle: bool, seed: int, length: int) -> list[int]:
@@ -28,18 +28,7 @@ def stream_torch(n: int, shuffle: bool, seed: int, length: int) -> list[int]:
     return out[:length]
 
 
-@st.composite
-def stream_args(draw: st.DrawFn) -> dict:
-    world = draw(world_sizes)
-    return {
-        "num_replicas": world,
-        "rank": draw(ranks_for(world)),
-        "shuffle": draw(flags),
-        "seed": draw(seeds),
-    }
-
-
-@given(n=stream_lengths, args=stream_args(), k=stream_reads)
+@given(n=stream_lengths, args=stream_sampler_args, k=stream_reads)
 def test_each_rank_reads_its_strided_positions_of_the_stream_of_passes(n, args, k):
     """Invariant: rank r's first k indices are positions r, r + W, ... of the global stream."""
     W, r = args["num_replicas"], args["rank"]
@@ -48,7 +37,7 @@ def test_each_rank_reads_its_strided_positions_of_the_stream_of_passes(n, args, 
     assert idx_ours == idx_torch
 
 
-@given(n=stream_lengths, args=stream_args(), k=stream_reads)
+@given(n=stream_lengths, args=stream_sampler_args, k=stream_reads)
 def test_the_ranks_together_read_the_one_rank_stream_each_pass_a_permutation(n, args, k):
     """Invariant: interleaving the W ranks' first k indices gives the one-rank stream's first
     k * W, whose every aligned pass of n is a permutation of range(n) (no padding, no gap)."""
@@ -65,7 +54,7 @@ def test_the_ranks_together_read_the_one_rank_stream_each_pass_a_permutation(n, 
         assert sorted(interleaved[start : start + n]) == list(range(n))
 
 
-@given(n=stream_lengths, args=stream_args(), reads=st.lists(st.integers(0, 30), max_size=5))
+@given(n=stream_lengths, args=stream_sampler_args, reads=st.lists(st.integers(0, 30), max_size=5))
 def test_a_new_iter_continues_where_the_last_one_stopped(n, args, reads):
     """Invariant: reading a, then b, ... indices from fresh iter() calls reads one stream."""
     s = InfiniteSampler(range(n), **args)
@@ -74,7 +63,7 @@ def test_a_new_iter_continues_where_the_last_one_stopped(n, args, reads):
     assert s.position == sum(reads)
 
 
-@given(n=stream_lengths, args=stream_args(), k=stream_reads, more=st.integers(0, 60))
+@given(n=stream_lengths, args=stream_sampler_args, k=stream_reads, more=st.integers(0, 60))
 def test_resume_from_a_saved_state_equals_the_uninterrupted_stream(n, args, k, more):
     """Invariant: save after k indices (through JSON), load into a new sampler: the next indices
     are exactly those the uninterrupted sampler reads next."""
@@ -97,7 +86,7 @@ class CountingPasses(InfiniteSampler):
         return super()._draw_pass(g)
 
 
-@given(n=st.integers(1, 5), args=stream_args(), passes=st.integers(50, 200))
+@given(n=st.integers(1, 5), args=stream_sampler_args, passes=st.integers(50, 200))
 @settings(max_examples=20)
 def test_resume_draws_only_the_passes_from_the_last_one_read_to_the_next_index(n, args, passes):
     """Invariant: resuming many passes in draws at most W // n + 2 passes before its first index

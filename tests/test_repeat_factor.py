@@ -22,12 +22,11 @@ from distsampling import (
 from strategies import (
     flags,
     image_category_lists,
-    ranks_for,
     repeat_factor_lists,
     repeat_thresholds,
     seeds,
     stream_reads,
-    world_sizes,
+    stream_sampler_args,
 )
 
 
@@ -53,21 +52,10 @@ def repeat_stream_torch(factors: torch.Tensor, shuffle: bool, seed: int, length:
     return out[:length]
 
 
-@st.composite
-def stream_args(draw: st.DrawFn) -> dict:
-    world = draw(world_sizes)
-    return {
-        "num_replicas": world,
-        "rank": draw(ranks_for(world)),
-        "shuffle": draw(flags),
-        "seed": draw(seeds),
-    }
-
-
 fractional_factor_lists = repeat_factor_lists.filter(lambda f: any(x != int(x) for x in f))
 
 
-@given(factors=fractional_factor_lists, args=stream_args(), k=stream_reads)
+@given(factors=fractional_factor_lists, args=stream_sampler_args, k=stream_reads)
 def test_each_rank_reads_its_strided_positions_of_detectron2s_stream(factors, args, k):
     """Invariant: with a fractional factor, rank r's first k indices are positions r, r + W, ...
     of detectron2's stream (float32 factors, as its category-frequency function returns)."""
@@ -78,7 +66,7 @@ def test_each_rank_reads_its_strided_positions_of_detectron2s_stream(factors, ar
     assert idx_ours == idx_torch
 
 
-@given(n=st.integers(1, 30), args=stream_args(), k=stream_reads)
+@given(n=st.integers(1, 30), args=stream_sampler_args, k=stream_reads)
 def test_factors_all_one_give_the_infinite_sampler_stream_exactly(n, args, k):
     """Invariant: nothing to round, nothing drawn: the plain endless stream, index for index."""
     idx_ours = list(islice(RepeatFactorSampler([1.0] * n, **args), k))
@@ -121,7 +109,9 @@ def test_the_mean_count_per_pass_tends_to_the_factor(seed):
         assert abs(counts[i] / len(passes) - r) <= 6 * math.sqrt(p * (1 - p) / len(passes))
 
 
-@given(factors=repeat_factor_lists, args=stream_args(), k=stream_reads, more=st.integers(0, 50))
+@given(
+    factors=repeat_factor_lists, args=stream_sampler_args, k=stream_reads, more=st.integers(0, 50)
+)
 def test_resume_from_a_saved_state_equals_the_uninterrupted_stream(factors, args, k, more):
     """Invariant: save after k indices (through JSON), load into a new sampler: the next indices
     are exactly those the uninterrupted sampler reads next."""
@@ -134,7 +124,7 @@ def test_resume_from_a_saved_state_equals_the_uninterrupted_stream(factors, args
     )
 
 
-@given(factors=repeat_factor_lists, args=stream_args(), k=stream_reads)
+@given(factors=repeat_factor_lists, args=stream_sampler_args, k=stream_reads)
 def test_the_ranks_together_read_the_one_rank_stream(factors, args, k):
     """Invariant: interleaving the W ranks' first k indices gives the one-rank stream's first k * W."""
     W, shuffle, seed = args["num_replicas"], args["shuffle"], args["seed"]

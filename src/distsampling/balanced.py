@@ -33,6 +33,8 @@ from ._validate import check_int, check_len, check_state, resolve_world
 
 __all__ = ["BatchBalanceClassSampler", "distinct_draws"]
 
+# the fields of a state that must match on resume (the others are the position)
+_MATCH = ("labels", "num_classes", "num_samples", "num_batches", "num_replicas", "rank", "seed")
 # torch.Generator.manual_seed takes any integer in [-2**63, 2**64 - 1]
 _SEED_LOW, _SEED_HIGH = -(2**63), 2**64 - 1
 
@@ -223,16 +225,8 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
         The labels (compared by a digest), ``num_classes``, ``num_samples``, ``num_batches``,
         the world size, the rank and the seed must match.
         """
-        must = {
-            "labels": self._digest,
-            "num_classes": self.num_classes,
-            "num_samples": self.num_samples,
-            "num_batches": self.num_batches,
-            "num_replicas": self.num_replicas,
-            "rank": self.rank,
-            "seed": self.seed,
-        }
-        check_state(state, "BatchBalanceClassSampler", 1, must)
+        mine = self.state_dict()  # every field but the position must match
+        check_state(state, mine["kind"], mine["version"], {k: mine[k] for k in _MATCH})
         epoch = check_int("epoch", state.get("epoch"))
         position = check_int("position", state.get("position"), low=0, high=self.num_batches)
         self.epoch, self.position, self._skip = epoch, position, position

@@ -27,6 +27,9 @@ from ._validate import check_int, check_len, check_state, resolve_world
 
 __all__ = ["InferenceSampler", "inference_shard"]
 
+# the fields of a state that must match on resume (the other one is the position)
+_MATCH = ("size", "num_replicas", "rank")
+
 
 def inference_shard(n: int, num_replicas: int, rank: int) -> range:
     r"""The contiguous block of ``range(n)`` that ``rank`` reads: the first ``n % W`` get one more.
@@ -105,7 +108,7 @@ class InferenceSampler(Sampler[int]):
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         r"""The next ``iter()`` starts at the saved position of this rank's block (no replay)."""
-        must = {"size": self.size, "num_replicas": self.num_replicas, "rank": self.rank}
-        check_state(state, "InferenceSampler", 1, must)
+        mine = self.state_dict()  # every field but the position must match
+        check_state(state, mine["kind"], mine["version"], {k: mine[k] for k in _MATCH})
         position = check_int("position", state.get("position"), low=0, high=len(self.indices))
         self._it, self._fresh = iter(self.indices[position:]), True

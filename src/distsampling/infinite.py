@@ -92,6 +92,7 @@ class _PassStream(Sampler[int]):
     num_replicas: int
     rank: int
     seed: int
+    _seed_drawn: bool  # the seed came from seed=None: a saved state's seed is taken as it is
     # (indices read before the current chunk, its length, the iterator over it)
     _reading: tuple[int, int, Iterator[int]] = (0, 0, iter(()))
 
@@ -140,8 +141,14 @@ class _PassStream(Sampler[int]):
             "generator": base64.b64encode(self._pass_state.numpy().tobytes()).decode("ascii"),
         }
 
-    def _load_stream(self, state: dict[str, object], pass_length: int | None = None) -> None:
-        """Check the position fields of ``state`` (already through ``check_state``), then load."""
+    def _load_stream(
+        self, state: dict[str, object], match: tuple[str, ...], pass_length: int | None = None
+    ) -> None:
+        """Check ``state``: the ``match`` fields, the world, the rank and the seed (unless ours
+        was drawn by ``seed=None``) equal ours, the position fields in range; then load it."""
+        mine = self.state_dict()
+        match += ("num_replicas", "rank") + (() if self._seed_drawn else ("seed",))
+        check_state(state, mine["kind"], mine["version"], {k: mine[k] for k in match})
         seed = check_int("seed", state["seed"], low=_SEED_LOW, high=_SEED_HIGH)
         position = check_int("position", state.get("position"), low=0)
         pass_ = check_int("pass", state.get("pass"), low=0)
@@ -249,7 +256,4 @@ class InfiniteSampler(_PassStream):
         otherwise the seed must match, as must the dataset length, ``shuffle``, the world size
         and the rank.
         """
-        must = {"size": self.size, "shuffle": self.shuffle, "num_replicas": self.num_replicas}
-        must |= {"rank": self.rank} | ({} if self._seed_drawn else {"seed": self.seed})
-        check_state(state, "InfiniteSampler", 1, must)
-        self._load_stream(state, pass_length=self.size)
+        self._load_stream(state, ("size", "shuffle"), pass_length=self.size)

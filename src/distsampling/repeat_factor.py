@@ -32,7 +32,7 @@ from collections.abc import Hashable, Iterable, Sequence
 import numpy as np
 import torch
 
-from ._validate import check_bool, check_len, check_state, resolve_world
+from ._validate import check_bool, check_len, resolve_world
 from .infinite import _PassStream, _resolve_seed
 
 __all__ = ["RepeatFactorSampler", "repeat_factors_from_category_frequency"]
@@ -191,12 +191,4 @@ class RepeatFactorSampler(_PassStream):
         The factors (compared by a digest), their number, ``shuffle``, the world size, the rank
         and the seed must match; a sampler built with ``seed=None`` takes the saved seed.
         """
-        must = {
-            "size": len(self._int_part),
-            "shuffle": self.shuffle,
-            "repeat_factors": self._digest,
-            "num_replicas": self.num_replicas,
-            "rank": self.rank,
-        } | ({} if self._seed_drawn else {"seed": self.seed})
-        check_state(state, "RepeatFactorSampler", 1, must)
-        self._load_stream(state)
+        self._load_stream(state, ("size", "shuffle", "repeat_factors"))
