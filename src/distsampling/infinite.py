@@ -83,8 +83,9 @@ def _resolve_seed(seed: int | None, num_replicas: int, needed: bool = True) -> t
 class _PassStream(Sampler[int]):
     """The engine: an endless stream of passes drawn from one generator, strided over ranks.
 
-    A subclass sets ``num_replicas``, ``rank``, ``seed`` and ``position`` and defines
-    ``_draw_pass(g) -> 1-D tensor``, the next pass of the global stream drawn from ``g``.
+    A subclass sets ``num_replicas``, ``rank``, ``seed`` and ``_seed_drawn``, calls
+    ``_restart()``, and defines ``_draw_pass(g) -> 1-D tensor``, the next pass of the global
+    stream drawn from ``g``. One live iterator at a time: a new ``iter()`` continues the stream.
     ``_pass``/``_pass_start``/``_pass_state`` name a pass whose start is known: its number, the
     global position of its first index, and the generator's state before it was drawn.
     """
