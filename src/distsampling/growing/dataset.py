@@ -1,7 +1,7 @@
 r"""SnapshotDataset: a map-style dataset over one epoch's :class:`~distsampling.growing.cache.Snapshot`.
 
 Sample ``i`` is row ``i - start`` of the shard whose samples start at ``start``. Shards are
-memory-mapped (:func:`~distsampling.growing.cache.load_shard`): a sample is a byte range of the page
+memory-mapped (:func:`~distsampling.growing.snapshot.load_shard`): a sample is a byte range of the page
 cache, with no decoding and no pickling of sample data.
 
 What crosses a process boundary, with ``num_workers > 0``:
@@ -36,7 +36,7 @@ from torch.utils.data import Dataset, get_worker_info
 from torch.utils.data._utils.collate import default_collate
 
 from .._validate import check_int
-from .snapshot import Snapshot, load_shard
+from .snapshot import Snapshot
 
 __all__ = ["SnapshotDataset", "collate_batch"]
 
@@ -46,7 +46,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
 
     Works with any ``num_workers`` (each process opens its own memory maps), ``pin_memory`` and
     ``persistent_workers``. A shard that is missing, truncated or holds another number of samples
-    than the snapshot lists raises (:class:`~distsampling.growing.cache.CorruptShardError` naming the file)
+    than the snapshot lists raises (:class:`~distsampling.growing.snapshot.CorruptShardError` naming the file)
     when it is first read.
 
     Args:
@@ -87,8 +87,8 @@ class SnapshotDataset(Dataset[torch.Tensor]):
     def _shard(self, k: int) -> tuple[torch.Tensor, memoryview]:
         """Shard ``k`` (``(n_k, *sample_shape)``) over its memory map, opened once per process."""
         if k not in self._maps:
-            path, samples = self.snapshot.shards[k]
-            array = load_shard(path, samples)  # np.memmap, read-only; CorruptShardError if damaged
+            path = self.snapshot.shards[k][0]
+            array = self.snapshot.load(k)  # np.memmap, read-only; CorruptShardError if damaged
             with warnings.catch_warnings():  # torch warns that the map is read-only: only read here
                 warnings.simplefilter("ignore", UserWarning)
                 shard = torch.from_numpy(array)  # no copy: a view of the page cache
