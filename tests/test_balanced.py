@@ -229,7 +229,11 @@ def test_distinct_draws_make_every_subset_equally_likely():
             ValueError,
             r"seed should be in the interval .* but got seed=18446744073709551616$",
         ),
-        ({"rank": 2}, ValueError, r"rank should be in the interval \[0, 1\], but got rank=2$"),
+        (
+            {"rank": 2},
+            ValueError,
+            r"Invalid rank 2, rank should be in the interval \[0, 1\], but got rank=2 for num_replicas=",
+        ),
     ],
 )
 def test_bad_arguments_are_rejected_naming_the_value(kwargs, error, message):

@@ -101,8 +101,16 @@ def test_inference_shard_is_a_range_computed_without_lists():
     ("kwargs", "error", "message"),
     [
         ({"dataset": 5}, TypeError, r"dataset should have __len__.*but got dataset=5"),
-        ({"rank": 3}, ValueError, r"rank should be in the interval \[0, 2\], but got rank=3$"),
-        ({"rank": -1}, ValueError, r"rank should be in the interval \[0, 2\], but got rank=-1$"),
+        (
+            {"rank": 3},
+            ValueError,
+            r"Invalid rank 3, rank should be in the interval \[0, 2\], but got rank=3 for num_replicas=",
+        ),
+        (
+            {"rank": -1},
+            ValueError,
+            r"Invalid rank -1, rank should be in the interval \[0, 2\], but got rank=-1 for num_replicas=",
+        ),
         (
             {"num_replicas": 0, "rank": 0},
             ValueError,
@@ -115,8 +123,8 @@ def test_inference_shard_is_a_range_computed_without_lists():
         ),
         (
             {"num_replicas": None},
-            RuntimeError,
-            r"no process group is initialised .* num_replicas=None",
+            ValueError,
+            r"Default process group has not been initialized.* but got num_replicas=None",
         ),
     ],
 )

@@ -163,7 +163,11 @@ def test_index_exact_against_mmengines_infinite_sampler():
             r"seed should be in the interval .* but got seed=18446744073709551616$",
         ),
         ({"seed": 1.5}, TypeError, r"seed should be an integer, but got seed=1.5"),
-        ({"rank": 2}, ValueError, r"rank should be in the interval \[0, 1\], but got rank=2$"),
+        (
+            {"rank": 2},
+            ValueError,
+            r"Invalid rank 2, rank should be in the interval \[0, 1\], but got rank=2 for num_replicas=",
+        ),
         ({"num_replicas": 0}, ValueError, r"num_replicas should be >= 1, but got num_replicas=0$"),
         (
             {"seed": None},
