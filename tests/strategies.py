@@ -192,3 +192,48 @@ elastic_kinds = st.sampled_from(
 def stop_points(length: int) -> st.SearchStrategy[int]:
     """Where a run is interrupted: 0, the end, and everything between (mid-batch included)."""
     return st.one_of(st.just(0), st.just(length), st.integers(min_value=0, max_value=length))
+
+
+# detection and metric-learning samplers: infinite streams, repeat factors, inference shards,
+# class-balanced batches
+#: dataset lengths of an endless stream: at least one sample
+stream_lengths = st.integers(min_value=1, max_value=40)
+#: how many indices a test reads from one rank's endless stream (several passes' worth)
+stream_reads = st.integers(min_value=0, max_value=120)
+
+
+#: the arguments of an endless sampler but its data: a world, a rank in it, shuffle, seed
+stream_sampler_args = sampler_args().map(
+    lambda args: {k: v for k, v in args.items() if k != "drop_last"}
+)
+#: one image's repeat factor: whole numbers (0 included) and fractions, up to 4 copies per pass
+#: (float32 values, as detectron2's factors are; none tiny, which would make most passes empty)
+repeat_factor_values = st.one_of(
+    st.integers(min_value=0, max_value=4).map(float),
+    st.floats(min_value=0.0625, max_value=4.0, width=32),
+)
+#: per-image repeat factors, adding up to at least one copy per pass on average
+repeat_factor_lists = st.lists(repeat_factor_values, min_size=1, max_size=30).filter(
+    lambda f: sum(f) >= 1
+)
+#: per image, the categories it contains: few category ids so that some are rare, some common
+image_category_lists = st.lists(
+    st.lists(st.integers(min_value=0, max_value=6), max_size=4), min_size=1, max_size=40
+)
+#: LVIS's frequency threshold t (0 included: no repeats)
+repeat_thresholds = st.one_of(st.just(0.0), st.floats(min_value=1e-4, max_value=1.0))
+
+
+@st.composite
+def balanced_batch_args(draw: st.DrawFn) -> dict:
+    """Arguments of ``BatchBalanceClassSampler``: shuffled labels (some classes smaller than K),
+    P classes per batch (at most the classes there are), K samples per class, batches per rank."""
+    classes = sorted(draw(label_sets))
+    sizes = draw(st.lists(st.integers(1, 9), min_size=len(classes), max_size=len(classes)))
+    labels = draw(st.permutations([c for c, n in zip(classes, sizes) for _ in range(n)]))
+    return {
+        "labels": labels,
+        "num_classes": draw(st.integers(1, len(classes))),
+        "num_samples": draw(st.integers(1, 5)),
+        "num_batches": draw(st.integers(1, 6)),
+    }

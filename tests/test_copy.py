@@ -40,6 +40,11 @@ PROPERTY = {
     "make_batch_data_sampler": ("test_pipeline", "test_pass_p_of_every_rank_is_its_torch_share_of_epoch_p_so_ranks_stay_disjoint"),
     "WeightedBalanceClassSampler": ("test_weighted", "test_class_counts_of_an_epoch_are_the_largest_remainder_counts"),
     "DistributedSamplerWrapper": ("test_wrapper", "test_each_rank_reads_torchs_positions_of_the_inner_epoch"),
+    # samplers of detection and metric-learning codebases
+    "InfiniteSampler": ("test_infinite", "test_each_rank_reads_its_strided_positions_of_the_stream_of_passes"),
+    "RepeatFactorSampler": ("test_repeat_factor", "test_each_rank_reads_its_strided_positions_of_detectron2s_stream"),
+    "InferenceSampler": ("test_inference", "test_each_rank_reads_detectron2s_contiguous_block"),
+    "BatchBalanceClassSampler": ("test_balanced", "test_index_exact_against_the_batch_by_batch_definition"),
 }  # fmt: skip
 
 
@@ -58,6 +63,7 @@ def copy_sets() -> list[tuple[str, str, list[str]]]:
 
 
 SAMPLER_TUTORIALS = ["batch", "ddp", "distributed", "pipeline", "weighted", "windowed", "wrapper"]
+SAMPLER_TUTORIALS += ["detection"]
 SETS = copy_sets()
 
 

@@ -8,12 +8,14 @@ bounded by a timeout, and ``run_world`` kills all ranks on failure.
 from __future__ import annotations
 
 from collections import Counter
+from itertools import islice
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import worlds
-from distsampling import run_world
+from distsampling import BatchBalanceClassSampler, InfiniteSampler, RepeatFactorSampler, run_world
 from worlds import (
     EXACT_COVERS,
     FIXED_ITERATIONS,
@@ -212,3 +214,62 @@ def test_worlds_module_lists_every_public_sampler():
         ]
     assert samplers <= covered, f"not run through the harness: {samplers - covered}"
     assert worlds.SCENARIOS is SCENARIOS
+
+
+# samplers of detection and metric-learning codebases
+
+
+@pytest.mark.parametrize("name", list(worlds.STREAMS))
+def test_real_ranks_read_the_one_rank_stream_strided_in_equal_counts(gathered, name):
+    """Invariant: endless streams: every rank reads the same count, and interleaving the real
+    ranks' reads (rank p % W holds global position p) gives the one-rank stream, unpadded."""
+    world, out = gathered
+    per_rank = [[i for piece in pieces for i in piece] for pieces in zip(*out[name])]
+    assert [len(r) for r in per_rank] == [worlds.STREAM_READS * EPOCHS] * world
+    interleaved = [per_rank[p % world][p // world] for p in range(len(per_rank[0]) * world)]
+    _, one_rank = worlds.STREAMS[name]
+    assert interleaved == list(islice(one_rank(), len(interleaved)))
+
+
+@pytest.mark.parametrize("name", list(worlds.CONTIGUOUS))
+def test_real_ranks_read_contiguous_blocks_that_concatenate_to_the_dataset(gathered, name):
+    """Invariant: gathered in rank order, the contiguous blocks are the dataset in order."""
+    world, out = gathered
+    for per_rank in out[name]:
+        n = dataset_len(SCENARIOS[name](0, world))
+        assert [i for r in per_rank for i in r] == list(range(n))
+
+
+@pytest.mark.parametrize("name", list(worlds.BALANCED))
+def test_real_ranks_read_different_balanced_batches_in_equal_counts(gathered, name):
+    """Invariant: every rank the same number of batches; each batch 2 classes x 3 samples; the
+    real ranks' batches interleaved are the one-rank epoch of W times as many batches."""
+    world, out = gathered
+    labels = worlds.BALANCED_LABELS
+    for epoch, per_rank in enumerate(out[name]):
+        assert len({len(batches) for batches in per_rank}) == 1
+        for batch in (b for batches in per_rank for b in batches):
+            assert sorted(Counter(labels[i] for i in batch).values()) == [3, 3]
+        one_rank = BatchBalanceClassSampler(labels, 2, 3, 4 * world, 1, 0, seed=8)
+        one_rank.set_epoch(epoch)
+        assert padded_epoch(per_rank) == list(one_rank)
+
+
+def test_seed_none_gives_every_real_rank_rank_0s_seed():
+    """Invariant: with seed=None the endless samplers on real ranks with different global RNG
+    states all take the seed rank 0 drew from numpy's global RNG, broadcast over the group, so
+    they read one stream together."""
+    world, reads = 3, 8
+    results = run_world("worlds:shared_seed_streams", world, reads, timeout=180, pythonpath=[TESTS])
+    rank_0 = np.random.RandomState(2000)  # rank 0's numpy state (disturb_global_rngs)
+    for name in ("InfiniteSampler", "RepeatFactorSampler"):  # built in this order: two draws
+        drawn = rank_0.randint(2**31)
+        assert [r[name][0] for r in results] == [drawn] * world
+        per_rank = [r[name][1] for r in results]
+        interleaved = [per_rank[p % world][p // world] for p in range(reads * world)]
+        one_rank = (
+            InfiniteSampler(range(11), 1, 0, seed=drawn)
+            if name == "InfiniteSampler"
+            else RepeatFactorSampler(worlds.REPEAT_FACTORS, 1, 0, seed=drawn)
+        )
+        assert interleaved == list(islice(one_rank, reads * world))

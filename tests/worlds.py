@@ -258,3 +258,78 @@ def evaluate_everywhere(n: int) -> dict[str, Any]:
             dist.all_gather_object(sums, (sum(correct), len(correct)))
             out["naive_padded_accuracy"] = sum(s for s, _ in sums) / sum(c for _, c in sums)
     return out
+
+
+# samplers of detection and metric-learning codebases: endless streams, repeat factors,
+# contiguous inference shards, class-balanced batches
+from itertools import islice  # noqa: E402
+
+from distsampling import (  # noqa: E402
+    BatchBalanceClassSampler,
+    InferenceSampler,
+    InfiniteSampler,
+    RepeatFactorSampler,
+)
+
+#: indices each rank reads from an endless stream per harness "epoch"
+STREAM_READS = 9
+
+
+class Take:
+    """The next ``reads`` indices of an endless sampler per ``iter``: the harness reads a stream
+    in pieces, as a training loop reads its iterations (one live iterator, continued)."""
+
+    def __init__(self, sampler: Any, reads: int) -> None:
+        self.sampler, self.reads = sampler, reads
+        self._it = iter(sampler)
+
+    def __iter__(self):
+        return islice(self._it, self.reads)
+
+
+#: endless streams: name -> (factory(rank, world), the same stream on one rank)
+STREAMS: dict[str, tuple[Factory, Callable[[], Any]]] = {
+    "InfiniteSampler": (
+        lambda r, w: Take(InfiniteSampler(range(7), w, r, seed=3), STREAM_READS),
+        lambda: InfiniteSampler(range(7), 1, 0, seed=3),
+    ),
+    "InfiniteSampler(no shuffle)": (
+        lambda r, w: Take(InfiniteSampler(range(4), w, r, shuffle=False), STREAM_READS),
+        lambda: InfiniteSampler(range(4), 1, 0, shuffle=False),
+    ),
+    "RepeatFactorSampler": (
+        lambda r, w: Take(RepeatFactorSampler(REPEAT_FACTORS, w, r, seed=6), STREAM_READS),
+        lambda: RepeatFactorSampler(REPEAT_FACTORS, 1, 0, seed=6),
+    ),
+}
+#: per-image repeat factors: a rare image about 3 times, a common one sometimes left out
+REPEAT_FACTORS = [1.0, 2.5, 0.5, 1.0, 3.2, 1.0]
+#: contiguous inference blocks: every index once, lengths within one (EXACT_COVERS checks that)
+CONTIGUOUS: dict[str, Factory] = {
+    "InferenceSampler": lambda r, w: InferenceSampler(range(23), w, r),
+}
+EXACT_COVERS.update(CONTIGUOUS)
+#: 26 samples of 4 classes, one smaller than K = 3; 2 classes x 3 samples, 4 batches per rank
+BALANCED_LABELS = [0] * 9 + [1] * 2 + [2] * 8 + [3] * 7
+BALANCED: dict[str, Factory] = {
+    "BatchBalanceClassSampler": lambda r, w: BatchBalanceClassSampler(
+        BALANCED_LABELS, 2, 3, num_batches=4, num_replicas=w, rank=r, seed=8
+    ),
+}
+SCENARIOS.update({name: factory for name, (factory, _) in STREAMS.items()})
+SCENARIOS.update(CONTIGUOUS)
+SCENARIOS.update(BALANCED)
+
+
+def shared_seed_streams(reads: int) -> dict[str, tuple[int, list[int]]]:
+    """On every rank, each with its own global RNG states: build the endless samplers with
+    ``seed=None`` (a collective) and return ``name -> (seed, first indices)``."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    disturb_global_rngs(rank)
+    out = {}
+    for name, sampler in (
+        ("InfiniteSampler", InfiniteSampler(range(11), world, rank, seed=None)),
+        ("RepeatFactorSampler", RepeatFactorSampler(REPEAT_FACTORS, seed=None)),
+    ):
+        out[name] = (sampler.seed, list(islice(sampler, reads)))
+    return out

@@ -5,6 +5,7 @@ proven against torch by the Hypothesis properties in ``tests/``.
 """
 
 # one line per module: the code, its tests and its tutorial share the module's stem
+from .balanced import BatchBalanceClassSampler, distinct_draws
 from .batch import BatchSampler
 from .checks import RankMismatchError, assert_rank_consistent, epoch_digest
 from .distributed import DistributedSampler, rank_positions, resumed_positions, split_sizes
@@ -23,6 +24,8 @@ from .growing import (
     prefetch_epochs,
     produce,
 )
+from .inference import InferenceSampler, inference_shard
+from .infinite import InfiniteSampler, shared_random_seed
 from .iteration import IterationBasedBatchSampler
 from .launch import run_world
 from .pipeline import (
@@ -31,6 +34,7 @@ from .pipeline import (
     make_batch_data_sampler,
     make_data_sampler,
 )
+from .repeat_factor import RepeatFactorSampler, repeat_factors_from_category_frequency
 from .weighted import WeightedBalanceClassSampler, largest_remainder_counts
 from .windowed import SequentialWindowedDataset, epoch_offset, window_indices
 from .wrapper import DatasetFromSampler, DistributedSamplerWrapper
@@ -74,4 +78,17 @@ __all__ = [
     "run_world",
     "split_sizes",
     "window_indices",
+]
+
+# samplers of detection and metric-learning codebases (infinite streams, repeat factors,
+# contiguous inference shards, class-balanced batches)
+__all__ += [
+    "BatchBalanceClassSampler",
+    "InferenceSampler",
+    "InfiniteSampler",
+    "RepeatFactorSampler",
+    "distinct_draws",
+    "inference_shard",
+    "repeat_factors_from_category_frequency",
+    "shared_random_seed",
 ]

@@ -1,0 +1,174 @@
+"""Properties of InferenceSampler: contiguous blocks that concatenate to the dataset, sizes
+within one (the first N % W ranks one more), index-exact against detectron2's arithmetic built
+here, gathering reproduces dataset order (as it does for the strided unpadded split), resume,
+bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distsampling import (
+    InferenceSampler,
+    UnpaddedDistributedSampler,
+    inference_shard,
+    merge_by_index,
+)
+from strategies import dataset_lengths, flags, ranks_for, seeds, world_sizes
+
+
+def shard_detectron2(total_size: int, world_size: int, rank: int) -> range:
+    """detectron2's current InferenceSampler arithmetic: a list of shard sizes, summed."""
+    shard_size = total_size // world_size
+    left = total_size % world_size
+    shard_sizes = [shard_size + int(r < left) for r in range(world_size)]
+    begin = sum(shard_sizes[:rank])
+    end = min(sum(shard_sizes[: rank + 1]), total_size)
+    return range(begin, end)
+
+
+@given(n=dataset_lengths, world=world_sizes, data=st.data())
+def test_each_rank_reads_detectron2s_contiguous_block(n, world, data):
+    """Invariant: index-exact against detectron2's block of rank r (sizes N // W, plus one for
+    the first N % W ranks)."""
+    rank = data.draw(ranks_for(world))
+    idx_ours = list(InferenceSampler(range(n), world, rank))
+    idx_torch = list(shard_detectron2(n, world, rank))
+    assert idx_ours == idx_torch
+    assert len(InferenceSampler(range(n), world, rank)) == len(idx_torch)
+
+
+@given(n=dataset_lengths, world=world_sizes)
+def test_the_blocks_in_rank_order_are_the_dataset_in_order(n, world):
+    """Invariant: every index exactly once, no padding; concatenating the ranks' blocks in rank
+    order gives 0..N-1, so gathered results need no reordering."""
+    blocks = [list(InferenceSampler(range(n), world, r)) for r in range(world)]
+    assert [i for b in blocks for i in b] == list(range(n))
+    assert all(b == list(range(b[0], b[-1] + 1)) for b in blocks if b)  # each one contiguous
+
+
+@given(n=dataset_lengths, world=world_sizes)
+def test_block_sizes_differ_by_at_most_one_the_first_ranks_get_the_extra(n, world):
+    """Invariant: sizes are N // W or N // W + 1, the larger ones on the first N % W ranks."""
+    sizes = [len(InferenceSampler(range(n), world, r)) for r in range(world)]
+    assert sizes == [n // world + (r < n % world) for r in range(world)]
+
+
+@given(n=dataset_lengths, world=world_sizes, shuffle=flags, seed=seeds)
+def test_gathering_either_split_by_index_reproduces_the_dataset_order(n, world, shuffle, seed):
+    """Invariant: per-sample results gathered by index are in dataset order whichever split ran:
+    contiguous blocks, or the strided (shuffled) unpadded split."""
+    for make in (
+        lambda r: InferenceSampler(range(n), world, r),
+        lambda r: UnpaddedDistributedSampler(range(n), world, r, shuffle=shuffle, seed=seed),
+    ):
+        per_rank = [(idx := list(make(r)), [f"result {i}" for i in idx]) for r in range(world)]
+        assert merge_by_index(per_rank, n) == [f"result {i}" for i in range(n)]
+
+
+@given(n=dataset_lengths, world=world_sizes, data=st.data())
+def test_resume_from_a_saved_state_yields_the_rest_of_the_block(n, world, data):
+    """Invariant: save after k indices (through JSON), load: the next iter() yields the rest of
+    this rank's block, and the iter() after it the whole block again."""
+    rank = data.draw(ranks_for(world))
+    s = InferenceSampler(range(n), world, rank)
+    block = list(s.indices)
+    k = data.draw(st.integers(0, len(block)))
+    it = iter(s)
+    head = [next(it) for _ in range(k)]
+    assert s.position == k
+    resumed = InferenceSampler(range(n), world, rank)
+    resumed.load_state_dict(json.loads(json.dumps(s.state_dict())))
+    assert resumed.position == k
+    assert head + list(resumed) == block
+    assert list(resumed) == block
+
+
+def test_inference_shard_is_a_range_computed_without_lists():
+    """Invariant: the block is an O(1) range even for a dataset of 2**62 samples."""
+    n, world = 2**62 + 3, 4
+    assert [len(inference_shard(n, world, r)) for r in range(world)] == [2**60 + 1] * 3 + [2**60]
+    assert inference_shard(n, world, 3).stop == n
+
+
+# bad input
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"dataset": 5}, TypeError, r"dataset should have __len__.*but got dataset=5"),
+        (
+            {"rank": 3},
+            ValueError,
+            r"Invalid rank 3, rank should be in the interval \[0, 2\], but got rank=3 for num_replicas=",
+        ),
+        (
+            {"rank": -1},
+            ValueError,
+            r"Invalid rank -1, rank should be in the interval \[0, 2\], but got rank=-1 for num_replicas=",
+        ),
+        (
+            {"num_replicas": 0, "rank": 0},
+            ValueError,
+            r"num_replicas should be >= 1, but got num_replicas=0$",
+        ),
+        (
+            {"num_replicas": 2.0},
+            TypeError,
+            r"num_replicas should be an integer, but got num_replicas=2.0",
+        ),
+        (
+            {"num_replicas": None},
+            ValueError,
+            r"Default process group has not been initialized.* but got num_replicas=None",
+        ),
+    ],
+)
+def test_bad_arguments_are_rejected_naming_the_value(kwargs, error, message):
+    """Invariant: an unsized dataset, a rank or world out of range, or no process group to
+    default from, fails at construction naming the argument and value."""
+    with pytest.raises(error, match=message):
+        InferenceSampler(**{"dataset": range(4), "num_replicas": 3, "rank": 0, **kwargs})
+
+
+def test_a_changed_dataset_length_is_an_error_at_iter():
+    """Invariant: a dataset that grew or shrank since the sampler was built is not half-read."""
+    data = list(range(10))
+    s = InferenceSampler(data, 2, 1)
+    data.append(10)
+    with pytest.raises(RuntimeError, match=r"built from 10, but got len\(dataset\)=11"):
+        iter(s)
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        ({"size": 11}, ValueError, r"size was 11 when saved, but is 10 now"),
+        ({"rank": 0}, ValueError, r"rank was 0 when saved, but is 1 now"),
+        ({"num_replicas": 3}, ValueError, r"num_replicas was 3 when saved, but is 2 now"),
+        (
+            {"kind": "UnpaddedDistributedSampler"},
+            ValueError,
+            r"kind was 'UnpaddedDistributedSampler'",
+        ),
+        (
+            {"position": 6},
+            ValueError,
+            r"position should be in the interval \[0, 5\], but got position=6$",
+        ),
+        ({"position": -1}, ValueError, r"but got position=-1$"),
+        ({"position": 1.0}, TypeError, r"position should be an integer, but got position=1.0"),
+    ],
+)
+def test_a_bad_state_is_rejected_naming_the_field(change, error, message):
+    """Invariant: a state of another dataset, world, rank or class, or a position outside this
+    rank's block, is refused naming the field, and nothing is loaded."""
+    s = InferenceSampler(range(10), 2, 1)
+    state = {**s.state_dict(), **change}
+    with pytest.raises(error, match=message):
+        s.load_state_dict(state)
+    assert list(s) == [5, 6, 7, 8, 9]

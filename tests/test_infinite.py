@@ -1,0 +1,258 @@
+"""Properties of InfiniteSampler: index-exact against the stream of passes built here from torch
+calls (detectron2's TrainingSampler, mmengine's InfiniteSampler), exact resume at the cost of
+one pass, the seed shared by seed=None, and every bad input."""
+
+from __future__ import annotations
+
+import json
+from itertools import islice
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distsampling import InfiniteSampler, shared_random_seed
+from strategies import stream_lengths, stream_reads, stream_sampler_args
+
+
+def stream_torch(n: int, shuffle: bool, seed: int, length: int) -> list[int]:
+    """The global stream as both originals define it: one generator seeded once, then
+    ``randperm(n)`` after ``randperm(n)`` (``arange(n)`` over and over without shuffle)."""
+    g = torch.Generator()
+    g.manual_seed(seed)
+    out: list[int] = []
+    while len(out) < length:
+        out += torch.randperm(n, generator=g).tolist() if shuffle else torch.arange(n).tolist()
+    return out[:length]
+
+
+@given(n=stream_lengths, args=stream_sampler_args, k=stream_reads)
+def test_each_rank_reads_its_strided_positions_of_the_stream_of_passes(n, args, k):
+    """Invariant: rank r's first k indices are positions r, r + W, ... of the global stream."""
+    W, r = args["num_replicas"], args["rank"]
+    idx_ours = list(islice(InfiniteSampler(range(n), **args), k))
+    idx_torch = stream_torch(n, args["shuffle"], args["seed"], r + k * W)[r::W]
+    assert idx_ours == idx_torch
+
+
+@given(n=stream_lengths, args=stream_sampler_args, k=stream_reads)
+def test_the_ranks_together_read_the_one_rank_stream_each_pass_a_permutation(n, args, k):
+    """Invariant: interleaving the W ranks' first k indices gives the one-rank stream's first
+    k * W, whose every aligned pass of n is a permutation of range(n) (no padding, no gap)."""
+    W = args["num_replicas"]
+    per_rank = [
+        list(islice(InfiniteSampler(range(n), W, r, args["shuffle"], args["seed"]), k))
+        for r in range(W)
+    ]
+    interleaved = [per_rank[p % W][p // W] for p in range(k * W)]
+    assert interleaved == list(
+        islice(InfiniteSampler(range(n), 1, 0, args["shuffle"], args["seed"]), k * W)
+    )
+    for start in range(0, len(interleaved) - n + 1, n):
+        assert sorted(interleaved[start : start + n]) == list(range(n))
+
+
+@given(n=stream_lengths, args=stream_sampler_args, reads=st.lists(st.integers(0, 30), max_size=5))
+def test_a_new_iter_continues_where_the_last_one_stopped(n, args, reads):
+    """Invariant: reading a, then b, ... indices from fresh iter() calls reads one stream."""
+    s = InfiniteSampler(range(n), **args)
+    pieces = [x for a in reads for x in islice(s, a)]
+    assert pieces == list(islice(InfiniteSampler(range(n), **args), sum(reads)))
+    assert s.position == sum(reads)
+
+
+@given(n=stream_lengths, args=stream_sampler_args, k=stream_reads, more=st.integers(0, 60))
+def test_resume_from_a_saved_state_equals_the_uninterrupted_stream(n, args, k, more):
+    """Invariant: save after k indices (through JSON), load into a new sampler: the next indices
+    are exactly those the uninterrupted sampler reads next."""
+    s = InfiniteSampler(range(n), **args)
+    head = list(islice(s, k))
+    state = json.loads(json.dumps(s.state_dict()))
+    resumed = InfiniteSampler(range(n), **args)
+    resumed.load_state_dict(state)
+    uninterrupted = list(islice(InfiniteSampler(range(n), **args), k + more))
+    assert head + list(islice(resumed, more)) == uninterrupted
+
+
+class CountingPasses(InfiniteSampler):
+    """The real sampler, counting the passes it draws (a resume must not replay them all)."""
+
+    drawn = 0
+
+    def _draw_pass(self, g):
+        self.drawn += 1
+        return super()._draw_pass(g)
+
+
+@given(n=st.integers(1, 5), args=stream_sampler_args, passes=st.integers(50, 200))
+@settings(max_examples=20)
+def test_resume_draws_only_the_passes_from_the_last_one_read_to_the_next_index(n, args, passes):
+    """Invariant: resuming many passes in draws at most W // n + 2 passes before its first index
+    (the pass read last, those holding no index of this rank, the next one), never a replay."""
+    s = InfiniteSampler(range(n), **args)
+    W = args["num_replicas"]
+    k = passes * n // W
+    list(islice(s, k))
+    resumed = CountingPasses(range(n), **args)
+    resumed.load_state_dict(s.state_dict())
+    assert next(iter(resumed)) == next(iter(s))
+    assert resumed.drawn <= W // n + 2 < passes
+
+
+def test_seed_none_without_a_group_draws_from_numpys_global_rng():
+    """Invariant: as both originals do, seed=None draws np.random.randint(2**31) (here, with no
+    process group, this process's own draw); a globally seeded run is reproducible."""
+    np.random.seed(7)
+    s = InfiniteSampler(range(10), num_replicas=1, rank=0, seed=None)
+    assert s.seed == np.random.RandomState(7).randint(2**31)
+    np.random.seed(7)
+    assert shared_random_seed() == s.seed
+
+
+def test_a_sampler_built_with_seed_none_resumes_with_the_saved_seed():
+    """Invariant: seed=None was random anyway: loading a state takes its seed, and the stream."""
+    s = InfiniteSampler(range(9), num_replicas=1, rank=0, seed=None)
+    head = list(islice(s, 13))
+    np.random.seed(123)  # another random seed would be drawn now
+    resumed = InfiniteSampler(range(9), num_replicas=1, rank=0, seed=None)
+    resumed.load_state_dict(s.state_dict())
+    assert resumed.seed == s.seed
+    assert head + list(islice(resumed, 20)) == stream_torch(9, True, s.seed, 33)
+
+
+def test_a_dataloader_reads_batches_of_the_stream():
+    """Invariant: a DataLoader over the endless sampler yields the stream in batches, forever."""
+    loader = torch.utils.data.DataLoader(
+        range(5), batch_size=3, sampler=InfiniteSampler(range(5), 2, 1, seed=4)
+    )
+    batches = [b.tolist() for b in islice(loader, 4)]
+    assert [i for b in batches for i in b] == stream_torch(5, True, 4, 24)[1::2]
+
+
+def test_index_exact_against_mmengines_infinite_sampler():
+    """Invariant: the same indices as mmengine's InfiniteSampler (the optional mmengine extra),
+    for every rank of 3, with and without shuffle."""
+    mm = pytest.importorskip(
+        "mmengine.dataset", reason="mmengine is not installed (pip install -e '.[mmengine]')"
+    )
+    for shuffle in (True, False):
+        for rank in range(3):
+            theirs = mm.InfiniteSampler(range(7), shuffle=shuffle, seed=11)
+            # mmengine reads rank and world size from the process group: set them as it would
+            theirs.rank, theirs.world_size = rank, 3
+            theirs.indices = theirs._indices_of_rank()
+            idx_torch = list(islice(theirs, 40))
+            idx_ours = list(islice(InfiniteSampler(range(7), 3, rank, shuffle, seed=11), 40))
+            assert idx_ours == idx_torch
+
+
+# bad input
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"dataset": []}, ValueError, r"at least one sample .* but got len\(dataset\)=0"),
+        ({"dataset": 5}, TypeError, r"dataset should have __len__.*but got dataset=5"),
+        ({"shuffle": 1}, TypeError, r"shuffle should be a boolean value, but got shuffle=1$"),
+        (
+            {"seed": 2**64},
+            ValueError,
+            r"seed should be in the interval .* but got seed=18446744073709551616$",
+        ),
+        ({"seed": 1.5}, TypeError, r"seed should be an integer, but got seed=1.5"),
+        (
+            {"rank": 2},
+            ValueError,
+            r"Invalid rank 2, rank should be in the interval \[0, 1\], but got rank=2 for num_replicas=",
+        ),
+        ({"num_replicas": 0}, ValueError, r"num_replicas should be >= 1, but got num_replicas=0$"),
+        (
+            {"seed": None},
+            ValueError,
+            r"seed=None draws one seed on rank 0 .* num_replicas=2 without a process group",
+        ),
+    ],
+)
+def test_bad_arguments_are_rejected_naming_the_value(kwargs, error, message):
+    """Invariant: an empty or unsized dataset, a bad flag, seed, rank or world, or seed=None
+    with no group to share it over, fails at construction naming the argument and value."""
+    args = {"dataset": range(4), "num_replicas": 2, "rank": 0, "seed": 0, **kwargs}
+    with pytest.raises(error, match=message):
+        InfiniteSampler(**args)
+
+
+def _saved(**change):
+    s = InfiniteSampler(range(6), 2, 1, seed=3)
+    list(islice(s, 8))
+    return {**s.state_dict(), **change}
+
+
+@pytest.mark.parametrize(
+    ("state", "error", "message"),
+    [
+        (
+            _saved(kind="DistributedSampler"),
+            ValueError,
+            r"kind was 'DistributedSampler' when saved",
+        ),
+        (_saved(version=2), ValueError, r"format version=2"),
+        (_saved(size=7), ValueError, r"size was 7 when saved, but is 6 now"),
+        (_saved(seed=4), ValueError, r"seed was 4 when saved, but is 3 now"),
+        (_saved(shuffle=False), ValueError, r"shuffle was False when saved, but is True now"),
+        (_saved(rank=0), ValueError, r"rank was 0 when saved, but is 1 now"),
+        (_saved(num_replicas=3), ValueError, r"num_replicas was 3 when saved, but is 2 now"),
+        (_saved(position=-1), ValueError, r"position should be >= 0, but got position=-1$"),
+        (_saved(position="8"), TypeError, r"position should be an integer, but got position='8'"),
+        (
+            _saved(pass_start=18, **{"pass": 3}),
+            ValueError,
+            r"pass_start should be <= .* = 17\), but got pass_start=18$",
+        ),
+        (
+            _saved(pass_start=7),
+            ValueError,
+            r"pass_start should be pass \* 6 = 12 .* but got pass_start=7$",
+        ),
+        (
+            _saved(generator="abc"),
+            ValueError,
+            r"generator should be the base64 text of a \d+-byte .* but got generator='abc'$",
+        ),
+        ({"kind": "InfiniteSampler"}, KeyError, r"state has no 'version'"),
+        ([1], TypeError, r"state should be a dict from state_dict\(\)"),
+    ],
+)
+def test_a_bad_state_is_rejected_naming_the_field(state, error, message):
+    """Invariant: a state from another sampler, dataset, seed, world or rank, or with a position,
+    pass or generator out of range, is refused naming the field, and nothing is loaded."""
+    s = InfiniteSampler(range(6), 2, 1, seed=3)
+    before = s.state_dict()
+    with pytest.raises(error, match=message):
+        s.load_state_dict(state)
+    assert s.state_dict() == before
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_stateful_dataloader_resumes_the_stream_exactly(workers):
+    """Invariant: torchdata's StatefulDataLoader saves and loads the sampler's state: the resumed
+    loader yields exactly the batches the uninterrupted one yields next, with or without workers
+    (which read ahead of the training loop)."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def loader():
+        sampler = InfiniteSampler(range(10), 2, 1, seed=1)
+        return StatefulDataLoader(range(10), batch_size=3, sampler=sampler, num_workers=workers)
+
+    first = loader()
+    batches = iter(first)
+    for _ in range(5):
+        next(batches)
+    state = first.state_dict()
+    expected = [next(batches).tolist() for _ in range(4)]
+    resumed = loader()
+    resumed.load_state_dict(state)
+    assert [b.tolist() for _, b in zip(range(4), resumed)] == expected
+    assert expected == [stream_torch(10, True, 1, 72)[1::2][i : i + 3] for i in range(15, 27, 3)]

@@ -1,0 +1,250 @@
+"""Properties of RepeatFactorSampler and repeat_factors_from_category_frequency: index-exact
+against detectron2's definition built here from torch calls, floor/ceil copies per pass, mean
+counts tending to the factor, factors all 1 giving the plain stream, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from itertools import islice
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distsampling import (
+    InfiniteSampler,
+    RepeatFactorSampler,
+    repeat_factors_from_category_frequency,
+)
+from strategies import (
+    flags,
+    image_category_lists,
+    repeat_factor_lists,
+    repeat_thresholds,
+    seeds,
+    stream_reads,
+    stream_sampler_args,
+)
+
+
+def repeat_stream_torch(factors: torch.Tensor, shuffle: bool, seed: int, length: int) -> list[int]:
+    """The global stream as detectron2 defines it: per pass, stochastic rounding with
+    ``torch.rand`` from the one generator, the indices listed image by image, then shuffled by
+    ``randperm`` from the same generator."""
+    g = torch.Generator()
+    g.manual_seed(seed)
+    int_part = torch.trunc(factors)
+    frac_part = factors - int_part
+    out: list[int] = []
+    while len(out) < length:
+        rands = torch.rand(len(frac_part), generator=g)
+        reps = int_part + (rands < frac_part).float()
+        indices = []
+        for i, rep in enumerate(reps):
+            indices.extend([i] * int(rep.item()))
+        indices = torch.tensor(indices, dtype=torch.int64)
+        if shuffle:
+            indices = indices[torch.randperm(len(indices), generator=g)]
+        out += indices.tolist()
+    return out[:length]
+
+
+fractional_factor_lists = repeat_factor_lists.filter(lambda f: any(x != int(x) for x in f))
+
+
+@given(factors=fractional_factor_lists, args=stream_sampler_args, k=stream_reads)
+def test_each_rank_reads_its_strided_positions_of_detectron2s_stream(factors, args, k):
+    """Invariant: with a fractional factor, rank r's first k indices are positions r, r + W, ...
+    of detectron2's stream (float32 factors, as its category-frequency function returns)."""
+    W, r = args["num_replicas"], args["rank"]
+    f32 = torch.tensor(factors, dtype=torch.float32)
+    idx_ours = list(islice(RepeatFactorSampler(f32, **args), k))
+    idx_torch = repeat_stream_torch(f32, args["shuffle"], args["seed"], r + k * W)[r::W]
+    assert idx_ours == idx_torch
+
+
+@given(n=st.integers(1, 30), args=stream_sampler_args, k=stream_reads)
+def test_factors_all_one_give_the_infinite_sampler_stream_exactly(n, args, k):
+    """Invariant: nothing to round, nothing drawn: the plain endless stream, index for index."""
+    idx_ours = list(islice(RepeatFactorSampler([1.0] * n, **args), k))
+    assert idx_ours == list(islice(InfiniteSampler(range(n), **args), k))
+
+
+def passes_of(sampler: RepeatFactorSampler, count: int) -> list[list[int]]:
+    """The first ``count`` whole passes of a one-rank sampler, each index grouped by the pass it
+    came from (the pass number its state reports right after yielding it)."""
+    passes: dict[int, list[int]] = {}
+    it = iter(sampler)
+    while len(passes) <= count:  # a pass is whole once the next one has begun
+        i = next(it)
+        passes.setdefault(sampler.state_dict()["pass"], []).append(i)
+    return list(passes.values())[:count]
+
+
+@given(factors=repeat_factor_lists, shuffle=flags, seed=seeds)
+@settings(max_examples=40)
+def test_each_image_appears_floor_or_ceil_of_its_factor_times_per_pass(factors, shuffle, seed):
+    """Invariant: in every whole pass, image i appears floor(r_i) or ceil(r_i) times."""
+    s = RepeatFactorSampler(factors, 1, 0, shuffle=shuffle, seed=seed)
+    for one_pass in passes_of(s, 4):
+        counts = Counter(one_pass)
+        for i, r in enumerate(factors):
+            assert math.floor(r) <= counts[i] <= math.ceil(r)
+
+
+@given(seed=seeds)
+@settings(max_examples=5)
+def test_the_mean_count_per_pass_tends_to_the_factor(seed):
+    """Invariant: stochastic rounding is unbiased: over 1500 passes each image's mean count is
+    within 6 standard errors of its factor."""
+    factors = [0.25, 1.5, 2.75, 1.0, 0.0, 3.1]
+    s = RepeatFactorSampler(factors, 1, 0, seed=seed)
+    passes = passes_of(s, 1500)
+    counts = Counter(i for p in passes for i in p)
+    for i, r in enumerate(factors):
+        p = r - math.floor(r)
+        assert abs(counts[i] / len(passes) - r) <= 6 * math.sqrt(p * (1 - p) / len(passes))
+
+
+@given(
+    factors=repeat_factor_lists, args=stream_sampler_args, k=stream_reads, more=st.integers(0, 50)
+)
+def test_resume_from_a_saved_state_equals_the_uninterrupted_stream(factors, args, k, more):
+    """Invariant: save after k indices (through JSON), load into a new sampler: the next indices
+    are exactly those the uninterrupted sampler reads next."""
+    s = RepeatFactorSampler(factors, **args)
+    head = list(islice(s, k))
+    resumed = RepeatFactorSampler(factors, **args)
+    resumed.load_state_dict(json.loads(json.dumps(s.state_dict())))
+    assert head + list(islice(resumed, more)) == list(
+        islice(RepeatFactorSampler(factors, **args), k + more)
+    )
+
+
+@given(factors=repeat_factor_lists, args=stream_sampler_args, k=stream_reads)
+def test_the_ranks_together_read_the_one_rank_stream(factors, args, k):
+    """Invariant: interleaving the W ranks' first k indices gives the one-rank stream's first k * W."""
+    W, shuffle, seed = args["num_replicas"], args["shuffle"], args["seed"]
+    per_rank = [
+        list(islice(RepeatFactorSampler(factors, W, r, shuffle, seed), k)) for r in range(W)
+    ]
+    interleaved = [per_rank[p % W][p // W] for p in range(k * W)]
+    assert interleaved == list(islice(RepeatFactorSampler(factors, 1, 0, shuffle, seed), k * W))
+
+
+# repeat factors from category frequency
+
+
+def lvis_factors(dataset_dicts: list[dict], t: float) -> list[float]:
+    """detectron2's computation on its dataset format, step by step as the LVIS paper states it."""
+    freq: dict[int, float] = {}
+    for d in dataset_dicts:
+        for c in {a["category_id"] for a in d["annotations"]}:
+            freq[c] = freq.get(c, 0) + 1
+    freq = {c: v / len(dataset_dicts) for c, v in freq.items()}
+    rep = {c: max(1.0, math.sqrt(t / f)) for c, f in freq.items()}
+    return [
+        max({rep[a["category_id"]] for a in d["annotations"]}, default=1.0) for d in dataset_dicts
+    ]
+
+
+@given(images=image_category_lists, t=repeat_thresholds)
+def test_factors_equal_the_lvis_rule_computed_on_dataset_dicts(images, t):
+    """Invariant: the same float32 factors as the rule computed on detectron2's dataset dicts."""
+    dicts = [{"annotations": [{"category_id": c} for c in cats]} for cats in images]
+    ours = repeat_factors_from_category_frequency(images, t)
+    assert ours.dtype == torch.float32
+    assert ours.tolist() == torch.tensor(lvis_factors(dicts, t), dtype=torch.float32).tolist()
+
+
+@given(images=image_category_lists, t=repeat_thresholds)
+def test_factors_are_at_least_one_and_largest_for_the_rarest_category(images, t):
+    """Invariant: every factor >= 1; an image without categories gets exactly 1; an image with
+    the rarest category gets the largest factor; t = 0 repeats nothing."""
+    factors = repeat_factors_from_category_frequency(images, t).tolist()
+    assert all(f >= 1 for f in factors)
+    assert all(f == 1 for f, cats in zip(factors, images) if not cats)
+    counts = Counter(c for cats in images for c in set(cats))
+    if counts:
+        rarest = min(counts, key=counts.get)
+        assert max(f for f, cats in zip(factors, images) if rarest in cats) == max(factors)
+    if t == 0:
+        assert factors == [1.0] * len(images)
+
+
+# bad input
+
+
+@pytest.mark.parametrize(
+    ("factors", "error", "message"),
+    [
+        ([1.0, -0.5], ValueError, r"finite and >= 0, but got repeat_factors\[1\]=-0.5$"),
+        ([math.nan], ValueError, r"but got repeat_factors\[0\]=nan$"),
+        ([1.0, math.inf], ValueError, r"but got repeat_factors\[1\]=inf$"),
+        ([0.0, 0.0], ValueError, r"should have a positive factor, or every pass is empty"),
+        ([], ValueError, r"should have a positive factor"),
+        ([[1.0], [2.0]], TypeError, r"should be a 1-D list, array or tensor of real numbers"),
+        (["1"], TypeError, r"but got repeat_factors=\['1'\]$"),
+        (3.0, TypeError, r"but got repeat_factors=3.0$"),
+    ],
+)
+def test_bad_factors_are_rejected_naming_the_value(factors, error, message):
+    """Invariant: negative, NaN, inf, all-zero, empty, 2-D or non-numeric factors fail."""
+    with pytest.raises(error, match=message):
+        RepeatFactorSampler(factors, 1, 0, seed=0)
+
+
+@pytest.mark.parametrize(
+    ("images", "t", "error", "message"),
+    [
+        (
+            [[1]],
+            -0.1,
+            ValueError,
+            r"repeat_thresh should be finite and >= 0, but got repeat_thresh=-0.1$",
+        ),
+        ([[1]], math.nan, ValueError, r"but got repeat_thresh=nan$"),
+        (
+            [[1]],
+            True,
+            TypeError,
+            r"repeat_thresh should be a real number, but got repeat_thresh=True$",
+        ),
+        ([[1]], "0.1", TypeError, r"but got repeat_thresh='0.1'$"),
+        (
+            [[1], "cat"],
+            0.1,
+            TypeError,
+            r"image_categories\[1\] should be a collection of category ids, but got image_categories\[1\]='cat'$",
+        ),
+        ([[1], 3], 0.1, TypeError, r"but got image_categories\[1\]=3$"),
+        (iter([[1]]), 0.1, TypeError, r"image_categories should have __len__"),
+    ],
+)
+def test_bad_category_input_is_rejected_naming_the_value(images, t, error, message):
+    """Invariant: a bad threshold or an image entry that is not a collection of ids fails."""
+    with pytest.raises(error, match=message):
+        repeat_factors_from_category_frequency(images, t)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"repeat_factors": "0" * 16}, r"repeat_factors was '0{16}' when saved"),
+        ({"size": 4}, r"size was 4 when saved, but is 3 now"),
+        ({"kind": "InfiniteSampler"}, r"kind was 'InfiniteSampler' when saved"),
+        ({"pass_start": 10**6}, r"pass_start should be <= the global position"),
+        ({"pass": -1}, r"pass should be >= 0, but got pass=-1$"),
+    ],
+)
+def test_a_bad_state_is_rejected_naming_the_field(change, message):
+    """Invariant: a state taken with other factors (their digest differs), another length or
+    class, or an impossible position, is refused naming the field."""
+    s = RepeatFactorSampler([0.5, 2.0, 1.5], 2, 0, seed=1)
+    list(islice(s, 5))
+    state = {**s.state_dict(), **change}
+    with pytest.raises(ValueError, match=message):
+        RepeatFactorSampler([0.5, 2.0, 1.5], 2, 0, seed=1).load_state_dict(state)
