@@ -12,8 +12,10 @@ from .evaluation import UnpaddedDistributedSampler, gather_by_index, merge_by_in
 from .grouped import GroupedBatchSampler
 from .growing import (
     CorruptShardError,
+    NodeFeed,
     Producer,
     RemoteSource,
+    RemoteUnavailableError,
     ShardCache,
     Snapshot,
     SnapshotDataset,
@@ -23,7 +25,7 @@ from .growing import (
     produce,
 )
 from .iteration import IterationBasedBatchSampler
-from .launch import run_world
+from .launch import run_nodes, run_world
 from .pipeline import (
     aspect_ratio_groups,
     aspect_ratios,
@@ -44,9 +46,11 @@ __all__ = [
     "DistributedSamplerWrapper",
     "GroupedBatchSampler",
     "IterationBasedBatchSampler",
+    "NodeFeed",
     "Producer",
     "RankMismatchError",
     "RemoteSource",
+    "RemoteUnavailableError",
     "SequentialWindowedDataset",
     "ShardCache",
     "Snapshot",
@@ -68,6 +72,7 @@ __all__ = [
     "prefetch_epochs",
     "produce",
     "rank_positions",
+    "run_nodes",
     "run_world",
     "split_sizes",
     "window_indices",

@@ -45,6 +45,9 @@ def produce(
     max_shards: int | None = None,
     stop: Any = None,
     written: Any = None,
+    storage_options: dict[str, Any] | None = None,
+    part: tuple[int, int] | None = None,
+    deadline: float = 60.0,
 ) -> int:
     r"""Fill ``cache`` with shards of random remote samples (the loop the :class:`Producer` runs).
 
@@ -57,6 +60,11 @@ def produce(
         max_shards: stop after this many shards (``None``: run until ``stop`` is set).
         stop: an event; the loop ends (between shards) once it is set.
         written: a shared ``multiprocessing.Value`` counting the shards committed.
+        storage_options: keyword arguments for a URL source's file system (e.g. s3fs's
+            ``key``, ``secret``, ``endpoint_url``).
+        part: ``(i, n)``: sample only files ``i, i + n, ...`` of the source (one node's part).
+        deadline: seconds a remote request retries transient errors (throttling, timeouts,
+            connection resets, a server restarting) before the producer fails naming the URL.
 
     Returns:
         The number of shards written.
@@ -71,7 +79,7 @@ def produce(
         >>> [n for _, n in cache.shards()]
         [3, 3]
     """
-    remote = RemoteSource(source)
+    remote = RemoteSource(source, storage_options=storage_options, part=part, deadline=deadline)
     samples_per_shard, bandwidth, max_shards = _check(
         cache, remote, samples_per_shard, bandwidth, max_shards, seed
     )
@@ -107,6 +115,10 @@ class Producer:
         seed: seed of the random choice of samples.
         max_shards: stop after this many shards (``None``: run until stopped).
         context: the multiprocessing start method (``"spawn"`` is safe with torch's threads).
+        storage_options: keyword arguments for a URL source's file system (must pickle).
+        part: ``(i, n)``: sample only files ``i, i + n, ...`` of the source (one node's part).
+        deadline: seconds a remote request retries transient errors before the process fails;
+            :meth:`check` (or ``join``/``stop``) then raises its error, naming the URL.
 
     Examples:
         >>> import tempfile
@@ -129,8 +141,12 @@ class Producer:
         seed: int = 0,
         max_shards: int | None = None,
         context: str = "spawn",
+        storage_options: dict[str, Any] | None = None,
+        part: tuple[int, int] | None = None,
+        deadline: float = 60.0,
     ) -> None:
-        remote = RemoteSource(source)  # fail here, in the caller, on a bad source (not the child)
+        # fail here, in the caller, on a bad source (not the child)
+        remote = RemoteSource(source, storage_options=storage_options, part=part, deadline=deadline)
         remote.close()
         _check(cache, remote, samples_per_shard, bandwidth, max_shards, seed)
         if context not in mp.get_all_start_methods():
@@ -143,6 +159,7 @@ class Producer:
         self._failure: str | None = None
         kwargs = {"samples_per_shard": samples_per_shard, "bandwidth": bandwidth, "seed": seed}
         kwargs |= {"max_shards": max_shards, "stop": self._stop, "written": self._written}
+        kwargs |= {"storage_options": storage_options, "part": part, "deadline": deadline}
         self.process = ctx.Process(
             target=_run, args=(errors, source, cache, kwargs), daemon=True, name="Producer"
         )
@@ -153,6 +170,15 @@ class Producer:
     def written(self) -> int:
         """Shards committed to the cache so far."""
         return self._written.value
+
+    def check(self) -> None:
+        """Raise ``RuntimeError`` (with the child's traceback) if the process has failed.
+
+        Cheap (a poll of a pipe): a training loop calls it between epochs, so that a producer
+        that died (storage down past its deadline, a full disk) stops training with its reason
+        instead of leaving the loop to wait for shards that never come.
+        """
+        self._raise_if_failed()
 
     def join(self, timeout: float | None = None) -> None:
         """Wait for the process to finish; raise ``RuntimeError`` if it failed."""
