@@ -45,6 +45,7 @@ def produce(
     max_shards: int | None = None,
     stop: Any = None,
     written: Any = None,
+    retried: Any = None,
     storage_options: dict[str, Any] | None = None,
     part: tuple[int, int] | None = None,
     deadline: float = 60.0,
@@ -60,6 +61,7 @@ def produce(
         max_shards: stop after this many shards (``None``: run until ``stop`` is set).
         stop: an event; the loop ends (between shards) once it is set.
         written: a shared ``multiprocessing.Value`` counting the shards committed.
+        retried: a shared ``multiprocessing.Value`` counting the remote requests retried.
         storage_options: keyword arguments for a URL source's file system (e.g. s3fs's
             ``key``, ``secret``, ``endpoint_url``).
         part: ``(i, n)``: sample only files ``i, i + n, ...`` of the source (one node's part).
@@ -91,6 +93,8 @@ def produce(
             for i in range(samples_per_shard):
                 k = int(rng.integers(len(remote.files)))  # a random file, then a random row
                 shard[i] = remote.read(k, int(rng.integers(remote.rows(k))))
+                if retried is not None and retried.value != remote.retries:
+                    retried.value = remote.retries  # storage failed and came back meanwhile
                 read += remote.row_bytes
                 if bandwidth is not None:  # sleep until the average rate is back under the cap
                     time.sleep(max(0.0, read / bandwidth - (time.monotonic() - start)))
@@ -154,11 +158,12 @@ class Producer:
                 f"context should be one of {mp.get_all_start_methods()}, but got context={context!r}"
             )
         ctx = mp.get_context(context)
-        self._stop, self._written = ctx.Event(), ctx.Value("q", 0)
+        self._stop, self._written, self._retried = ctx.Event(), ctx.Value("q", 0), ctx.Value("q", 0)
         self._errors, errors = ctx.Pipe(duplex=False)  # the child sends its traceback, if any
         self._failure: str | None = None
         kwargs = {"samples_per_shard": samples_per_shard, "bandwidth": bandwidth, "seed": seed}
         kwargs |= {"max_shards": max_shards, "stop": self._stop, "written": self._written}
+        kwargs |= {"retried": self._retried}
         kwargs |= {"storage_options": storage_options, "part": part, "deadline": deadline}
         self.process = ctx.Process(
             target=_run, args=(errors, source, cache, kwargs), daemon=True, name="Producer"
@@ -170,6 +175,11 @@ class Producer:
     def written(self) -> int:
         """Shards committed to the cache so far."""
         return self._written.value
+
+    @property
+    def retries(self) -> int:
+        """Remote requests retried so far (throttling, timeouts, connection resets)."""
+        return self._retried.value
 
     def check(self) -> None:
         """Raise ``RuntimeError`` (with the child's traceback) if the process has failed.
