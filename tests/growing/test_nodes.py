@@ -10,6 +10,7 @@ also replays the sampler harness of tests/worlds.py on 2 nodes x 2 processes, wh
 from __future__ import annotations
 
 import os
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 from distsampling import NodeFeed, run_nodes
 from distsampling.growing.nodes import FirstOf, node_topology
 from distsampling.distributed import DistributedSampler
-from s3_server import assert_whole_rows, rows
+from s3_server import assert_whole_rows, rows, s3_server  # noqa: F401 (a fixture)
 from test_multiprocess import single_process
 from worlds import SCENARIOS
 
@@ -189,3 +190,68 @@ def test_one_process_reads_its_whole_snapshot_every_epoch(remote_dir):
             got = np.concatenate([b.numpy() for b in feed.epoch(epoch)])
             assert feed.samples_per_rank == len(got) >= 8
             assert_whole_rows(got, FILES)
+
+
+# --- a real S3 API (moto's server on 127.0.0.1) going down under a training loop -----------------
+
+
+@pytest.fixture
+def s3_feed_args(s3_server):
+    """``(server, url, NodeFeed keyword arguments)`` over four files in s3://data/train."""
+    url = s3_server.put_arrays("data/train", {f"part-{j}.npy": rows(j, n) for j, n in FILES.items()})
+    kwargs = {
+        "capacity_bytes": 1 << 20,
+        "samples_per_shard": 4,
+        "batch_size": 4,
+        "min_samples": 8,
+        "wait_timeout": 60.0,
+    }
+    return s3_server, url, kwargs
+
+
+def wait_until(condition, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_an_s3_server_restarted_mid_epoch_is_retried_and_no_sample_is_torn(s3_feed_args, tmp_path):
+    """Invariant: storage down then back mid-epoch: the producer retries and goes on; every
+    sample of every epoch is a whole remote row; the training loop sees no error."""
+    server, url, kwargs = s3_feed_args
+    options = {"storage_options": server.options(), "deadline": 60.0, "bandwidth": 1200.0}
+    read = []
+    with NodeFeed(url, tmp_path / "cache", **kwargs, producer_options=options) as feed:
+        for epoch in range(3):
+            for step, batch in enumerate(feed.epoch(epoch)):
+                read.append(batch.numpy())
+                if epoch == 0 and step == 0:  # mid-epoch: the storage goes away for a while
+                    server.stop()
+                    time.sleep(1.0)
+                    server.start()
+                    written_at_restart = feed.producer.written
+            if epoch == 0:  # the producer comes back with the storage, and goes on
+                wait_until(lambda: feed.producer.written > written_at_restart + 2)
+                assert feed.producer.retries >= 1  # the storage was down: it retried
+        feed.producer.check()  # it never failed
+    assert_whole_rows(np.concatenate(read), FILES)
+
+
+def test_s3_down_past_the_deadline_stops_training_with_the_url(s3_feed_args, tmp_path):
+    """Invariant: storage down longer than the producer's deadline: the next epoch raises, in
+    the training process, the producer's error naming the URL."""
+    server, url, kwargs = s3_feed_args
+    options = {"storage_options": server.options(), "deadline": 1.0, "bandwidth": 1200.0}
+    with pytest.raises(
+        RuntimeError,
+        match=r"(?s)epoch 1 cannot start on every rank:\nnode 0: the producer process failed:.*"
+        r"RemoteUnavailableError: s3://data/train/part-\d\.npy: the storage kept failing",
+    ):
+        with NodeFeed(url, tmp_path / "cache", **kwargs, producer_options=options) as feed:
+            for _ in feed.epoch(0):
+                server.stop()  # and never back
+            wait_until(lambda: not feed.producer.process.is_alive())
+            for _ in feed.epoch(1):
+                pass
+    assert not feed.producer  # stopped (closed) on the way out
