@@ -192,7 +192,7 @@ def run_nodes(
             cmd += ["--master-addr=127.0.0.1", f"--master-port={port}", "--rdzv-backend=static"]
             cmd += ["--max-restarts=0", "--monitor-interval=0.1"]
             cmd += ["-m", "distsampling.launch", target, str(work), backend, str(timeout)]
-            log = open(work / f"node{node}.log", "w+b")  # noqa: SIM115 (closed below)
+            log = open(work / f"node{node}.log", "w+b")
             agents.append(
                 subprocess.Popen(
                     cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

@@ -46,7 +46,11 @@ class S3:
             "key": "testing",
             "secret": "testing",
             "endpoint_url": self.endpoint,
-            "config_kwargs": {"connect_timeout": 2, "read_timeout": 5, "retries": {"max_attempts": 1}},
+            "config_kwargs": {
+                "connect_timeout": 2,
+                "read_timeout": 5,
+                "retries": {"max_attempts": 1},
+            },
             "skip_instance_cache": True,
         } | overrides
 

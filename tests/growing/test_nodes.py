@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from s3_server import assert_whole_rows, rows
 
 from distsampling import NodeFeed, run_nodes
-from distsampling.growing.nodes import FirstOf, node_topology
 from distsampling.distributed import DistributedSampler
-from s3_server import assert_whole_rows, rows, s3_server  # noqa: F401 (a fixture)
+from distsampling.growing.nodes import FirstOf, node_topology
 from test_multiprocess import single_process
 from worlds import SCENARIOS
 
@@ -54,8 +54,6 @@ def two_nodes(tmp_path_factory):
     return results[0]["scenarios"], records
 
 
-
-
 def by_epoch(records: list[dict]) -> dict[int, list[dict]]:
     out: dict[int, list[dict]] = defaultdict(list)
     for r in records:
@@ -83,7 +81,7 @@ def test_every_rank_runs_the_same_number_of_steps_every_epoch(two_nodes):
     _, records = two_nodes
     epochs = by_epoch(records)
     assert sorted(epochs) == list(range(EPOCHS))
-    for epoch, rs in epochs.items():
+    for rs in epochs.values():
         assert len(rs) == NODES * PER_NODE
         m = min(r["length"] for r in rs) // PER_NODE
         assert m >= 1
@@ -198,7 +196,9 @@ def test_one_process_reads_its_whole_snapshot_every_epoch(remote_dir):
 @pytest.fixture
 def s3_feed_args(s3_server):
     """``(server, url, NodeFeed keyword arguments)`` over four files in s3://data/train."""
-    url = s3_server.put_arrays("data/train", {f"part-{j}.npy": rows(j, n) for j, n in FILES.items()})
+    url = s3_server.put_arrays(
+        "data/train", {f"part-{j}.npy": rows(j, n) for j, n in FILES.items()}
+    )
     kwargs = {
         "capacity_bytes": 1 << 20,
         "samples_per_shard": 4,
@@ -232,7 +232,8 @@ def test_an_s3_server_restarted_mid_epoch_is_retried_and_no_sample_is_torn(s3_fe
                     server.start()
                     written_at_restart = feed.producer.written
             if epoch == 0:  # the producer comes back with the storage, and goes on
-                wait_until(lambda: feed.producer.written > written_at_restart + 2)
+                target = written_at_restart + 2
+                wait_until(lambda: feed.producer.written > target)  # noqa: B023 (called here)
                 assert feed.producer.retries >= 1  # the storage was down: it retried
         feed.producer.check()  # it never failed
     assert_whole_rows(np.concatenate(read), FILES)

@@ -15,11 +15,10 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from s3_server import rows as s3_rows
 
 from distsampling.growing.remote import RemoteSource
 from distsampling.growing.retry import RemoteUnavailableError
-from s3_server import rows as s3_rows
-from s3_server import s3_server  # noqa: F401 (a fixture)
 
 moto_settings = pytest.importorskip("moto.settings")
 
@@ -264,8 +263,11 @@ def test_reading_one_s3_sample_is_one_ranged_get_of_its_bytes(bucket, caplog):
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("s3://no-such-bucket/train", r"source should be an existing bucket and prefix, but got "
-         r"source='s3://no-such-bucket/train' \(not found\)"),
+        (
+            "s3://no-such-bucket/train",
+            r"source should be an existing bucket and prefix, but got "
+            r"source='s3://no-such-bucket/train' \(not found\)",
+        ),
         ("s3://data/no-such-prefix", r"source='s3://data/no-such-prefix' \(not found\)"),
     ],
 )

@@ -165,7 +165,8 @@ class NodeFeed:
         self.seed = check_int("seed", seed, low=0)
         low = self.local_world  # every local rank reads at least one sample
         self.min_samples = check_int(
-            "min_samples", self.local_world * batch_size if min_samples is None else min_samples,
+            "min_samples",
+            self.local_world * batch_size if min_samples is None else min_samples,
             low=low,
         )
         if not isinstance(wait_timeout, int | float) or not 0 < wait_timeout < float("inf"):
@@ -202,9 +203,7 @@ class NodeFeed:
         reports = _gather((self.node, count, error))  # [(node, length, error)] over all ranks
         failed = [f"node {node}: {err}" for node, _, err in reports if err is not None]
         if failed:
-            raise RuntimeError(
-                f"epoch {epoch} cannot start on every rank:\n" + "\n".join(failed)
-            )
+            raise RuntimeError(f"epoch {epoch} cannot start on every rank:\n" + "\n".join(failed))
         lengths = {node: n for node, n, _ in reports if n is not None}  # node -> snapshot length
         self.samples_per_rank = m = min(lengths.values()) // self.local_world
         dataset = SnapshotDataset(self.cache.snapshot(epoch))  # the frozen one: same on the node
@@ -213,7 +212,9 @@ class NodeFeed:
         )
         sampler = FirstOf(split, m)  # the same m on every rank: the same number of batches
         sampler.set_epoch(epoch)
-        return DataLoader(dataset, batch_size=self.batch_size, sampler=sampler, **self.loader_options)
+        return DataLoader(
+            dataset, batch_size=self.batch_size, sampler=sampler, **self.loader_options
+        )
 
     def end_epoch(self, epoch: int) -> None:
         """Wait for every rank (a barrier), then unpin epoch ``epoch``'s snapshot on the node."""

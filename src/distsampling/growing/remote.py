@@ -181,7 +181,7 @@ class RemoteSource:
             raise ValueError(
                 f"{path} is truncated: its header promises {need} bytes, but it holds {size}"
             )
-        handle = open(path, "rb") if self._fs is None else None  # noqa: SIM115 (kept open)
+        handle = open(path, "rb") if self._fs is None else None
         self._open[k] = (handle, offset, shape[0], dtype)
         return tuple(shape[1:]), dtype.newbyteorder("=")  # native order: what read() returns
 

@@ -72,7 +72,9 @@ def is_transient(err: BaseException) -> bool:
         >>> is_transient(FileNotFoundError("s3://b/k")), is_transient(PermissionError())
         (False, False)
     """
-    if isinstance(err, FileNotFoundError | PermissionError | IsADirectoryError | NotADirectoryError):
+    if isinstance(
+        err, FileNotFoundError | PermissionError | IsADirectoryError | NotADirectoryError
+    ):
         return False
     if isinstance(err, ConnectionError | TimeoutError):  # resets, refusals, timeouts
         return True
@@ -131,7 +133,7 @@ def retried(
                 f"{url}: access denied; check the credentials (key, secret, token or the AWS_* "
                 f"environment variables) and the bucket's permissions: {err}"
             ) from err
-        except Exception as err:  # noqa: BLE001 (classified right below)
+        except Exception as err:
             if not is_transient(err):
                 raise
             attempts += 1
