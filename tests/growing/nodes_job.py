@@ -71,3 +71,12 @@ def train_on_nodes(
     dist.all_gather_object(gathered, records)
     out["records"] = gathered
     return out if dist.get_rank() == 0 else None
+
+
+def start_over(remote: str, cache_root: str) -> str:
+    """On every rank: construct a NodeFeed over ``remote``; return the error this rank got."""
+    try:
+        NodeFeed(remote, cache_root, capacity_bytes=1 << 20, samples_per_shard=4, batch_size=2)
+    except Exception as err:
+        return f"{type(err).__name__}: {err}"
+    return "no error"

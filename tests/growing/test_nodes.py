@@ -16,11 +16,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch.distributed as dist
 from s3_server import assert_whole_rows, rows
 
-from distsampling import NodeFeed, run_nodes
+from distsampling import NodeFeed, run_nodes, run_world
 from distsampling.distributed import DistributedSampler
 from distsampling.growing.nodes import FirstOf, node_topology
+from distsampling.launch import free_port
 from test_multiprocess import single_process
 from worlds import SCENARIOS
 
@@ -150,6 +152,77 @@ def test_first_of_keeps_the_head_of_the_epoch_and_forwards_set_epoch():
     assert len(first) == 4 and list(first) == list(inner)[:4] and inner.epoch == 5
     with pytest.raises(ValueError, match=r"n should be in the interval \[0, 10\], but got n=11"):
         FirstOf(inner, 11)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.xdist_group("worlds")
+def test_a_producer_that_cannot_start_fails_every_rank_not_only_its_own(tmp_path):
+    """Invariant: local rank 0's producer fails to start (no .npy files): rank 0 raises that
+    error, the other ranks raise RuntimeError naming the node, none waits in a collective."""
+    (tmp_path / "empty").mkdir()
+    errors = run_world(
+        "nodes_job:start_over",
+        2,
+        str(tmp_path / "empty"),
+        str(tmp_path / "cache"),
+        timeout=120,
+        pythonpath=[TESTS, HERE],
+    )
+    assert errors[0].startswith("ValueError: source should hold .npy files, but got none in")
+    assert errors[1].startswith("RuntimeError: a node's producer could not start:\nnode 0: ")
+    assert "source should hold .npy files" in errors[1]
+
+
+@pytest.fixture
+def process_group(monkeypatch):
+    """A real one-process gloo group in this process, destroyed afterwards."""
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1
+    )
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"LOCAL_WORLD_SIZE": "1"},
+            r"LOCAL_RANK and LOCAL_WORLD_SIZE should be set .* but got "
+            r"LOCAL_RANK=None, LOCAL_WORLD_SIZE='1'",
+        ),
+        (
+            {"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"},
+            r"ranks should be numbered node \* "
+            r"LOCAL_WORLD_SIZE \+ LOCAL_RANK .* but got RANK=0, WORLD_SIZE=1, GROUP_RANK=0, "
+            r"LOCAL_RANK=1, LOCAL_WORLD_SIZE=2",
+        ),
+        (
+            {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "1"},
+            r"but got RANK=0, "
+            r"WORLD_SIZE=1, GROUP_RANK=1",
+        ),
+    ],
+)
+def test_a_rank_numbering_torchrun_would_not_give_is_refused(
+    process_group, monkeypatch, env, message
+):
+    """Invariant: node_topology() refuses missing or inconsistent torchrun variables, naming them."""
+    for name in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(RuntimeError, match=message):
+        node_topology()
+
+
+def test_torchrun_variables_of_one_node_give_its_topology(process_group, monkeypatch):
+    """Invariant: RANK 0 of 1, LOCAL_RANK 0 of 1, GROUP_RANK 0 -> (0, 1, 0, 1)."""
+    for name, value in {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0"}.items():
+        monkeypatch.setenv(name, value)
+    assert node_topology() == (0, 1, 0, 1)
 
 
 @pytest.fixture

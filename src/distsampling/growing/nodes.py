@@ -179,15 +179,30 @@ class NodeFeed:
         os.makedirs(cache_dir, exist_ok=True)
         self.cache = ShardCache(cache_dir, capacity_bytes)
         self.producer: Producer | None = None
+        failure: Exception | None = None
         if self.local_rank == 0:  # one producer per node, on the node's part of the remote
-            self.producer = Producer(
-                source,
-                self.cache,
-                samples_per_shard=samples_per_shard,
-                seed=self.seed + self.node,
-                part=(self.node, self.nodes),
-                **(producer_options or {}),
-            )
+            try:
+                self.producer = Producer(
+                    source,
+                    self.cache,
+                    samples_per_shard=samples_per_shard,
+                    seed=self.seed + self.node,
+                    part=(self.node, self.nodes),
+                    **(producer_options or {}),
+                )
+            except Exception as err:
+                failure = err
+        # every rank learns whether every node's producer started (no rank waits for a dead one)
+        failed = [
+            f"node {node}: {err}"
+            for node, err in _gather((self.node, None if failure is None else repr(failure)))
+            if err is not None
+        ]
+        if failure is not None:
+            raise failure
+        if failed:
+            self.close()
+            raise RuntimeError("a node's producer could not start:\n" + "\n".join(failed))
         self.samples_per_rank: int | None = None  # m of the last epoch started
 
     # --- one epoch ------------------------------------------------------------------------------
