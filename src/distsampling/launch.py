@@ -101,12 +101,7 @@ def run_world(
                 backend,
                 str(timeout),
             ]
-            # a new session per rank: killpg then takes the rank and anything it started
-            procs.append(
-                subprocess.Popen(
-                    cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-                )
-            )
+            procs.append(_start(cmd, env, log))
             logs.append(log)
         try:
             failed = _wait_all(procs, time.monotonic() + timeout)
@@ -115,24 +110,10 @@ def run_world(
                 if p.poll() is None:
                     os.killpg(p.pid, signal.SIGKILL)
                     p.wait()
-            outputs = []
-            for log in logs:
-                log.seek(0)
-                outputs.append(log.read().decode(errors="replace")[-3000:])
-                log.close()
+            outputs = _read_logs(logs)
         if failed is not None:
-            tails = "\n".join(
-                f"--- rank {r} (exit {p.returncode}):\n{out}"
-                for r, (p, out) in enumerate(zip(procs, outputs))
-            )
-            what = (
-                f"did not finish within timeout={timeout}s"
-                if failed == "timeout"
-                else f"rank {failed} failed"
-            )
-            raise (TimeoutError if failed == "timeout" else RuntimeError)(
-                f"run_world({target!r}, world_size={world_size}): {what}\n{tails}"
-            )
+            call = f"run_world({target!r}, world_size={world_size})"
+            raise _failure(call, failed, timeout, "rank", procs, outputs)
         return [
             pickle.loads((work / f"result{rank}.pkl").read_bytes()) for rank in range(world_size)
         ]
@@ -193,11 +174,7 @@ def run_nodes(
             cmd += ["--max-restarts=0", "--monitor-interval=0.1"]
             cmd += ["-m", "distsampling.launch", target, str(work), backend, str(timeout)]
             log = open(work / f"node{node}.log", "w+b")
-            agents.append(
-                subprocess.Popen(
-                    cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-                )
-            )
+            agents.append(_start(cmd, env, log))
             logs.append(log)
         try:
             failed = _wait_all(agents, time.monotonic() + timeout)
@@ -212,27 +189,47 @@ def run_nodes(
                     os.killpg(agent.pid, signal.SIGKILL)
                     agent.wait()
             _kill_marked(mark)  # whatever is left (a worker, a producer, a loader's worker)
-            outputs = []
-            for log in logs:
-                log.seek(0)
-                outputs.append(log.read().decode(errors="replace")[-4000:])
-                log.close()
+            outputs = _read_logs(logs)
         if failed is not None:
-            tails = "\n".join(
-                f"--- node {k} (exit {a.returncode}):\n{out}"
-                for k, (a, out) in enumerate(zip(agents, outputs))
-            )
-            what = (
-                f"did not finish within timeout={timeout}s"
-                if failed == "timeout"
-                else f"node {failed} failed"
-            )
-            raise (TimeoutError if failed == "timeout" else RuntimeError)(
-                f"run_nodes({target!r}, nnodes={nnodes}, nproc_per_node={nproc_per_node}): "
-                f"{what}\n{tails}"
-            )
+            call = f"run_nodes({target!r}, nnodes={nnodes}, nproc_per_node={nproc_per_node})"
+            raise _failure(call, failed, timeout, "node", agents, outputs)
         world = nnodes * nproc_per_node
         return [pickle.loads((work / f"result{rank}.pkl").read_bytes()) for rank in range(world)]
+
+
+def _start(cmd: list[str], env: dict[str, str], log: Any) -> subprocess.Popen:
+    """Start ``cmd`` in a new session (``killpg`` then takes it and what it starts), logging to ``log``."""
+    return subprocess.Popen(
+        cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def _read_logs(logs: list, keep: int = 3000) -> list[str]:
+    """The last ``keep`` characters of each process's log; the logs are closed."""
+    outputs = []
+    for log in logs:
+        log.seek(0)
+        outputs.append(log.read().decode(errors="replace")[-keep:])
+        log.close()
+    return outputs
+
+
+def _failure(
+    call: str,
+    failed: int | str,
+    timeout: float,
+    unit: str,
+    procs: list[subprocess.Popen],
+    outputs: list[str],
+) -> Exception:
+    """The error for a failed run: which ``unit`` (rank, node) failed or the timeout, and logs."""
+    tails = "\n".join(
+        f"--- {unit} {k} (exit {p.returncode}):\n{out}"
+        for k, (p, out) in enumerate(zip(procs, outputs))
+    )
+    if failed == "timeout":
+        return TimeoutError(f"{call}: did not finish within timeout={timeout}s\n{tails}")
+    return RuntimeError(f"{call}: {unit} {failed} failed\n{tails}")
 
 
 def _kill_marked(mark: str) -> None:
