@@ -3,13 +3,15 @@
 ``s3_server`` (a pytest fixture) starts ``moto.server.ThreadedMotoServer`` on a free loopback port
 and yields an :class:`S3`: its URL, the ``storage_options`` s3fs needs to reach it, and
 ``stop()`` / ``start()`` to take it down and bring it back on the same port (its buckets live in
-this process, so they survive a restart). The server is stopped whatever the test does.
+this process, so they survive a restart). Every test starts from an empty store (moto's reset
+endpoint), and the server is stopped whatever the test does.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import urllib.request
 
 import numpy as np
 import pytest
@@ -39,6 +41,12 @@ class S3:
         if self._server is not None:
             self._server.stop()
             self._server = None
+
+    def reset(self) -> None:
+        """Delete every bucket (moto's own endpoint for it)."""
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
 
     def options(self, **overrides) -> dict:
         """s3fs's keyword arguments for this server (fake credentials; short client timeouts)."""
@@ -80,6 +88,7 @@ def s3_server(monkeypatch):
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
     server = S3()
     try:
+        server.reset()  # moto keeps buckets per process: start every test from an empty store
         yield server
     finally:
         server.stop()
