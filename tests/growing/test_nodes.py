@@ -289,6 +289,7 @@ def wait_until(condition, timeout: float = 60.0) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.timeout(180)
 def test_an_s3_server_restarted_mid_epoch_is_retried_and_no_sample_is_torn(s3_feed_args, tmp_path):
     """Invariant: storage down then back mid-epoch: the producer retries and goes on; every
     sample of every epoch is a whole remote row; the training loop sees no error."""
@@ -312,6 +313,7 @@ def test_an_s3_server_restarted_mid_epoch_is_retried_and_no_sample_is_torn(s3_fe
     assert_whole_rows(np.concatenate(read), FILES)
 
 
+@pytest.mark.timeout(180)
 def test_s3_down_past_the_deadline_stops_training_with_the_url(s3_feed_args, tmp_path):
     """Invariant: storage down longer than the producer's deadline: the next epoch raises, in
     the training process, the producer's error naming the URL."""
@@ -329,3 +331,29 @@ def test_s3_down_past_the_deadline_stops_training_with_the_url(s3_feed_args, tmp
             for _ in feed.epoch(1):
                 pass
     assert not feed.producer  # stopped (closed) on the way out
+
+
+def test_a_producer_killed_without_a_word_stops_the_next_epoch_with_its_exit_code(remote_dir):
+    """Invariant: a SIGKILLed producer (out of memory, say) is reported at the next epoch with
+    its exit code, not waited for until wait_timeout."""
+    remote, cache = remote_dir
+    with pytest.raises(
+        RuntimeError,
+        match=r"epoch 1 cannot start on every rank:\nnode 0: the producer process died with "
+        r"exit code -9 \(signal 9\)",
+    ):
+        with NodeFeed(
+            remote,
+            cache,
+            capacity_bytes=1 << 20,
+            samples_per_shard=4,
+            batch_size=4,
+            wait_timeout=600.0,
+            producer_options={"bandwidth": 240.0},
+        ) as feed:
+            for _ in feed.epoch(0):
+                pass
+            feed.producer.process.kill()
+            feed.producer.process.join(timeout=60)
+            for _ in feed.epoch(1):
+                pass

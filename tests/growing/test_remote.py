@@ -21,6 +21,7 @@ from distsampling.growing.remote import RemoteSource
 from distsampling.growing.retry import RemoteUnavailableError
 
 moto_settings = pytest.importorskip("moto.settings")
+pytestmark = pytest.mark.timeout(120)  # a server that never answers ends the test, not the suite
 
 ROWS = (3, 7, 5)
 

@@ -36,6 +36,7 @@ References:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import time
 from collections.abc import Iterator
@@ -103,8 +104,7 @@ class FirstOf(Sampler[int]):
         self.sampler, self.n = sampler, check_int("n", n, low=0, high=len(sampler))
 
     def __iter__(self) -> Iterator[int]:
-        it = iter(self.sampler)
-        return (next(it) for _ in range(self.n))
+        return itertools.islice(self.sampler, self.n)
 
     def __len__(self) -> int:
         return self.n
@@ -136,8 +136,8 @@ class NodeFeed:
 
     Examples:
         >>> import tempfile
+        >>> import numpy as np
         >>> remote, local = tempfile.mkdtemp(), tempfile.mkdtemp()
-        >>> np = __import__("numpy")
         >>> np.save(f"{remote}/a.npy", np.arange(40, dtype=np.float32).reshape(20, 2))
         >>> with NodeFeed(remote, local, capacity_bytes=1 << 20, samples_per_shard=4,
         ...               batch_size=4, min_samples=8) as feed:

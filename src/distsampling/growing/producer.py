@@ -189,6 +189,12 @@ class Producer:
         instead of leaving the loop to wait for shards that never come.
         """
         self._raise_if_failed()
+        code = self.process.exitcode
+        if code not in (None, 0):  # it died without a word: killed (SIGKILL, out of memory)
+            raise RuntimeError(
+                f"the producer process died with exit code {code} "
+                f"({'signal ' + str(-code) if code < 0 else 'an error'}) without reporting an error"
+            )
 
     def join(self, timeout: float | None = None) -> None:
         """Wait for the process to finish; raise ``RuntimeError`` if it failed."""
