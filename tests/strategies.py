@@ -66,7 +66,7 @@ def windowed_args(draw: st.DrawFn) -> dict:
     }
 
 
-# grouped / iteration / pipeline (issue 5)
+# grouped / iteration / pipeline
 #: group ids of a small dataset: few distinct groups, so groups both fill and leave short batches
 group_id_lists = st.lists(st.integers(min_value=-2, max_value=3), max_size=60)
 #: total iterations of an iteration-based run
@@ -79,7 +79,7 @@ bin_edges = st.lists(
 ).map(sorted)
 
 
-# weighted / wrapper (issue 4)
+# weighted / wrapper
 #: one class weight: integers and floats, zero included (a class left out)
 class_weight_values = st.one_of(
     st.integers(min_value=0, max_value=50), st.floats(min_value=0.0, max_value=100.0)

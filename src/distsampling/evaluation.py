@@ -1,8 +1,8 @@
 r"""Evaluation without duplicates: every index exactly once, and metrics gathered exactly.
 
 ``DistributedSampler`` pads the epoch so every rank reads the same number of samples; for
-training that is harmless, for evaluation it counts the padded samples twice (pytorch issue
-25162). :class:`UnpaddedDistributedSampler` keeps torch's order and split but drops the
+training that is harmless, for evaluation it counts the padded samples twice
+(https://github.com/pytorch/pytorch/issues/25162). :class:`UnpaddedDistributedSampler` keeps torch's order and split but drops the
 padding, so ranks read ``ceil((N - rank) / W)`` samples — lengths differ by at most one.
 :func:`gather_by_index` then collects per-sample results from every rank into dataset order,
 each index once, whichever sampler was used.

@@ -7,7 +7,8 @@ item ``i`` is ``(offset + i * window) % size``, where ``offset`` is drawn per ep
 :func:`window_indices` expands a batch of starts into its ``(batch, window)`` sample indices.
 
 No array of starts exists: an item costs one multiply and one modulo. The ``(epoch, offset)``
-pair lives in shared memory, so DataLoader workers see every :meth:`set_epoch`, persistent or not.
+pair lives in shared memory, so DataLoader workers see every
+:meth:`SequentialWindowedDataset.set_epoch`, persistent or not.
 
 References:
     torch/utils/data/dataset.py (Dataset); torch/utils/data/distributed.py (DistributedSampler,

@@ -1,9 +1,10 @@
 r"""RemoteSource: random access to single samples of a directory (or fsspec URL) of ``.npy`` files.
 
-It stands for the user's remote storage: a local directory, or any fsspec URL (``s3://bucket/data``
-through s3fs, ``memory://x``). Each file holds ``(m, *sample_shape)`` samples of numbers;
-:meth:`RemoteSource.read` fetches one sample as one ranged read of its bytes (an HTTP ``Range``
-request on S3: never the whole file), right after the ``.npy`` header.
+It stands for the user's remote storage (a terabyte-sized store sampled anew every epoch): a local
+directory, or any fsspec URL (``s3://bucket/data`` through s3fs, ``memory://x``). Each file holds
+``(m, *sample_shape)`` samples of numbers; :meth:`RemoteSource.read` fetches one sample as one
+ranged read of its bytes (an HTTP ``Range`` request on S3: never the whole file), right after
+the ``.npy`` header.
 
 What a real object store needs, and where it is handled:
 
