@@ -32,7 +32,7 @@ NODES, PER_NODE, EPOCHS, SCENARIO_EPOCHS = 2, 2, 3, 2
 FILES = {j: 10 + 3 * j for j in range(4)}  # remote file j holds 10 + 3 j rows
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # one run per worker, even if other modules' tests interleave
 def two_nodes(tmp_path_factory):
     """``(scenarios, records)`` gathered on rank 0 of a 2 x 2 torchrun run."""
     remote = tmp_path_factory.mktemp("remote")
