@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import gc
 import importlib
+import math
+import numbers
 import os
 import pickle
 import signal
@@ -73,7 +75,10 @@ def run_world(
         >>> run_world("torch.distributed:get_rank", 2)
         [0, 1]
     """
+    # every check in the parent, before any rank starts: a bad argument fails once, here
+    _check_target(target)
     world_size = check_int("world_size", world_size, low=1)
+    _check_timeout(timeout)
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="distsampling-world-") as tmp:
         work = Path(tmp)
@@ -154,6 +159,8 @@ def run_nodes(
         >>> run_nodes("os:getenv", 2, 1, "LOCAL_RANK")  # ranks 0 and 1, each local rank 0
         ['0', '0']
     """
+    _check_target(target)
+    _check_timeout(timeout)
     nnodes = check_int("nnodes", nnodes, low=1)
     nproc_per_node = check_int("nproc_per_node", nproc_per_node, low=1)
     port, mark = free_port(), uuid.uuid4().hex
@@ -244,6 +251,27 @@ def _kill_marked(mark: str) -> None:
                     os.kill(int(pid), signal.SIGKILL)
         except (OSError, ProcessLookupError):  # gone already, or not ours to read
             continue
+
+
+def _check_target(target: object) -> None:
+    # "package.module:function": dotted identifiers, one colon, an identifier
+    module, _, function = target.partition(":") if isinstance(target, str) else ("", "", "")
+    if not (
+        module and all(p.isidentifier() for p in module.split(".")) and function.isidentifier()
+    ):
+        raise (ValueError if isinstance(target, str) else TypeError)(
+            "target should be 'module:function' (a dotted module path, a colon, a function "
+            f"name), but got target={target!r}"
+        )
+
+
+def _check_timeout(timeout: object) -> None:
+    # the ranks' process groups take timedelta(seconds=timeout): finite, and > 0 to run at all
+    real = isinstance(timeout, numbers.Real) and not isinstance(timeout, bool)
+    if not real or not 0 < timeout < math.inf:  # NaN fails the comparison too
+        raise (ValueError if real else TypeError)(
+            f"timeout should be a finite number of seconds > 0, but got timeout={timeout!r}"
+        )
 
 
 def _wait_all(procs: list[subprocess.Popen], deadline: float) -> int | str | None:

@@ -90,7 +90,7 @@ def window_indices(
         tensor([[0, 1, 2],
                 [9, 0, 1]])
     """
-    size = check_int("size", size, low=1)
+    size = _int64("size", size, low=1)  # as the dataset: the indices are int64
     window = _check_window(window, size)
     try:
         s = torch.as_tensor(starts)
