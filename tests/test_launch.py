@@ -1,12 +1,19 @@
-"""run_world's own contract: results in rank order, errors surfaced, bad input rejected."""
+"""run_world's and run_nodes' own contract: results in rank order, errors surfaced, nothing left
+behind, bad input rejected."""
 
 from __future__ import annotations
 
 import math
+import os
+import time
+import uuid
+from pathlib import Path
 
 import pytest
 
-from distsampling import run_world
+from distsampling import run_nodes, run_world
+
+TESTS = str(Path(__file__).parent)
 
 
 def world(test):
@@ -29,6 +36,45 @@ def test_world_size_below_one_is_rejected(world_size):
         ValueError, match=f"world_size should be >= 1, but got world_size={world_size}"
     ):
         run_world("torch.distributed:get_rank", world_size)
+
+
+def _marked(mark: str) -> list[int]:
+    """Processes (ours or not) whose environment holds ``LAUNCH_TEST_MARK=mark``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if f"LAUNCH_TEST_MARK={mark}".encode() in f.read().split(b"\0"):
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds processes through /proc")
+def test_a_hung_multi_node_run_times_out_and_leaves_no_process_behind(monkeypatch):
+    """Invariant: run_nodes past its timeout raises TimeoutError, and every agent, rank and
+    process they started is gone."""
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv("LAUNCH_TEST_MARK", mark)  # inherited by every process of the run
+    with pytest.raises(
+        TimeoutError,
+        match=r"run_nodes\('worlds:hang_on_rank_1', nnodes=2, "
+        r"nproc_per_node=1\): did not finish within timeout=30s",
+    ):
+        run_nodes("worlds:hang_on_rank_1", 2, 1, timeout=30, pythonpath=[TESTS])
+    deadline = time.monotonic() + 10  # SIGKILLed processes vanish once reaped by init
+    while _marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _marked(mark) == []
+
+
+@pytest.mark.parametrize(("nnodes", "nproc"), [(0, 1), (1, 0)])
+def test_nodes_or_processes_below_one_are_rejected(nnodes, nproc):
+    """Invariant: a run needs at least one node of one process; the error names the value."""
+    name, value = ("nnodes", nnodes) if nnodes < 1 else ("nproc_per_node", nproc)
+    with pytest.raises(ValueError, match=f"{name} should be >= 1, but got {name}={value}"):
+        run_nodes("torch.distributed:get_rank", nnodes, nproc)
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,10 @@ from .grouped import GroupedBatchSampler
 from .growing import (
     CorruptShardError,
     ManifestError,
+    NodeFeed,
     Producer,
     RemoteSource,
+    RemoteUnavailableError,
     ShardCache,
     Snapshot,
     SnapshotDataset,
@@ -27,7 +29,7 @@ from .growing import (
 from .inference import InferenceSampler, inference_shard
 from .infinite import InfiniteSampler, shared_random_seed
 from .iteration import IterationBasedBatchSampler
-from .launch import run_world
+from .launch import run_nodes, run_world
 from .pipeline import (
     aspect_ratio_groups,
     aspect_ratios,
@@ -50,9 +52,11 @@ __all__ = [
     "GroupedBatchSampler",
     "IterationBasedBatchSampler",
     "ManifestError",
+    "NodeFeed",
     "Producer",
     "RankMismatchError",
     "RemoteSource",
+    "RemoteUnavailableError",
     "SequentialWindowedDataset",
     "ShardCache",
     "Snapshot",
@@ -75,6 +79,7 @@ __all__ = [
     "produce",
     "rank_positions",
     "resumed_positions",
+    "run_nodes",
     "run_world",
     "split_sizes",
     "window_indices",

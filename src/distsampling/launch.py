@@ -9,6 +9,10 @@ the error shows each rank's last output: no orphan processes, no hung test.
 The function is named by import path (``"package.module:function"``) rather than pickled, so
 each rank imports it fresh, exactly as ``torchrun script.py`` would run a script.
 
+:func:`run_nodes` does the same through real ``torchrun`` agents, one per simulated node
+(``--nnodes``, ``--node-rank``, static rendezvous on 127.0.0.1): ``RANK`` and ``LOCAL_RANK``
+then differ, as on a cluster, so code that mixes them up fails here.
+
 References:
     torch/distributed/run.py (torchrun: the environment variables set here are the same)
 """
@@ -27,13 +31,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from ._validate import check_int
 
-__all__ = ["free_port", "run_world"]
+__all__ = ["free_port", "run_nodes", "run_world"]
 
 
 def free_port() -> int:
@@ -101,12 +106,7 @@ def run_world(
                 backend,
                 str(timeout),
             ]
-            # a new session per rank: killpg then takes the rank and anything it started
-            procs.append(
-                subprocess.Popen(
-                    cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-                )
-            )
+            procs.append(_start(cmd, env, log))
             logs.append(log)
         try:
             failed = _wait_all(procs, time.monotonic() + timeout)
@@ -115,27 +115,142 @@ def run_world(
                 if p.poll() is None:
                     os.killpg(p.pid, signal.SIGKILL)
                     p.wait()
-            outputs = []
-            for log in logs:
-                log.seek(0)
-                outputs.append(log.read().decode(errors="replace")[-3000:])
-                log.close()
+            outputs = _read_logs(logs)
         if failed is not None:
-            tails = "\n".join(
-                f"--- rank {r} (exit {p.returncode}):\n{out}"
-                for r, (p, out) in enumerate(zip(procs, outputs))
-            )
-            what = (
-                f"did not finish within timeout={timeout}s"
-                if failed == "timeout"
-                else f"rank {failed} failed"
-            )
-            raise (TimeoutError if failed == "timeout" else RuntimeError)(
-                f"run_world({target!r}, world_size={world_size}): {what}\n{tails}"
-            )
+            call = f"run_world({target!r}, world_size={world_size})"
+            raise _failure(call, failed, timeout, "rank", procs, outputs)
         return [
             pickle.loads((work / f"result{rank}.pkl").read_bytes()) for rank in range(world_size)
         ]
+
+
+def run_nodes(
+    target: str,
+    nnodes: int,
+    nproc_per_node: int,
+    *args: Any,
+    timeout: float = 180.0,
+    backend: str = "gloo",
+    pythonpath: list[str] | None = None,
+) -> list[Any]:
+    r"""Call ``target(*args)`` on every rank of ``nnodes`` torchrun agents of ``nproc_per_node``.
+
+    Each agent is ``torchrun --nnodes=N --node-rank=K --nproc-per-node=P --master-addr=127.0.0.1
+    --master-port=<free>`` (static rendezvous), as one would start it on node ``K``. Ranks
+    ``K * P .. K * P + P - 1`` run on agent ``K``; their ``LOCAL_RANK`` is ``0 .. P - 1``.
+    If an agent fails or the run outlasts ``timeout``, the agents are stopped (SIGTERM, then
+    SIGKILL) and every process the run started (workers, and whatever they started) is killed:
+    they all carry a marker in their environment, looked up in ``/proc``.
+
+    Args:
+        target: ``"module:function"``, run after ``init_process_group`` on every rank.
+        nnodes: number of agents (simulated nodes).
+        nproc_per_node: ranks per agent.
+        *args: positional arguments for the function (must pickle).
+        timeout: seconds for the whole run.
+        backend: ``"gloo"`` or ``"nccl"``.
+        pythonpath: extra import paths for the ranks.
+
+    Returns:
+        ``[result of rank 0, result of rank 1, ...]`` over all ``nnodes * nproc_per_node`` ranks.
+
+    Examples:
+        >>> import os
+        >>> run_nodes("os:getenv", 2, 1, "LOCAL_RANK")  # ranks 0 and 1, each local rank 0
+        ['0', '0']
+    """
+    _check_target(target)
+    _check_timeout(timeout)
+    nnodes = check_int("nnodes", nnodes, low=1)
+    nproc_per_node = check_int("nproc_per_node", nproc_per_node, low=1)
+    port, mark = free_port(), uuid.uuid4().hex
+    with tempfile.TemporaryDirectory(prefix="distsampling-nodes-") as tmp:
+        work = Path(tmp)
+        (work / "args.pkl").write_bytes(pickle.dumps(args))
+        paths = [*(pythonpath or []), *sys.path]
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join(p for p in paths if p),
+            DISTSAMPLING_RUN=mark,  # every process of this run inherits it: found and killed
+        )
+        agents, logs = [], []
+        for node in range(nnodes):
+            cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}"]
+            cmd += [f"--node-rank={node}", f"--nproc-per-node={nproc_per_node}"]
+            cmd += ["--master-addr=127.0.0.1", f"--master-port={port}", "--rdzv-backend=static"]
+            cmd += ["--max-restarts=0", "--monitor-interval=0.1"]
+            cmd += ["-m", "distsampling.launch", target, str(work), backend, str(timeout)]
+            log = open(work / f"node{node}.log", "w+b")
+            agents.append(_start(cmd, env, log))
+            logs.append(log)
+        try:
+            failed = _wait_all(agents, time.monotonic() + timeout)
+        finally:
+            for agent in agents:  # SIGTERM: the agent stops its workers (own sessions) itself
+                if agent.poll() is None:
+                    os.killpg(agent.pid, signal.SIGTERM)
+            for agent in agents:
+                try:
+                    agent.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(agent.pid, signal.SIGKILL)
+                    agent.wait()
+            _kill_marked(mark)  # whatever is left (a worker, a producer, a loader's worker)
+            outputs = _read_logs(logs)
+        if failed is not None:
+            call = f"run_nodes({target!r}, nnodes={nnodes}, nproc_per_node={nproc_per_node})"
+            raise _failure(call, failed, timeout, "node", agents, outputs)
+        world = nnodes * nproc_per_node
+        return [pickle.loads((work / f"result{rank}.pkl").read_bytes()) for rank in range(world)]
+
+
+def _start(cmd: list[str], env: dict[str, str], log: Any) -> subprocess.Popen:
+    """Start ``cmd`` in a new session (``killpg`` then takes it and what it starts), logging to ``log``."""
+    return subprocess.Popen(
+        cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def _read_logs(logs: list, keep: int = 3000) -> list[str]:
+    """The last ``keep`` characters of each process's log; the logs are closed."""
+    outputs = []
+    for log in logs:
+        log.seek(0)
+        outputs.append(log.read().decode(errors="replace")[-keep:])
+        log.close()
+    return outputs
+
+
+def _failure(
+    call: str,
+    failed: int | str,
+    timeout: float,
+    unit: str,
+    procs: list[subprocess.Popen],
+    outputs: list[str],
+) -> Exception:
+    """The error for a failed run: which ``unit`` (rank, node) failed or the timeout, and logs."""
+    tails = "\n".join(
+        f"--- {unit} {k} (exit {p.returncode}):\n{out}"
+        for k, (p, out) in enumerate(zip(procs, outputs))
+    )
+    if failed == "timeout":
+        return TimeoutError(f"{call}: did not finish within timeout={timeout}s\n{tails}")
+    return RuntimeError(f"{call}: {unit} {failed} failed\n{tails}")
+
+
+def _kill_marked(mark: str) -> None:
+    """SIGKILL every process whose environment holds ``DISTSAMPLING_RUN=mark`` (Linux ``/proc``)."""
+    needle = f"DISTSAMPLING_RUN={mark}".encode()
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ProcessLookupError):  # gone already, or not ours to read
+            continue
 
 
 def _check_target(target: object) -> None:

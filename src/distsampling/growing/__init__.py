@@ -12,7 +12,10 @@ The pieces, in the order data flows through them:
 - :mod:`~distsampling.growing.dataset`: ``SnapshotDataset``, reads a snapshot in DataLoader
   workers;
 - :mod:`~distsampling.growing.prefetch`: ``prefetch_epochs``, builds the next epoch's loader
-  ahead.
+  ahead;
+- :mod:`~distsampling.growing.retry`: retries of remote requests with backoff and a deadline;
+- :mod:`~distsampling.growing.nodes`: ``NodeFeed``, many nodes: a producer and a cache per node,
+  the same number of steps on every rank.
 
 The samplers at the top of ``distsampling`` never import this package.
 """
@@ -20,21 +23,27 @@ The samplers at the top of ``distsampling`` never import this package.
 from .cache import ShardCache
 from .dataset import SnapshotDataset, collate_batch
 from .manifest import ManifestError
+from .nodes import FirstOf, NodeFeed, node_topology
 from .prefetch import prefetch_epochs
 from .producer import Producer, produce
 from .remote import RemoteSource
+from .retry import RemoteUnavailableError
 from .snapshot import CorruptShardError, Snapshot, load_shard
 
 __all__ = [
     "CorruptShardError",
+    "FirstOf",
     "ManifestError",
+    "NodeFeed",
     "Producer",
     "RemoteSource",
+    "RemoteUnavailableError",
     "ShardCache",
     "Snapshot",
     "SnapshotDataset",
     "collate_batch",
     "load_shard",
+    "node_topology",
     "prefetch_epochs",
     "produce",
 ]

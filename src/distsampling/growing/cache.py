@@ -28,8 +28,9 @@ receive the (picklable) snapshot with the dataset and never call it. Call ``end_
 once every rank has finished that epoch (after a barrier); it is idempotent, and
 ``snapshot(epoch)`` after it is an error, so a late rank cannot silently get another snapshot.
 This needs one cache directory for all ranks (one machine, or a shared file system with working
-``flock``). With a cache local to each node, the nodes hold different samples: give each node its
-own sampler over its own cache (``num_replicas`` = ranks per node, ``rank`` = local rank).
+``flock``). With a cache local to each node, the nodes hold different samples and their
+snapshots differ in length: :class:`~distsampling.growing.nodes.NodeFeed` splits each node's
+snapshot among its ranks and makes every rank read the same number of samples.
 
 **Invariant of this class.** After every call, the live shards are the newest committed shards
 whose bytes fit ``capacity_bytes``, oldest first; every shard a pinned snapshot lists stays on

@@ -49,6 +49,10 @@ def produce(
     max_shards: int | None = None,
     stop: Any = None,
     written: Any = None,
+    retried: Any = None,
+    storage_options: dict[str, Any] | None = None,
+    part: tuple[int, int] | None = None,
+    deadline: float = 60.0,
 ) -> int:
     r"""Fill ``cache`` with shards of random remote samples (the loop the :class:`Producer` runs).
 
@@ -61,6 +65,12 @@ def produce(
         max_shards: stop after this many shards (``None``: run until ``stop`` is set).
         stop: an event; the loop ends (between shards) once it is set.
         written: a shared ``multiprocessing.Value`` counting the shards committed.
+        retried: a shared ``multiprocessing.Value`` counting the remote requests retried.
+        storage_options: keyword arguments for a URL source's file system (e.g. s3fs's
+            ``key``, ``secret``, ``endpoint_url``).
+        part: ``(i, n)``: sample only files ``i, i + n, ...`` of the source (one node's part).
+        deadline: seconds a remote request retries transient errors (throttling, timeouts,
+            connection resets, a server restarting) before the producer fails naming the URL.
 
     Returns:
         The number of shards written.
@@ -75,7 +85,7 @@ def produce(
         >>> [n for _, n in cache.shards()]
         [3, 3]
     """
-    remote = RemoteSource(source)
+    remote = RemoteSource(source, storage_options=storage_options, part=part, deadline=deadline)
     samples_per_shard, bandwidth, max_shards = _check(
         cache, remote, samples_per_shard, bandwidth, max_shards, seed
     )
@@ -87,6 +97,8 @@ def produce(
             for i in range(samples_per_shard):
                 k = int(rng.integers(len(remote.files)))  # a random file, then a random row
                 shard[i] = remote.read(k, int(rng.integers(remote.rows(k))))
+                if retried is not None and retried.value != remote.retries:
+                    retried.value = remote.retries  # storage failed and came back meanwhile
                 read += remote.row_bytes
                 if bandwidth is not None:  # sleep until the average rate is back under the cap
                     time.sleep(max(0.0, read / bandwidth - (time.monotonic() - start)))
@@ -111,6 +123,10 @@ class Producer:
         seed: seed of the random choice of samples.
         max_shards: stop after this many shards (``None``: run until stopped).
         context: the multiprocessing start method (``"spawn"`` is safe with torch's threads).
+        storage_options: keyword arguments for a URL source's file system (must pickle).
+        part: ``(i, n)``: sample only files ``i, i + n, ...`` of the source (one node's part).
+        deadline: seconds a remote request retries transient errors before the process fails;
+            :meth:`check` (or ``join``/``stop``) then raises its error, naming the URL.
 
     Examples:
         >>> import tempfile
@@ -133,8 +149,12 @@ class Producer:
         seed: int = 0,
         max_shards: int | None = None,
         context: str = "spawn",
+        storage_options: dict[str, Any] | None = None,
+        part: tuple[int, int] | None = None,
+        deadline: float = 60.0,
     ) -> None:
-        remote = RemoteSource(source)  # fail here, in the caller, on a bad source (not the child)
+        # fail here, in the caller, on a bad source (not the child)
+        remote = RemoteSource(source, storage_options=storage_options, part=part, deadline=deadline)
         remote.close()
         _check(cache, remote, samples_per_shard, bandwidth, max_shards, seed)
         if context not in mp.get_all_start_methods():
@@ -142,12 +162,14 @@ class Producer:
                 f"context should be one of {mp.get_all_start_methods()}, but got context={context!r}"
             )
         ctx = mp.get_context(context)
-        self._stop, self._written = ctx.Event(), ctx.Value("q", 0)
+        self._stop, self._written, self._retried = ctx.Event(), ctx.Value("q", 0), ctx.Value("q", 0)
         self._errors, errors = ctx.Pipe(duplex=False)  # the child sends its traceback, if any
         self._failure: str | None = None
         self._root = cache.root  # where its temporary files are, to delete them once it ended
         kwargs = {"samples_per_shard": samples_per_shard, "bandwidth": bandwidth, "seed": seed}
         kwargs |= {"max_shards": max_shards, "stop": self._stop, "written": self._written}
+        kwargs |= {"retried": self._retried}
+        kwargs |= {"storage_options": storage_options, "part": part, "deadline": deadline}
         self.process = ctx.Process(
             target=_run, args=(errors, source, cache, kwargs), daemon=True, name="Producer"
         )
@@ -158,6 +180,26 @@ class Producer:
     def written(self) -> int:
         """Shards committed to the cache so far."""
         return self._written.value
+
+    @property
+    def retries(self) -> int:
+        """Remote requests retried so far (throttling, timeouts, connection resets)."""
+        return self._retried.value
+
+    def check(self) -> None:
+        """Raise ``RuntimeError`` (with the child's traceback) if the process has failed.
+
+        Cheap (a poll of a pipe): a training loop calls it between epochs, so that a producer
+        that died (storage down past its deadline, a full disk) stops training with its reason
+        instead of leaving the loop to wait for shards that never come.
+        """
+        self._raise_if_failed()
+        code = self.process.exitcode
+        if code not in (None, 0):  # it died without a word: killed (SIGKILL, out of memory)
+            raise RuntimeError(
+                f"the producer process died with exit code {code} "
+                f"({'signal ' + str(-code) if code < 0 else 'an error'}) without reporting an error"
+            )
 
     def join(self, timeout: float | None = None) -> None:
         """Wait for the process to finish; raise ``RuntimeError`` if it failed."""
