@@ -11,6 +11,7 @@ import errno
 import itertools
 import os
 import pickle
+import re
 import tempfile
 import warnings
 
@@ -248,11 +249,15 @@ def test_index_out_of_range_raises_index_error_naming_it(tmp_path, index):
         ds.__getitems__([0, index])
 
 
-@pytest.mark.parametrize("index", [1.0, "1", None, True])
+@pytest.mark.parametrize(
+    "index", [1.0, "1", None, True, torch.tensor(1.0), torch.tensor([1]), torch.tensor(True)]
+)
 def test_non_integer_index_raises_type_error_naming_it(tmp_path, index):
     """Invariant: an index must be an integer; the message names it and its type."""
     ds = SnapshotDataset(write_snapshot(str(tmp_path), [3], ())[0])
-    with pytest.raises(TypeError, match=rf"index should be an integer, but got index={index!r}"):
+    with pytest.raises(
+        TypeError, match=re.escape(f"index should be an integer, but got index={index!r}")
+    ):
         ds[index]
 
 
@@ -303,3 +308,50 @@ def test_empty_snapshot_is_an_empty_dataset(batched):
     assert len(ds) == 0
     with pytest.raises(IndexError, match=r"index should be in \[0, 0\), but got index=0"):
         ds.__getitems__([0]) if batched else ds[0]
+
+
+#: the integer types a sampler may yield: Python ints, numpy ints, 0-d integer tensors
+integer_kinds = st.sampled_from(
+    [int, np.int64, np.int32, torch.tensor, lambda i: torch.tensor(i, dtype=torch.int32)]
+)
+
+
+@given(layout=snapshot_layouts.filter(any), data=st.data())
+def test_numpy_integers_and_integer_tensors_are_indices_like_ints(layout, data):
+    """Invariant: ds[k(i)] and __getitems__([k(i), ...]) read row i for every integer kind k."""
+    with tempfile.TemporaryDirectory() as root:
+        snapshot, model = write_snapshot(root, layout, (3,))
+        ds, n = SnapshotDataset(snapshot), len(model)
+        indices = data.draw(st.lists(st.integers(-n, n - 1), min_size=1, max_size=8), "indices")
+        kinds = data.draw(st.lists(integer_kinds, min_size=len(indices), max_size=len(indices)))
+        typed = [kind(i) for kind, i in zip(kinds, indices, strict=True)]
+        assert torch.equal(ds[typed[0]], torch.from_numpy(model[indices[0]]))
+        assert torch.equal(ds.__getitems__(typed), torch.from_numpy(model[indices]))
+
+
+@pytest.mark.parametrize("batch_size", [None, 1, 4])
+def test_a_dataloader_over_a_randperm_sampler_reads_the_permuted_rows(tmp_path, batch_size):
+    """Invariant: sampler=torch.randperm(n) (which yields 0-d tensors) reads model[perm]."""
+    snapshot, model = write_snapshot(str(tmp_path), [5, 3, 4], (2,))
+    perm = torch.randperm(len(model), generator=torch.Generator().manual_seed(0))
+    loader = tud.DataLoader(
+        SnapshotDataset(snapshot), batch_size=batch_size, sampler=perm, collate_fn=collate_batch
+    )
+    idx_ours = torch.cat([b.reshape(-1, 2) for b in loader])
+    assert torch.equal(idx_ours, torch.from_numpy(model[perm.numpy()]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16, np.uint8])
+@pytest.mark.parametrize("in_worker", [False, True])
+def test_an_empty_batch_has_the_sample_shape_and_the_shards_dtype(tmp_path, dtype, in_worker):
+    """Invariant: __getitems__([]) is (0, *sample_shape) in the shards' dtype, as torch.stack of
+    no rows of this dataset would be if it could know them."""
+    path = str(tmp_path / "s.npy")
+    np.save(path, np.zeros((3, 2, 5), dtype))
+    ds = SnapshotDataset(Snapshot(0, ((path, 3),)))
+    with pytest.MonkeyPatch.context() as mp:
+        if in_worker:
+            mp.setattr(dataset, "get_worker_info", lambda: object())
+        empty = ds.__getitems__([])
+    assert empty.shape == (0, 2, 5)
+    assert empty.dtype == torch.from_numpy(np.zeros(0, dtype)).dtype

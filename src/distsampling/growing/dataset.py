@@ -105,7 +105,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
 
     def _locate(self, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Return ``(shard numbers, rows in those shards)`` for ``indices``, both ``(B,)``."""
-        idx = np.asarray([check_int("index", i) for i in indices], dtype=np.int64)  # (B,)
+        idx = np.asarray([_as_index(i) for i in indices], dtype=np.int64)  # (B,)
         idx = np.where(idx < 0, idx + self._len, idx)  # negative indices count from the end
         bad = (idx < 0) | (idx >= self._len)
         if bad.any():
@@ -126,8 +126,10 @@ class SnapshotDataset(Dataset[torch.Tensor]):
         is in shared memory from the start, so sending it to the main process copies nothing.
         """
         shard, rows = self._locate(indices)
-        if len(indices) == 0:
-            return torch.empty(0)
+        if len(indices) == 0:  # (0, *sample_shape) in the shards' dtype, as stacking would give
+            if not self._len:  # no shard, so no sample shape or dtype to give
+                return torch.empty(0)
+            return torch.empty((0, *self._shard(0)[0].shape[1:]), dtype=self._shard(0)[0].dtype)
         first = self._shard(int(shard[0]))[0]
         shape = (len(indices), *first.shape[1:])
         runs = list(_runs(shard, rows))
@@ -185,6 +187,16 @@ class SnapshotDataset(Dataset[torch.Tensor]):
 
     def __repr__(self) -> str:
         return f"SnapshotDataset(epoch={self.snapshot.epoch}, shards={len(self.snapshot.shards)}, samples={self._len})"
+
+
+def _as_index(i: object) -> int:
+    """``i`` as an ``int``: Python and numpy integers and 0-d integer tensors (as a sampler over
+    ``torch.randperm(n)`` yields them) are indices; bools, floats and longer tensors are not."""
+    if isinstance(i, torch.Tensor) and (i.ndim or i.dtype == torch.bool or i.is_floating_point()):
+        raise TypeError(f"index should be an integer, but got index={i!r} of type Tensor")
+    if isinstance(i, torch.Tensor):
+        return int(i)
+    return check_int("index", i)
 
 
 def _runs(shard: np.ndarray, rows: np.ndarray) -> Iterator[tuple[int, int, int, int]]:
