@@ -8,11 +8,13 @@ What crosses a process boundary, with ``num_workers > 0``:
 
 - to each worker, once: the dataset, i.e. the snapshot (paths and counts: a few hundred bytes).
   The memory maps are never pickled; each process opens its own on first use.
-- back to the main process, per batch: the batch tensor. :meth:`SnapshotDataset.__getitems__`
-  allocates the batch in shared memory and fills it with ``os.pwrite`` on its file descriptor:
-  the kernel copies page cache -> shared pages, so the worker never faults in (nor zero-fills)
-  the 4 KiB pages of a fresh block one by one. Torch then sends only the descriptor; the main
-  process maps the same pages: no copy and no unpickling of sample bytes in the training process.
+- back to the main process, per batch: which buffer holds it. :meth:`SnapshotDataset.__getitems__`
+  fills one of the worker's few reused shared-memory buffers
+  (:class:`~distsampling.growing.buffers.BatchBuffers`) with ``os.pwrite`` on its file
+  descriptor: the kernel copies page cache -> shared pages, with no page fault in the worker.
+  The main process maps each buffer once; a batch then crosses as a few dozen bytes, with no
+  copy and no unpickling of sample bytes in the training process. A buffer is reused only once
+  no tensor views the batch it held.
   Pass ``collate_fn=collate_batch`` so the batch is not stacked again.
 
 References:
@@ -36,6 +38,7 @@ from torch.utils.data import Dataset, get_worker_info
 from torch.utils.data._utils.collate import default_collate
 
 from .._validate import check_int
+from .buffers import BatchBuffers
 from .snapshot import Snapshot, load_shard
 
 __all__ = ["SnapshotDataset", "collate_batch"]
@@ -51,6 +54,10 @@ class SnapshotDataset(Dataset[torch.Tensor]):
 
     Args:
         snapshot: the shards of one epoch, e.g. ``cache.snapshot(epoch)``.
+        buffers: how many batch buffers each process keeps and reuses
+            (:class:`~distsampling.growing.buffers.BatchBuffers`): a batch reuses one only once
+            no tensor views the batch it held; with none free it gets a fresh block. ``0``:
+            a fresh block per batch.
 
     Examples:
         >>> import tempfile
@@ -65,7 +72,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
                 [14., 15.]])
     """
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, buffers: int = 4) -> None:
         if not isinstance(snapshot, Snapshot):
             raise TypeError(
                 "snapshot should be a distsampling.Snapshot (e.g. cache.snapshot(epoch)), "
@@ -78,6 +85,9 @@ class SnapshotDataset(Dataset[torch.Tensor]):
         self._len = int(self._ends[-1]) if len(self._ends) else 0
         # shard number -> (its memory map as a tensor, the same bytes as a memoryview), per process
         self._maps: dict[int, tuple[torch.Tensor, memoryview]] = {}
+        # batch buffers lent and reused per process (growing/buffers.py), made on first read
+        self.buffers = check_int("buffers", buffers, low=0)
+        self._pool: BatchBuffers | None = None
 
     def __len__(self) -> int:
         return self._len
@@ -132,20 +142,24 @@ class SnapshotDataset(Dataset[torch.Tensor]):
             return torch.empty((0, *self._shard(0)[0].shape[1:]), dtype=self._shard(0)[0].dtype)
         first = self._shard(int(shard[0]))[0]
         shape = (len(indices), *first.shape[1:])
+        dtype = torch.empty(0, dtype=first.dtype).numpy().dtype
         runs = list(_runs(shard, rows))
-        if get_worker_info() is None:  # in the training process: plain memory
-            out = torch.empty(shape, dtype=first.dtype)
+        in_worker = get_worker_info() is not None
+        if in_worker and get_sharing_strategy() != "file_descriptor":  # no fd: a fresh block
+            # (_new_shared is private torch API; default_collate allocates its batches this way)
+            storage = torch.UntypedStorage._new_shared(math.prod(shape) * first.element_size())
+            out = torch.empty(0, dtype=first.dtype).set_(storage).view(shape)
             self._copy(runs, out)
             return out
-        # in a worker: in shared memory, so torch sends the main process only a handle
-        # (_new_shared is private torch API; default_collate allocates its batches this way)
-        out_bytes = math.prod(shape) * first.element_size()
-        storage = torch.UntypedStorage._new_shared(out_bytes)
-        out = torch.empty(0, dtype=first.dtype).set_(storage).view(shape)
-        if get_sharing_strategy() == "file_descriptor":  # Linux's default: the block has an fd
-            self._pwrite(runs, storage, out_bytes // len(indices))
-        else:
+        # a buffer of this process's pool: in shared memory in a worker, so that torch sends
+        # the main process only which buffer it is (see growing/buffers.py for when it is reused)
+        if self._pool is None or self._pool.pid != os.getpid():  # a new (or forked) process
+            self._pool = BatchBuffers(self.buffers, shared=in_worker)
+        out, fd = self._pool.batch(shape, dtype)
+        if fd is None:  # in the training process: plain memory, torch's copy_ on every thread
             self._copy(runs, out)
+        else:  # in a worker: the kernel copies page cache -> shared pages
+            self._pwrite(runs, fd, out.nbytes // len(indices), out.nbytes)
         return out
 
     def _copy(self, runs: list[tuple[int, int, int, int]], out: torch.Tensor) -> None:
@@ -154,15 +168,13 @@ class SnapshotDataset(Dataset[torch.Tensor]):
             out[j : j + n].copy_(self._shard(k)[0][row : row + n])
 
     def _pwrite(
-        self, runs: list[tuple[int, int, int, int]], storage: torch.UntypedStorage, row_bytes: int
+        self, runs: list[tuple[int, int, int, int]], fd: int, row_bytes: int, nbytes: int
     ) -> None:
         """Write each run into the shared block through its file descriptor (``os.pwrite``).
 
-        The kernel copies page cache -> shared pages and allocates them as it goes: unlike a
-        copy into the fresh mapping, no page fault and no zero-fill per 4 KiB page.
+        The kernel copies page cache -> shared pages (allocating them on a block's first use):
+        unlike a copy into the mapping, no page fault per 4 KiB page here.
         """
-        # the block's own descriptor (private torch API): not ours to close
-        fd, _ = storage._share_fd_cpu_()
         try:
             for j, k, row, n in runs:
                 data = self._shard(k)[1][row * row_bytes : (row + n) * row_bytes]
@@ -175,7 +187,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
                 raise OSError(
                     errno.ENOSPC,
                     f"no space left in shared memory (/dev/shm) for a batch of "
-                    f"{storage.nbytes()} bytes: enlarge it (docker run --shm-size=...) or lower "
+                    f"{nbytes} bytes: enlarge it (docker run --shm-size=...) or lower "
                     "batch_size or prefetch_factor",
                 ) from err
             raise
@@ -183,7 +195,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
     # --- pickling: the snapshot crosses process boundaries, the memory maps never do ------------
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_maps": {}}
+        return {**self.__dict__, "_maps": {}, "_pool": None}
 
     def __repr__(self) -> str:
         return f"SnapshotDataset(epoch={self.snapshot.epoch}, shards={len(self.snapshot.shards)}, samples={self._len})"
