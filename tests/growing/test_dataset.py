@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import json
 import os
 import pickle
 import re
@@ -372,3 +373,83 @@ def test_an_empty_batch_has_the_sample_shape_and_the_shards_dtype(tmp_path, dtyp
         empty = ds.__getitems__([])
     assert empty.shape == (0, 2, 5)
     assert empty.dtype == torch.from_numpy(np.zeros(0, dtype)).dtype
+
+
+@given(layout=snapshot_layouts.filter(any), data=st.data())
+def test_resumed_reads_equal_the_uninterrupted_reads(layout, data):
+    """Invariant: reading the first k batches, saving (through JSON), loading into a fresh
+    dataset over the same snapshot and reading the rest gives the uninterrupted batches, and
+    the same state at the end (position included)."""
+    with tempfile.TemporaryDirectory() as root:
+        snapshot, _ = write_snapshot(root, layout, (2,))
+        n = len(snapshot)
+        batches = data.draw(
+            st.lists(st.lists(st.integers(0, n - 1), max_size=6), max_size=6), "batches"
+        )
+        k = data.draw(st.integers(0, len(batches)), "stop after")
+        whole = SnapshotDataset(snapshot)
+        idx_whole = [whole.__getitems__(b) for b in batches]
+        first = SnapshotDataset(snapshot)
+        idx_resumed = [first.__getitems__(b) for b in batches[:k]]
+        rest = SnapshotDataset(snapshot)
+        rest.load_state_dict(json.loads(json.dumps(first.state_dict())))
+        idx_resumed += [rest.__getitems__(b) for b in batches[k:]]
+        assert all(torch.equal(a, b) for a, b in zip(idx_resumed, idx_whole, strict=True))
+        assert rest.state_dict() == whole.state_dict()
+        assert whole.state_dict()["position"] == sum(map(len, batches))
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_stateful_dataloader_resumes_the_uninterrupted_batches(tmp_path, num_workers):
+    """Invariant: torchdata's StatefulDataLoader, stopped after k batches and resumed in a new
+    loader, yields exactly the rest of the uninterrupted epoch; it saves the dataset's state."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    snapshot, model = write_snapshot(str(tmp_path), [5, 3, 4], (2,))
+
+    def make():
+        return StatefulDataLoader(
+            SnapshotDataset(snapshot),
+            batch_size=2,
+            num_workers=num_workers,
+            collate_fn=collate_batch,
+        )
+
+    idx_whole = list(make())
+    for k in (0, 3, len(idx_whole)):
+        first = make()
+        it = iter(first)
+        idx_resumed = [next(it) for _ in range(k)]
+        state = first.state_dict()
+        del it
+        resumed = make()
+        resumed.load_state_dict(state)
+        idx_resumed += list(resumed)
+        assert all(torch.equal(a, b) for a, b in zip(idx_resumed, idx_whole, strict=True))
+        assert len(idx_resumed) == len(idx_whole)
+        if num_workers == 0:  # the dataset's own count was saved and resumed too
+            assert resumed.dataset.position == len(model)
+    assert torch.equal(torch.cat(idx_whole), torch.from_numpy(model))
+
+
+def test_a_saved_state_of_another_snapshot_or_position_is_refused(tmp_path):
+    """Invariant: a state from another class, version, snapshot (epoch, samples, shards), with a
+    missing or negative position is refused, naming the field and both values."""
+    snapshot, _ = write_snapshot(str(tmp_path), [3, 2], (2,))
+    ds = SnapshotDataset(snapshot)
+    good = ds.state_dict()
+    cases = [
+        ({**good, "kind": "DistributedSampler"}, ValueError, "state comes from another sampler"),
+        ({**good, "version": 2}, ValueError, "format version=2"),
+        ({**good, "epoch": 1}, ValueError, "epoch was 1 when saved, but is 0 now"),
+        ({**good, "samples": 6}, ValueError, "samples was 6 when saved, but is 5 now"),
+        ({**good, "shards": 3}, ValueError, "shards was 3 when saved, but is 2 now"),
+        ({k: v for k, v in good.items() if k != "position"}, KeyError, "no 'position'"),
+        ({**good, "position": -1}, ValueError, "position should be >= 0, but got position=-1"),
+        ({**good, "position": "3"}, TypeError, "position should be an integer"),
+    ]
+    for state, error, message in cases:
+        with pytest.raises(error, match=re.escape(message)):
+            ds.load_state_dict(state)
+    assert ds.state_dict() == good  # nothing changed by a refused state

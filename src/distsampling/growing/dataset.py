@@ -37,7 +37,7 @@ from torch.multiprocessing import get_sharing_strategy
 from torch.utils.data import Dataset, get_worker_info
 from torch.utils.data._utils.collate import default_collate
 
-from .._validate import check_int
+from .._validate import check_int, check_state
 from .buffers import BatchBuffers
 from .snapshot import Snapshot, load_shard
 
@@ -88,6 +88,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
         # batch buffers lent and reused per process (growing/buffers.py), made on first read
         self.buffers = check_int("buffers", buffers, low=0)
         self._pool: BatchBuffers | None = None
+        self.position = 0  # samples read through this object (in this process) this epoch
 
     def __len__(self) -> int:
         return self._len
@@ -126,6 +127,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
 
     def __getitem__(self, index: int) -> torch.Tensor:
         (k,), (row,) = self._locate([index])
+        self.position += 1
         # clone copies the row out of the page cache: the tensor owns writable memory
         return self._shard(int(k))[0][row].clone()
 
@@ -136,6 +138,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
         is in shared memory from the start, so sending it to the main process copies nothing.
         """
         shard, rows = self._locate(indices)
+        self.position += len(indices)
         if len(indices) == 0:  # (0, *sample_shape) in the shards' dtype, as stacking would give
             if not self._len:  # no shard, so no sample shape or dtype to give
                 return torch.empty(0)
@@ -191,6 +194,53 @@ class SnapshotDataset(Dataset[torch.Tensor]):
                     "batch_size or prefetch_factor",
                 ) from err
             raise
+
+    # --- resuming: which epoch's snapshot, and how far this process has read in it -----------
+
+    def state_dict(self) -> dict[str, int | str]:
+        r"""This dataset's place in its epoch: a small JSON-serialisable dict.
+
+        ``epoch``, ``samples`` and ``shards`` name the snapshot and must match on resume;
+        ``position`` counts the samples read through this object in this process (a
+        DataLoader worker counts its own; torchdata's ``StatefulDataLoader`` saves each
+        worker's). Which samples come next is the sampler's state, not the dataset's.
+
+        Examples:
+            >>> import tempfile
+            >>> root = tempfile.mkdtemp()
+            >>> np.save(f"{root}/0.npy", np.zeros((4, 2), np.float32))
+            >>> ds = SnapshotDataset(Snapshot(3, ((f"{root}/0.npy", 4),)))
+            >>> _ = ds.__getitems__([0, 1])
+            >>> ds.state_dict()
+            {'kind': 'SnapshotDataset', 'version': 1, 'epoch': 3, 'samples': 4, 'shards': 1, 'position': 2}
+        """
+        return {
+            "kind": "SnapshotDataset",
+            "version": 1,
+            **self._identity(),
+            "position": self.position,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        r"""Resume from :meth:`state_dict`: the same snapshot, counting on from ``position``.
+
+        Args:
+            state: what :meth:`state_dict` returned (after ``json`` or ``torch.save``).
+
+        Raises:
+            ValueError: the state names another snapshot (epoch, samples or shards differ),
+                or ``position`` is negative. ``position`` has no upper bound: a sampler with
+                replacement, or torch's padding, reads more samples than the snapshot holds.
+        """
+        check_state(state, "SnapshotDataset", 1, self._identity())
+        if "position" not in state:
+            raise KeyError(
+                f"state has no 'position': it is not a SnapshotDataset state (got {state!r})"
+            )
+        self.position = check_int("position", state.get("position"), low=0)
+
+    def _identity(self) -> dict[str, int]:
+        return {"epoch": self.snapshot.epoch, "samples": self._len, "shards": len(self._starts)}
 
     # --- pickling: the snapshot crosses process boundaries, the memory maps never do ------------
 
