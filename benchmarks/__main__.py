@@ -39,7 +39,8 @@ def report(comparison: Comparison, figures: dict[str, dict[str, Spread]]) -> str
         for key in keys:
             low, mid, high = (_fmt(key, spreads[key][k]) for k in ("min", "median", "max"))
             cell = f"{mid} ({low} – {high})"
-            if label != comparison.baseline and key in ratios and base[key]["median"]:
+            ratio_wanted = key in ratios and key != "load_1m"
+            if label != comparison.baseline and ratio_wanted and base[key]["median"]:
                 cell += f" **{spreads[key]['median'] / base[key]['median']:.2f}x**"
             cells.append(cell)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
