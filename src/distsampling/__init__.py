@@ -11,6 +11,7 @@ from .distributed import DistributedSampler, rank_positions, split_sizes
 from .evaluation import UnpaddedDistributedSampler, gather_by_index, merge_by_index
 from .grouped import GroupedBatchSampler
 from .growing import (
+    BatchBuffers,
     CorruptShardError,
     Producer,
     RemoteSource,
@@ -37,6 +38,7 @@ from .wrapper import DatasetFromSampler, DistributedSamplerWrapper
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchBuffers",
     "BatchSampler",
     "CorruptShardError",
     "DatasetFromSampler",

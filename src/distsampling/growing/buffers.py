@@ -26,7 +26,7 @@ Crossing processes works with torch's default ``file_descriptor`` sharing strate
 the first time a slot is sent, its shared storage travels as torch sends any storage (its fd);
 the receiving process maps it once, keeps the map in a per-process registry and says so
 (``mapped[i]``), so later batches in that slot carry no fd at all. The registry drops a pool's
-maps once the process that filled it has exited.
+maps at the first batch that arrives after the process that filled it has exited.
 
 References:
     torch/multiprocessing/reductions.py (a storage crosses as its fd; ``shared_cache``),
@@ -203,11 +203,12 @@ def _alive(pid: int) -> bool:
 def _receive(token: str, pid: int, i: int, shape: tuple, dtype: str, storages) -> torch.Tensor:
     """Unpickle a lent batch in the receiving process: a tensor over slot ``i``, mapped once."""
     with _LOCK:
-        pool = _RECEIVED.get(token)
-        if pool is None:  # a new pool: forget the pools of processes that have exited
-            for old in [t for t, p in _RECEIVED.items() if not _alive(p.pid)]:
-                del _RECEIVED[old]
-            pool = _RECEIVED[token] = _Received(pid)
+        # forget the pools of processes that have exited (a loader's workers end with its epoch)
+        for old in [t for t, p in _RECEIVED.items() if t != token and not _alive(p.pid)]:
+            del _RECEIVED[old]  # its batches still in use keep their own maps
+        if token not in _RECEIVED:
+            _RECEIVED[token] = _Received(pid)
+        pool = _RECEIVED[token]
         if storages is not None:  # first batch in this slot (or the slot grew): map it
             ctrl, storage = storages
             pool.ctrl = _as_bytes(ctrl).view(np.int64).reshape(3, -1)

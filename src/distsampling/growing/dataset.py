@@ -10,7 +10,7 @@ What crosses a process boundary, with ``num_workers > 0``:
   The memory maps are never pickled; each process opens its own on first use.
 - back to the main process, per batch: which buffer holds it. :meth:`SnapshotDataset.__getitems__`
   fills one of the worker's few reused shared-memory buffers
-  (:class:`~distsampling.growing.buffers.BatchBuffers`) with ``os.pwrite`` on its file
+  (:class:`~distsampling.BatchBuffers`) with ``os.pwrite`` on its file
   descriptor: the kernel copies page cache -> shared pages, with no page fault in the worker.
   The main process maps each buffer once; a batch then crosses as a few dozen bytes, with no
   copy and no unpickling of sample bytes in the training process. A buffer is reused only once
@@ -55,7 +55,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
     Args:
         snapshot: the shards of one epoch, e.g. ``cache.snapshot(epoch)``.
         buffers: how many batch buffers each process keeps and reuses
-            (:class:`~distsampling.growing.buffers.BatchBuffers`): a batch reuses one only once
+            (:class:`~distsampling.BatchBuffers`): a batch reuses one only once
             no tensor views the batch it held; with none free it gets a fresh block. ``0``:
             a fresh block per batch.
 
