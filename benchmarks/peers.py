@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import time
+import types
 import zlib
 from pathlib import Path
 
@@ -38,6 +39,24 @@ from ._harness import ROOT, Comparison, measure
 
 PEERS = growing.DATA / "peers"
 SAMPLES, BATCH, MIB = growing.SAMPLES, growing.BATCH, growing.MIB
+
+
+def _streaming():
+    """Import MosaicML streaming.
+
+    Its package ``__init__`` imports ``streaming.vision`` (torchvision datasets), which this
+    benchmark does not use. Where torchvision cannot load (pip finds only CUDA builds of it for
+    a CPU torch, offline), that one subpackage is left out as an empty module.
+    """
+    try:
+        import torchvision  # noqa: F401
+    except Exception:  # e.g. RuntimeError: operator torchvision::nms does not exist
+        for name in [m for m in sys.modules if m.startswith("torchvision")]:
+            del sys.modules[name]
+        sys.modules.setdefault("streaming.vision", types.ModuleType("streaming.vision"))
+    import streaming
+
+    return streaming
 
 
 def _model() -> np.ndarray:
@@ -66,11 +85,9 @@ def _row(i: int) -> np.ndarray:
 def _mds_dir() -> str:
     out = PEERS / "mds"
     if not (out / "index.json").exists():
-        from streaming import MDSWriter
-
         model = _model()
         columns = {"x": "ndarray:float32:" + ",".join(map(str, growing.SAMPLE))}
-        with MDSWriter(out=str(out), columns=columns, size_limit=1 << 26) as writer:
+        with _streaming().MDSWriter(out=str(out), columns=columns, size_limit=1 << 26) as writer:
             for i in range(SAMPLES):
                 writer.write({"x": np.array(model[i])})
     return str(out)
@@ -92,11 +109,11 @@ def _loader(name: str, num_workers: int, order: str) -> tuple[DataLoader, object
 
         dataset = litdata.StreamingDataset(_litdata_dir(), shuffle=shuffle)
         return litdata.StreamingDataLoader(dataset, batch_size=BATCH, num_workers=num_workers), None
-    from streaming import StreamingDataset
+    streaming = _streaming()
     from streaming.base.util import clean_stale_shared_memory
 
-    clean_stale_shared_memory()
-    dataset = StreamingDataset(local=_mds_dir(), shuffle=shuffle, batch_size=BATCH)
+    clean_stale_shared_memory()  # a killed run leaves its shared memory behind
+    dataset = streaming.StreamingDataset(local=_mds_dir(), shuffle=shuffle, batch_size=BATCH)
     loader = DataLoader(
         dataset, BATCH, num_workers=num_workers, collate_fn=lambda rows: _stack(rows, "x"),
         persistent_workers=num_workers > 0,

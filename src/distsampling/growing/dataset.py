@@ -43,6 +43,8 @@ from .snapshot import Snapshot, load_shard
 
 __all__ = ["SnapshotDataset", "collate_batch"]
 
+_THREADED_COPY_BYTES = 8 << 20  # runs from this size on are copied by torch on every thread
+
 
 class SnapshotDataset(Dataset[torch.Tensor]):
     r"""The samples of one snapshot, as tensors of shape ``sample_shape``, read memory-mapped.
@@ -166,9 +168,20 @@ class SnapshotDataset(Dataset[torch.Tensor]):
         return out
 
     def _copy(self, runs: list[tuple[int, int, int, int]], out: torch.Tensor) -> None:
-        """``out[j : j + n] = shard k[row : row + n]`` per run; torch's copy_ uses every thread."""
+        """``out[j : j + n] = shard k[row : row + n]`` per run.
+
+        A large run goes to torch's ``copy_``, which splits it over every thread; a small one
+        (e.g. one sample of a shuffled batch) to numpy's single-threaded memcpy: handing 1 MiB
+        to a thread pool costs more than it saves, and far more when other processes hold the
+        cores (we measured 30x on a loaded 2-core machine).
+        """
+        row_bytes = out[0].nbytes if len(out) else 0
         for j, k, row, n in runs:
-            out[j : j + n].copy_(self._shard(k)[0][row : row + n])
+            src = self._shard(k)[0][row : row + n]  # (n, *sample_shape)
+            if n * row_bytes >= _THREADED_COPY_BYTES:
+                out[j : j + n].copy_(src)
+            else:
+                np.copyto(out[j : j + n].numpy(), src.numpy())
 
     def _pwrite(
         self, runs: list[tuple[int, int, int, int]], fd: int, row_bytes: int, nbytes: int
