@@ -108,7 +108,10 @@ def _loader(name: str, num_workers: int, order: str) -> tuple[DataLoader, object
         import litdata
 
         dataset = litdata.StreamingDataset(_litdata_dir(), shuffle=shuffle)
-        return litdata.StreamingDataLoader(dataset, batch_size=BATCH, num_workers=num_workers), None
+        loader = litdata.StreamingDataLoader(
+            dataset, batch_size=BATCH, num_workers=num_workers, persistent_workers=num_workers > 0
+        )
+        return loader, None
     streaming = _streaming()
     from streaming.base.util import clean_stale_shared_memory
 
