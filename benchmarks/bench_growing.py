@@ -167,8 +167,8 @@ def throughput(timer, fmt: str, num_workers: int, order: str, buffers: int = 4) 
     )
     out = torch.empty((BATCH, *SAMPLE))
     out.fill_(0)  # the training loop's own buffer (e.g. a pinned staging buffer), touched once
-    for _ in loader:  # warm-up epoch: workers started, memory maps opened, buffers made
-        pass
+    for batch in loader:  # warm-up epoch: workers started, memory maps opened, buffers made
+        out[: len(batch)].copy_(batch)  # and their pages touched here, as in a steady epoch
     if sampler is not None:
         sampler.set_epoch(1)
     workers = WorkerMemory(_worker_pids(loader))
