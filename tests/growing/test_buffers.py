@@ -173,3 +173,13 @@ def test_negative_buffers_raise_value_error_naming_it(tmp_path):
     """Invariant: the number of buffers is an integer >= 0; the message names it."""
     with pytest.raises(ValueError, match=r"buffers should be >= 0, but got buffers=-1"):
         SnapshotDataset(Snapshot(0, ()), buffers=-1)
+
+
+def test_bad_capacity_or_shared_raise_naming_them():
+    """Invariant: capacity is an integer >= 0 and shared a bool; each message names the argument."""
+    with pytest.raises(ValueError, match=r"capacity should be >= 0, but got capacity=-1"):
+        BatchBuffers(-1, shared=False)
+    with pytest.raises(TypeError, match=r"capacity should be an integer, but got capacity=2.0"):
+        BatchBuffers(2.0, shared=False)
+    with pytest.raises(TypeError, match=r"shared should be a boolean value, but got shared=1"):
+        BatchBuffers(2, shared=1)

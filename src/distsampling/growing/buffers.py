@@ -45,6 +45,8 @@ import weakref
 import numpy as np
 import torch
 
+from .._validate import check_bool, check_int
+
 __all__ = ["BatchBuffers"]
 
 MAPPED, SENT, RELEASED = 0, 1, 2  # the rows of the shared control block, (3, capacity) int64
@@ -78,7 +80,8 @@ class BatchBuffers:
     """
 
     def __init__(self, capacity: int, shared: bool) -> None:
-        self.capacity, self.shared = capacity, shared
+        self.capacity = check_int("capacity", capacity, low=0)
+        self.shared = check_bool("shared", shared)
         self.pid, self.token = os.getpid(), secrets.token_hex(8)  # which process, which pool
         self.fresh = 0  # batches that found no free slot
         self._arrays: list[np.ndarray] = []  # slot -> its memory, (slot bytes,) uint8
