@@ -13,6 +13,7 @@ from .grouped import GroupedBatchSampler
 from .growing import (
     BatchBuffers,
     CorruptShardError,
+    ManifestError,
     Producer,
     RemoteSource,
     ShardCache,
@@ -46,6 +47,7 @@ __all__ = [
     "DistributedSamplerWrapper",
     "GroupedBatchSampler",
     "IterationBasedBatchSampler",
+    "ManifestError",
     "Producer",
     "RankMismatchError",
     "RemoteSource",
