@@ -47,6 +47,16 @@ def report(comparison: Comparison, figures: dict[str, dict[str, Spread]]) -> str
     return "\n".join(lines) + "\n"
 
 
+def medians_by_params(results: list[dict]) -> dict:
+    """``{label: {"<param>-<param>": {figure: median}}}``, e.g. ``["distsampling"]["2-shuffled"]``."""
+    medians: dict = {}
+    for result in results:
+        key = "-".join(str(v) for v in result["params"].values())
+        for label, spreads in result["figures"].items():
+            medians.setdefault(label, {})[key] = {f: s["median"] for f, s in spreads.items()}
+    return medians
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("stems", nargs="*", help="bench_<stem>.py modules to run (default: all)")
@@ -75,6 +85,7 @@ def main() -> None:
             )
         Path(RESULTS / f"{stem}.md").write_text("\n".join(sections))
         summary = {"machine": machine, "repeats": args.repeats, "comparisons": results}
+        summary["medians"] = medians_by_params(results)  # for the docs' {{ bench(...) }} figures
         Path(RESULTS / f"{stem}.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 
