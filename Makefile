@@ -65,6 +65,21 @@ docs-serve: $(VENV)/.installed ## Serve the documentation with live reload on lo
 bench: $(VENV)/.installed ## Benchmark ours against torch side by side (ratios); BENCH_ARGS='--large' adds N=1e8
 	$(PY) -m benchmarks $(BENCH_ARGS)
 
+# The peers (LitData, MosaicML streaming) pin their own dependencies: they get a venv of their
+# own, with the torch of .venv (its pin), so that they neither pull a CUDA build nor change .venv.
+PEERS_VENV := .venv-peers
+PEERS_REPEATS ?= 5
+
+$(PEERS_VENV)/.installed: pyproject.toml $(VENV)/.installed
+	@test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	@$(PEERS_VENV)/bin/python -c 'import torch' 2>/dev/null || $(PEERS_VENV)/bin/python -m pip install -q -c $(VENV)/constraints.txt $(TORCH)
+	$(PEERS_VENV)/bin/python -m pip install -q -c $(VENV)/constraints.txt -e '.[peers]'
+	@touch $@
+
+.PHONY: bench-peers
+bench-peers: $(PEERS_VENV)/.installed ## LitData and MosaicML streaming vs ours on the same bytes, checked, in .venv-peers
+	$(PEERS_VENV)/bin/python -m benchmarks.peers $(PEERS_REPEATS)
+
 .PHONY: lint
 lint: $(VENV)/.installed ## Check style with ruff
 	$(PY) -m ruff check src tests benchmarks docs
@@ -77,7 +92,7 @@ format: $(VENV)/.installed ## Fix what ruff can fix and format the code
 
 .PHONY: clean
 clean: ## Remove the venv, caches and the built site
-	rm -rf $(VENV) site docs/generated .pytest_cache .hypothesis .ruff_cache build dist src/*.egg-info
+	rm -rf $(VENV) $(PEERS_VENV) site docs/generated .pytest_cache .hypothesis .ruff_cache build dist src/*.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
 .PHONY: help

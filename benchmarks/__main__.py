@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import platform
 from pathlib import Path
 
 import torch
 
-from ._harness import ROOT, Comparison, measure
+from ._harness import ROOT, Comparison, Spread, measure
 
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -24,21 +25,36 @@ def _fmt(key: str, value: float) -> str:
     return f"{value:,.1f}"
 
 
-def report(comparison: Comparison, medians: dict[str, dict[str, float]]) -> str:
-    """A markdown table: one row per contender, each figure with its ratio to the baseline."""
-    keys = list(next(iter(medians.values())))
-    base = medians[comparison.baseline]
+def report(comparison: Comparison, figures: dict[str, dict[str, Spread]]) -> str:
+    """A markdown table: one row per contender, each figure's median (min-max) and its ratio."""
+    keys = list(comparison.columns or next(iter(figures.values())))
+    keys = [k for k in keys if k != "load_1m"] + ["load_1m"]  # the machine's load, last
+    ratios = keys if comparison.ratios is None else comparison.ratios
+    base = figures[comparison.baseline]
     lines = [f"**{comparison.title}**" + (f" — {comparison.note}" if comparison.note else ""), ""]
     lines.append("| | " + " | ".join(keys) + " |")
     lines.append("|---" * (len(keys) + 1) + "|")
-    for label, figures in medians.items():
+    for label, spreads in figures.items():
         cells = []
         for key in keys:
-            ratio = figures[key] / base[key] if base.get(key) else float("nan")
-            suffix = "" if label == comparison.baseline else f" ({ratio:.2f}x)"
-            cells.append(_fmt(key, figures[key]) + suffix)
+            low, mid, high = (_fmt(key, spreads[key][k]) for k in ("min", "median", "max"))
+            cell = f"{mid} ({low} – {high})"
+            ratio_wanted = key in ratios and key != "load_1m"
+            if label != comparison.baseline and ratio_wanted and base[key]["median"]:
+                cell += f" **{spreads[key]['median'] / base[key]['median']:.2f}x**"
+            cells.append(cell)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def medians_by_params(results: list[dict]) -> dict:
+    """``{label: {"<param>-<param>": {figure: median}}}``, e.g. ``["distsampling"]["2-shuffled"]``."""
+    medians: dict = {}
+    for result in results:
+        key = "-".join(str(v) for v in result["params"].values())
+        for label, spreads in result["figures"].items():
+            medians.setdefault(label, {})[key] = {f: s["median"] for f, s in spreads.items()}
+    return medians
 
 
 def main() -> None:
@@ -53,13 +69,24 @@ def main() -> None:
     for stem in stems:
         module = importlib.import_module(f"benchmarks.bench_{stem}")
         sections = [
-            f"_Measured by `make bench` on {machine}; median of {args.repeats} fresh-process runs; ratios against the first row's baseline._\n"
+            f"_Measured by `make bench` on {machine}; median (min – max) of {args.repeats} "
+            "fresh-process runs; **ratios** of medians against the table's baseline; `load_1m`: "
+            "the machine's load average after each run._\n"
         ]
+        results = []  # every figure's min/median/max, for pages and pictures to read
         for comparison in module.suite(args.large):
-            text = report(comparison, measure(comparison, args.repeats))
+            figures = measure(comparison, args.repeats)
+            text = report(comparison, figures)
             print(text, flush=True)
             sections.append(text)
+            results.append(
+                {"title": comparison.title, "baseline": comparison.baseline}
+                | {"params": comparison.params, "figures": figures}
+            )
         Path(RESULTS / f"{stem}.md").write_text("\n".join(sections))
+        summary = {"machine": machine, "repeats": args.repeats, "comparisons": results}
+        summary["medians"] = medians_by_params(results)  # for the docs' {{ bench(...) }} figures
+        Path(RESULTS / f"{stem}.json").write_text(json.dumps(summary, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The measuring side of the benchmarks: fresh processes, medians, peak-memory growth, ratios.
+"""The measuring side of the benchmarks: fresh processes, min/median/max, peak memory, ratios.
 
 A contender is a function ``fn(timer, **params) -> dict | None`` in a ``bench_*`` module. It
 does its set-up, then calls ``timer.start()`` right before the measured work, ``timer.first()``
@@ -8,12 +8,17 @@ extra figures (for example ``{"MB/s": ...}``), reported as medians too.
 Peak memory growth is measured by the kernel: ``timer.start()`` resets the process's peak
 resident set size (``/proc/self/clear_refs``) and ``timer.stop()`` reads it back (``VmHWM``),
 minus the resident size at the start. It counts what torch and numpy allocate in C too.
+
+Every figure is kept as ``{"min", "median", "max"}`` over the repeats, and every run records the
+machine's 1-minute load average right after it (``load_1m``): a figure taken while the machine
+was busy says so itself.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -79,6 +84,8 @@ class Comparison:
     baseline: str  # the label the ratios divide by
     params: dict = field(default_factory=dict)
     note: str = ""
+    columns: tuple[str, ...] = ()  # the figures to report (default: all)
+    ratios: tuple[str, ...] | None = None  # the figures with a ratio to the baseline (default: all)
 
 
 def run_in_fresh_process(target: str, params: dict, timeout: float = 600) -> dict[str, float]:
@@ -92,19 +99,25 @@ def run_in_fresh_process(target: str, params: dict, timeout: float = 600) -> dic
     )
     if proc.returncode != 0:
         raise RuntimeError(f"{target}({params}) failed:\n{proc.stderr}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {**figures, "load_1m": os.getloadavg()[0]}
 
 
-def measure(comparison: Comparison, repeats: int) -> dict[str, dict[str, float]]:
-    """Median of ``repeats`` fresh-process runs for each contender, runs interleaved."""
+Spread = dict[str, float]  # {"min": ..., "median": ..., "max": ...} over the repeats
+
+
+def spread(values: Iterable[float]) -> Spread:
+    values = list(values)
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def measure(comparison: Comparison, repeats: int) -> dict[str, dict[str, Spread]]:
+    """Min/median/max of ``repeats`` fresh-process runs for each contender, runs interleaved."""
     runs: dict[str, list[dict[str, float]]] = {label: [] for label in comparison.contenders}
     for _ in range(repeats):  # interleave contenders so drift in the machine hits all alike
         for label, target in comparison.contenders.items():
             runs[label].append(run_in_fresh_process(target, comparison.params))
-    return {
-        label: {key: statistics.median(r[key] for r in rs) for key in rs[0]}
-        for label, rs in runs.items()
-    }
+    return {label: {key: spread(r[key] for r in rs) for key in rs[0]} for label, rs in runs.items()}
 
 
 def _child(target: str, params_json: str) -> None:

@@ -1,4 +1,4 @@
-"""DistributedSampler: ours vs torch's at N = 1e6, 1e7 (1e8 with --large), world 8, rank 0.
+"""DistributedSampler: ours vs torch's at N = 1e6, 1e7, 1e7 + 3 (padded), 1e8 (--large), world 8.
 
 Time is the whole epoch for one rank (``iter`` plus exhausting it), time to first index is from
 ``iter`` to the first index out, memory is the peak growth over the epoch.
@@ -26,10 +26,12 @@ def torch_(timer, n: int, world: int) -> None:
 
 
 def suite(large: bool) -> list[Comparison]:
-    sizes = [10**6, 10**7] + ([10**8] if large else [])
+    # N + 3 is not divisible by the world size: both pad the epoch with its head
+    sizes = [10**6, 10**7, 10**7 + 3] + ([10**8] if large else [])
     return [
         Comparison(
-            title=f"DistributedSampler, N={n:.0e}, world 8, one rank's epoch",
+            title=f"DistributedSampler, N={n:,}{' (padded)' if n % 8 else ''}, world 8, "
+            "one rank's epoch",
             contenders={
                 "torch": "bench_distributed:torch_",
                 "distsampling": "bench_distributed:ours",

@@ -1,16 +1,21 @@
 """SnapshotDataset: MB/s of 1 MiB float32 samples, and the stall at an epoch boundary.
 
-Throughput: 256 samples of 1 MiB (8 shards of 32), batch 32, warm page cache, ``num_workers``
-0/1/2 (persistent; the first epoch warms the workers up, the second is timed). Contenders:
+Throughput: 1024 samples of 1 MiB (32 shards of 32, 1 GiB), batch 32, warm page cache,
+``num_workers`` 0 and 2 (persistent; the first epoch warms the workers up, the second is
+timed), read in order (sequential) or in a shuffled ``DistributedSampler`` order (each batch
+then spans many shards). The training loop copies every batch into a buffer of its own, so it
+reads every byte (as a copy to a GPU would). Contenders:
 
 - memcpy bound: copying the same bytes batch by batch between two tensors, in this process;
-- one pickle per sample: ``pickle.load`` of one file per sample + ``default_collate``;
-- naive npy: ``np.load(shard, mmap_mode="r")[row]`` per sample + ``default_collate``;
 - distsampling: :class:`~distsampling.SnapshotDataset` (``__getitems__``: one copy per run of
-  rows, ``os.pwrite`` into a shared-memory batch in a worker) + :func:`~distsampling.collate_batch`.
+  rows, ``os.pwrite`` into a reused shared-memory buffer in a worker) +
+  :func:`~distsampling.collate_batch`; and the same with ``buffers=0`` (a fresh block per batch);
+- naive npy: ``np.load(shard, mmap_mode="r")[row]`` per sample + ``default_collate``;
+- one pickle per sample: ``pickle.load`` of one file per sample + ``default_collate``.
 
-The training loop only receives each batch (``MB/s`` is what the loader delivers); ``main_cpu_%``
-is the CPU time the main (training) process spent, as a share of the wall time.
+``main_cpu_%`` is the CPU time the training process spent, as a share of the wall time;
+``main_peak_MiB`` and ``workers_peak_MiB`` the peak resident-set growth over the timed epoch of
+the training process and of its workers (summed).
 
 Epoch-boundary stall: 3 epochs over a growing snapshot (6, 7, 8 shards of 32 MiB), 2 workers, a
 training step of 100 ms (a sleep, like a step waiting on the GPU: 32 MiB per 100 ms is the
@@ -20,15 +25,14 @@ first of the next, and ``stall_s = boundary_s - batch_s`` what a boundary costs 
 batch; the loader is rebuilt after each epoch (the plain loop) or by
 :func:`~distsampling.prefetch_epochs` (``lead=2``).
 
-Every run also appends its figures to a log; at the end the suite writes their medians to
-``benchmarks/results/growing.json``, which ``docs/pictures/growing.py`` draws.
+``python -m benchmarks growing`` writes ``benchmarks/results/growing.{md,json}``;
+``docs/pictures/growing.py`` draws the JSON. The peers (LitData, MosaicML streaming) are
+measured by ``make bench-peers`` (``benchmarks/peers.py``), in a venv of their own.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import os
 import pickle
 import statistics
 import time
@@ -38,15 +42,15 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from distsampling import SnapshotDataset, collate_batch, prefetch_epochs
+from distsampling import DistributedSampler, SnapshotDataset, collate_batch, prefetch_epochs
 from distsampling.growing.snapshot import Snapshot
 
-from ._harness import ROOT, Comparison
+from ._harness import Comparison
 
 DATA = Path("/tmp/distsampling-bench-growing")
-RUNS = DATA / "runs.jsonl"
 SAMPLE = (512, 512)  # float32: 1 MiB
-SHARDS, PER_SHARD, BATCH = 8, 32, 32
+SHARDS, PER_SHARD, BATCH = 32, 32, 32
+SAMPLES = SHARDS * PER_SHARD  # 1 GiB
 MIB = 1 << 20
 
 
@@ -68,12 +72,6 @@ def _data() -> list[tuple[str, int]]:
             while f.read(16 * MIB):
                 pass
     return [(str(DATA / f"shard-{k}.npy"), PER_SHARD) for k in range(SHARDS)]
-
-
-def _record(name: str, params: dict, figures: dict) -> dict:
-    with open(RUNS, "a") as f:
-        f.write(json.dumps({"name": name, **params, **figures}) + "\n")
-    return figures
 
 
 class PickleDataset(Dataset):
@@ -101,9 +99,41 @@ class NaiveNpyDataset(Dataset):
         return torch.from_numpy(np.array(shard[i % PER_SHARD]))
 
 
-def memcpy(timer, num_workers: int) -> dict:
+def _worker_pids(loader: DataLoader) -> list[int]:
+    """The pids of a persistent loader's workers (``_iterator._workers``: private torch API)."""
+    iterator = getattr(loader, "_iterator", None)
+    return [w.pid for w in getattr(iterator, "_workers", [])]
+
+
+class WorkerMemory:
+    """Peak resident-set growth of other processes (the loader's workers), summed, in MiB.
+
+    As :class:`~benchmarks._harness.Timer` does for this process: ``start`` resets each
+    worker's peak (``/proc/<pid>/clear_refs``) and notes its resident size, ``stop`` reads
+    the peaks (``VmHWM``) back. Shared pages a worker touches count as its own.
+    """
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids, self.rss0 = pids, {}
+
+    def start(self) -> None:
+        for pid in self.pids:
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+            self.rss0[pid] = _status_kib(pid, "VmRSS")
+
+    def stop(self) -> float:
+        return sum(max(_status_kib(p, "VmHWM") - self.rss0[p], 0) for p in self.pids) / 1024
+
+
+def _status_kib(pid: int, key: str) -> int:
+    text = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in text.splitlines() if line.startswith(key)))
+
+
+def memcpy(timer, num_workers: int, order: str) -> dict:
+    """The bound: the same bytes, batch by batch, copied into a buffer this process reuses."""
     shards = _data()
-    src = torch.from_numpy(np.concatenate([np.load(p) for p, _ in shards]))  # (256, 512, 512)
+    src = torch.from_numpy(np.concatenate([np.load(p) for p, _ in shards]))  # (N, 512, 512)
     dst = torch.empty((BATCH, *SAMPLE))
     dst.fill_(0)  # touch every page before timing
     cpu0 = time.process_time()
@@ -111,41 +141,56 @@ def memcpy(timer, num_workers: int) -> dict:
     for b in range(0, len(src), BATCH):
         dst.copy_(src[b : b + BATCH])
     timer.stop()
-    return _figures("memcpy bound", num_workers, timer, len(src), cpu0)
+    return _figures(timer, len(src), cpu0, 0.0)
 
 
-def throughput(timer, fmt: str, num_workers: int) -> dict:
+def throughput(timer, fmt: str, num_workers: int, order: str, buffers: int = 4) -> dict:
+    """One epoch through a DataLoader, after a warm-up epoch, copying every batch out."""
     shards = _data()
     if fmt == "pickle":
         dataset, collate = PickleDataset(), default_collate
     elif fmt == "npy":
         dataset, collate = NaiveNpyDataset(shards), default_collate
     else:
-        dataset, collate = SnapshotDataset(Snapshot(0, tuple(shards))), collate_batch
+        dataset = SnapshotDataset(Snapshot(0, tuple(shards)), buffers=buffers)
+        collate = collate_batch
+    sampler = None
+    if order == "shuffled":  # a DistributedSampler order: each batch spans many shards
+        sampler = DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True)
     loader = DataLoader(
         dataset,
         batch_size=BATCH,
+        sampler=sampler,
         num_workers=num_workers,
         collate_fn=collate,
         persistent_workers=num_workers > 0,
     )
-    for _ in loader:  # warm-up epoch: workers started, memory maps opened
-        pass
+    out = torch.empty((BATCH, *SAMPLE))
+    out.fill_(0)  # the training loop's own buffer (e.g. a pinned staging buffer), touched once
+    for batch in loader:  # warm-up epoch: workers started, memory maps opened, buffers made
+        out[: len(batch)].copy_(batch)  # and their pages touched here, as in a steady epoch
+    if sampler is not None:
+        sampler.set_epoch(1)
+    workers = WorkerMemory(_worker_pids(loader))
+    workers.start()
     cpu0 = time.process_time()
     timer.start()
-    n = sum(len(batch) for batch in loader)
+    n = 0
+    for batch in loader:  # the training loop reads every byte of every batch
+        out[: len(batch)].copy_(batch)
+        n += len(batch)
     timer.stop()
-    name = {"pickle": "one pickle per sample", "npy": "naive npy", "ours": "distsampling"}[fmt]
-    return _figures(name, num_workers, timer, n, cpu0)
+    return _figures(timer, n, cpu0, workers.stop())
 
 
-def _figures(name: str, num_workers: int, timer, samples: int, cpu0: float) -> dict:
+def _figures(timer, samples: int, cpu0: float, workers_mib: float) -> dict:
     wall = timer.t_end - timer.t0
-    figures = {
+    return {
         "MB/s": samples * MIB / 1e6 / wall,
         "main_cpu_%": 100 * (time.process_time() - cpu0) / wall,
+        "main_peak_MiB": timer.figures()["peak_MiB"],
+        "workers_peak_MiB": workers_mib,
     }
-    return _record(name, {"num_workers": num_workers}, figures)
 
 
 def stall(timer, prefetch: bool, step_s: float) -> dict:
@@ -175,42 +220,31 @@ def stall(timer, prefetch: bool, step_s: float) -> dict:
     stall_s = boundary - batch_s  # what the boundary costs beyond a steady batch
     figures = {"batch_s": batch_s, "boundary_s": boundary, "stall_s": stall_s}
     figures["stall_%"] = 100 * stall_s / batch_s
-    name = "prefetch_epochs" if prefetch else "rebuild after the epoch"
-    return _record(name, {"step_s": step_s}, figures)
-
-
-def _medians() -> dict:
-    """The medians of the logged runs, by contender and num_workers (or by contender)."""
-    runs: dict = {}
-    for line in RUNS.read_text().splitlines():
-        run = json.loads(line)
-        key = str(run.get("num_workers", "stall"))
-        runs.setdefault(run["name"], {}).setdefault(key, []).append(run)
-    return {
-        name: {
-            key: {f: statistics.median(r[f] for r in rs) for f in rs[0] if f not in ("name",)}
-            for key, rs in by_key.items()
-        }
-        for name, by_key in runs.items()
-    }
+    return figures
 
 
 def suite(large: bool):
     DATA.mkdir(parents=True, exist_ok=True)
-    RUNS.unlink(missing_ok=True)
-    for num_workers in (0, 1, 2):
-        yield Comparison(
-            title=f"1 MiB float32 samples, batch 32, warm cache, num_workers={num_workers}",
-            contenders={
+    for num_workers in (0, 2):
+        for order in ("sequential", "shuffled"):
+            contenders = {
                 "memcpy bound": "bench_growing:memcpy",
-                "one pickle per sample": "bench_growing:throughput_pickle",
-                "naive npy + default_collate": "bench_growing:throughput_npy",
                 "distsampling": "bench_growing:throughput_ours",
-            },
-            baseline="memcpy bound",
-            params={"num_workers": num_workers},
-            note="MB/s ratios are the share of the memcpy bound",
-        )
+                "distsampling, a fresh block per batch": "bench_growing:throughput_ours_unpooled",
+            }
+            if order == "sequential":  # the naive readers gain nothing from order: once
+                contenders["naive npy + default_collate"] = "bench_growing:throughput_npy"
+                contenders["one pickle per sample"] = "bench_growing:throughput_pickle"
+            yield Comparison(
+                title=f"{SAMPLES} x 1 MiB float32, batch {BATCH}, warm cache, {order}, "
+                f"num_workers={num_workers}, the loop copies each batch out",
+                contenders=contenders,
+                baseline="memcpy bound",
+                params={"num_workers": num_workers, "order": order},
+                note="ratios: the share of the memcpy bound",
+                columns=("MB/s", "main_cpu_%", "main_peak_MiB", "workers_peak_MiB"),
+                ratios=("MB/s",),
+            )
     yield Comparison(
         title="Epoch-boundary stall, 2 workers, a 100 ms step, 3 epochs over a growing snapshot",
         contenders={
@@ -219,22 +253,25 @@ def suite(large: bool):
         },
         baseline="rebuild after the epoch",
         params={"step_s": 0.1},
+        columns=("batch_s", "boundary_s", "stall_s"),
+        ratios=(),
     )
-    # every comparison has run (the caller asks for the next one only after reporting the last)
-    out = ROOT / "benchmarks" / "results" / "growing.json"
-    out.write_text(json.dumps({"cpus": os.cpu_count(), "medians": _medians()}, indent=1) + "\n")
 
 
-def throughput_pickle(timer, num_workers: int) -> dict:
-    return throughput(timer, "pickle", num_workers)
+def throughput_pickle(timer, num_workers: int, order: str) -> dict:
+    return throughput(timer, "pickle", num_workers, order)
 
 
-def throughput_npy(timer, num_workers: int) -> dict:
-    return throughput(timer, "npy", num_workers)
+def throughput_npy(timer, num_workers: int, order: str) -> dict:
+    return throughput(timer, "npy", num_workers, order)
 
 
-def throughput_ours(timer, num_workers: int) -> dict:
-    return throughput(timer, "ours", num_workers)
+def throughput_ours(timer, num_workers: int, order: str) -> dict:
+    return throughput(timer, "ours", num_workers, order)
+
+
+def throughput_ours_unpooled(timer, num_workers: int, order: str) -> dict:
+    return throughput(timer, "ours", num_workers, order, buffers=0)
 
 
 def stall_rebuild(timer, step_s: float) -> dict:

@@ -324,3 +324,33 @@ def test_numpy_and_tensor_integers_are_read_as_indices():
     """Invariant: any integer that operator.index takes (numpy ints, 0-d integer tensors) is an index."""
     inner = [np.int64(2), torch.tensor(3), np.uint8(7), 4]
     assert DatasetFromSampler(inner).indices.tolist() == [2, 3, 7, 4]
+
+
+@given(n=st.integers(1, 3000), seed=seeds, data=st.data())
+def test_the_discarded_randperm_is_replaced_by_draws_that_leave_the_same_generator_state(
+    n, seed, data
+):
+    """Invariant: when num_samples is a multiple of n, torch draws one more randperm(n) and keeps
+    none of it; we advance the generator by cheaper draws instead, and it ends in the same state,
+    so this epoch and the next ones are torch's, index for index."""
+    num_samples = n * data.draw(st.integers(1, 3), label="epochs of n per epoch")
+    epochs = data.draw(st.integers(1, 3), label="epochs")
+    g_ours, g_torch = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+    ours = tud.RandomSampler(range(n), num_samples=num_samples, generator=g_ours)
+    theirs = tud.RandomSampler(range(n), num_samples=num_samples, generator=g_torch)
+    for _ in range(epochs):
+        idx_ours = DatasetFromSampler(ours).indices.tolist()
+        idx_torch = list(theirs)
+        assert idx_ours == idx_torch
+        assert torch.equal(g_ours.get_state(), g_torch.get_state())
+
+
+@pytest.mark.parametrize("n", [1, 2, (1 << 22) + 2])  # the last one spans two chunks of draws
+def test_advancing_as_randperm_leaves_the_state_randperm_leaves(n):
+    """Invariant: _advance_as_randperm(n, g) and torch.randperm(n, generator=g) leave g alike."""
+    from distsampling.wrapper import _advance_as_randperm
+
+    g_ours, g_torch = torch.Generator().manual_seed(n), torch.Generator().manual_seed(n)
+    _advance_as_randperm(n, g_ours)
+    torch.randperm(n, generator=g_torch)
+    assert torch.equal(g_ours.get_state(), g_torch.get_state())

@@ -12,6 +12,7 @@ from .distributed import DistributedSampler, rank_positions, resumed_positions, 
 from .evaluation import UnpaddedDistributedSampler, gather_by_index, merge_by_index
 from .grouped import GroupedBatchSampler
 from .growing import (
+    BatchBuffers,
     CorruptShardError,
     ManifestError,
     NodeFeed,
@@ -44,6 +45,7 @@ from .wrapper import DatasetFromSampler, DistributedSamplerWrapper
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchBuffers",
     "BatchSampler",
     "CorruptShardError",
     "DatasetFromSampler",

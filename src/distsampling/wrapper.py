@@ -56,8 +56,31 @@ def _random_sampler_epoch(sampler: RandomSampler) -> torch.Tensor:
         generator = torch.Generator()
         generator.manual_seed(int(torch.empty((), dtype=torch.int64).random_().item()))
     parts = [torch.randperm(n, generator=generator) for _ in range(k // n)]
-    parts.append(torch.randperm(n, generator=generator)[: k % n])  # (k % n,)
+    if k % n:
+        parts.append(torch.randperm(n, generator=generator)[: k % n])  # (k % n,)
+    else:  # torch draws one more randperm(n) and keeps none of it: only advance the generator
+        _advance_as_randperm(n, generator)
     return parts[0] if k == n else torch.cat(parts)  # (k,)
+
+
+# randperm(n) on the CPU (aten/src/ATen/native/TensorFactories.cpp, randperm_cpu) swaps with one
+# 32-bit draw per step, n - 1 of them, below this n, and with one 64-bit draw (two 32-bit ones)
+# per step, n of them, from here on
+_RANDPERM_64BIT_FROM = (2**32 - 1) // 20
+
+
+def _advance_as_randperm(n: int, generator: torch.Generator) -> None:
+    """Leave ``generator`` exactly as ``torch.randperm(n, generator=generator)`` would, cheaply.
+
+    ``random_()`` on a uint8 tensor takes one 32-bit draw per element, like each step of the
+    shuffle, but writes them in order instead of swapping at random places (about 10x faster at
+    n = 1e7). Drawn in chunks of 4 MiB, so it never allocates n bytes.
+    """
+    draws = n - 1 if n < _RANDPERM_64BIT_FROM else 2 * n
+    chunk = torch.empty(min(draws, 1 << 22), dtype=torch.uint8)
+    while draws > 0:
+        chunk[: min(draws, len(chunk))].random_(generator=generator)
+        draws -= len(chunk)
 
 
 def _materialise(sampler: Iterable[int], n: int) -> torch.Tensor:

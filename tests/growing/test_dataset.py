@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import errno
 import itertools
+import json
 import os
 import pickle
+import re
 import tempfile
 import warnings
 
@@ -22,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from distsampling import DistributedSampler, SnapshotDataset, collate_batch
-from distsampling.growing import dataset
+from distsampling.growing import buffers, dataset
 from distsampling.growing.cache import ShardCache
 from distsampling.growing.snapshot import CorruptShardError, Snapshot
 from strategies import (
@@ -116,13 +118,29 @@ def test_workers_persistent_and_pinned_loaders_give_the_same_batches(
         for _ in range(2):  # two epochs: persistent workers serve the second one
             batches = list(loader)
             assert torch.equal(torch.cat(batches), expected)
-            # a worker's batch arrives in shared memory (only a handle crossed the process boundary)
-            assert all(b.is_shared() or b.is_pinned() for b in batches)
+            # a worker's batch arrives in one of its buffers, mapped here once (only which
+            # buffer it is crossed the process boundary), or pinned
+            assert all(in_a_received_buffer(b) or b.is_pinned() for b in batches)
+
+
+def in_a_received_buffer(batch: torch.Tensor) -> bool:
+    """Does the batch lie in a buffer slot that this process received from a worker's pool?"""
+    ptr = batch.data_ptr()
+    slots = [a for pool in buffers._RECEIVED.values() for a in pool.slots.values()]
+    return any(a.ctypes.data <= ptr < a.ctypes.data + len(a) for a in slots)
+
+
+def in_shared_memory(batch: torch.Tensor, ds: SnapshotDataset) -> bool:
+    """Is the batch a shared storage, or does it lie in a shared slot of the dataset's pool?"""
+    ptr, pool = batch.data_ptr(), ds._pool
+    slots = [] if pool is None or not pool.shared else pool._storages
+    in_slot = any(s.data_ptr() <= ptr < s.data_ptr() + s.nbytes() for s in slots)
+    return batch.is_shared() or (in_slot and all(s.is_shared() for s in slots))
 
 
 def _made_in_shared_memory(batch: torch.Tensor) -> tuple[torch.Tensor, bool]:
     """A collate_fn, so it runs in the worker: was the batch shared before torch sent it?"""
-    return batch, batch.is_shared()
+    return batch, in_shared_memory(batch, tud.get_worker_info().dataset)
 
 
 @pytest.mark.timeout(120)
@@ -162,8 +180,9 @@ def test_in_a_worker_getitems_reads_the_same_rows(layout, data):
         snapshot, model = write_snapshot(root, layout, (2, 3))
         n = len(model)
         indices = data.draw(st.lists(st.integers(-n, n - 1), min_size=1, max_size=12), "indices")
-        batch = SnapshotDataset(snapshot).__getitems__(indices)
-        assert batch.is_shared() and torch.equal(batch, torch.from_numpy(model[indices]))
+        ds = SnapshotDataset(snapshot)
+        batch = ds.__getitems__(indices)
+        assert in_shared_memory(batch, ds) and torch.equal(batch, torch.from_numpy(model[indices]))
 
 
 @given(pairs=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 6)), min_size=1, max_size=20))
@@ -248,11 +267,15 @@ def test_index_out_of_range_raises_index_error_naming_it(tmp_path, index):
         ds.__getitems__([0, index])
 
 
-@pytest.mark.parametrize("index", [1.0, "1", None, True])
+@pytest.mark.parametrize(
+    "index", [1.0, "1", None, True, torch.tensor(1.0), torch.tensor([1]), torch.tensor(True)]
+)
 def test_non_integer_index_raises_type_error_naming_it(tmp_path, index):
     """Invariant: an index must be an integer; the message names it and its type."""
     ds = SnapshotDataset(write_snapshot(str(tmp_path), [3], ())[0])
-    with pytest.raises(TypeError, match=rf"index should be an integer, but got index={index!r}"):
+    with pytest.raises(
+        TypeError, match=re.escape(f"index should be an integer, but got index={index!r}")
+    ):
         ds[index]
 
 
@@ -303,3 +326,130 @@ def test_empty_snapshot_is_an_empty_dataset(batched):
     assert len(ds) == 0
     with pytest.raises(IndexError, match=r"index should be in \[0, 0\), but got index=0"):
         ds.__getitems__([0]) if batched else ds[0]
+
+
+#: the integer types a sampler may yield: Python ints, numpy ints, 0-d integer tensors
+integer_kinds = st.sampled_from(
+    [int, np.int64, np.int32, torch.tensor, lambda i: torch.tensor(i, dtype=torch.int32)]
+)
+
+
+@given(layout=snapshot_layouts.filter(any), data=st.data())
+def test_numpy_integers_and_integer_tensors_are_indices_like_ints(layout, data):
+    """Invariant: ds[k(i)] and __getitems__([k(i), ...]) read row i for every integer kind k."""
+    with tempfile.TemporaryDirectory() as root:
+        snapshot, model = write_snapshot(root, layout, (3,))
+        ds, n = SnapshotDataset(snapshot), len(model)
+        indices = data.draw(st.lists(st.integers(-n, n - 1), min_size=1, max_size=8), "indices")
+        kinds = data.draw(st.lists(integer_kinds, min_size=len(indices), max_size=len(indices)))
+        typed = [kind(i) for kind, i in zip(kinds, indices, strict=True)]
+        assert torch.equal(ds[typed[0]], torch.from_numpy(model[indices[0]]))
+        assert torch.equal(ds.__getitems__(typed), torch.from_numpy(model[indices]))
+
+
+@pytest.mark.parametrize("batch_size", [None, 1, 4])
+def test_a_dataloader_over_a_randperm_sampler_reads_the_permuted_rows(tmp_path, batch_size):
+    """Invariant: sampler=torch.randperm(n) (which yields 0-d tensors) reads model[perm]."""
+    snapshot, model = write_snapshot(str(tmp_path), [5, 3, 4], (2,))
+    perm = torch.randperm(len(model), generator=torch.Generator().manual_seed(0))
+    loader = tud.DataLoader(
+        SnapshotDataset(snapshot), batch_size=batch_size, sampler=perm, collate_fn=collate_batch
+    )
+    idx_ours = torch.cat([b.reshape(-1, 2) for b in loader])
+    assert torch.equal(idx_ours, torch.from_numpy(model[perm.numpy()]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16, np.uint8])
+@pytest.mark.parametrize("in_worker", [False, True])
+def test_an_empty_batch_has_the_sample_shape_and_the_shards_dtype(tmp_path, dtype, in_worker):
+    """Invariant: __getitems__([]) is (0, *sample_shape) in the shards' dtype, as torch.stack of
+    no rows of this dataset would be if it could know them."""
+    path = str(tmp_path / "s.npy")
+    np.save(path, np.zeros((3, 2, 5), dtype))
+    ds = SnapshotDataset(Snapshot(0, ((path, 3),)))
+    with pytest.MonkeyPatch.context() as mp:
+        if in_worker:
+            mp.setattr(dataset, "get_worker_info", lambda: object())
+        empty = ds.__getitems__([])
+    assert empty.shape == (0, 2, 5)
+    assert empty.dtype == torch.from_numpy(np.zeros(0, dtype)).dtype
+
+
+@given(layout=snapshot_layouts.filter(any), data=st.data())
+def test_resumed_reads_equal_the_uninterrupted_reads(layout, data):
+    """Invariant: reading the first k batches, saving (through JSON), loading into a fresh
+    dataset over the same snapshot and reading the rest gives the uninterrupted batches, and
+    the same state at the end (position included)."""
+    with tempfile.TemporaryDirectory() as root:
+        snapshot, _ = write_snapshot(root, layout, (2,))
+        n = len(snapshot)
+        batches = data.draw(
+            st.lists(st.lists(st.integers(0, n - 1), max_size=6), max_size=6), "batches"
+        )
+        k = data.draw(st.integers(0, len(batches)), "stop after")
+        whole = SnapshotDataset(snapshot)
+        idx_whole = [whole.__getitems__(b) for b in batches]
+        first = SnapshotDataset(snapshot)
+        idx_resumed = [first.__getitems__(b) for b in batches[:k]]
+        rest = SnapshotDataset(snapshot)
+        rest.load_state_dict(json.loads(json.dumps(first.state_dict())))
+        idx_resumed += [rest.__getitems__(b) for b in batches[k:]]
+        assert all(torch.equal(a, b) for a, b in zip(idx_resumed, idx_whole, strict=True))
+        assert rest.state_dict() == whole.state_dict()
+        assert whole.state_dict()["position"] == sum(map(len, batches))
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_stateful_dataloader_resumes_the_uninterrupted_batches(tmp_path, num_workers):
+    """Invariant: torchdata's StatefulDataLoader, stopped after k batches and resumed in a new
+    loader, yields exactly the rest of the uninterrupted epoch; it saves the dataset's state."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    snapshot, model = write_snapshot(str(tmp_path), [5, 3, 4], (2,))
+
+    def make():
+        return StatefulDataLoader(
+            SnapshotDataset(snapshot),
+            batch_size=2,
+            num_workers=num_workers,
+            collate_fn=collate_batch,
+        )
+
+    idx_whole = list(make())
+    for k in (0, 3, len(idx_whole)):
+        first = make()
+        it = iter(first)
+        idx_resumed = [next(it) for _ in range(k)]
+        state = first.state_dict()
+        del it
+        resumed = make()
+        resumed.load_state_dict(state)
+        idx_resumed += list(resumed)
+        assert all(torch.equal(a, b) for a, b in zip(idx_resumed, idx_whole, strict=True))
+        assert len(idx_resumed) == len(idx_whole)
+        if num_workers == 0:  # the dataset's own count was saved and resumed too
+            assert resumed.dataset.position == len(model)
+    assert torch.equal(torch.cat(idx_whole), torch.from_numpy(model))
+
+
+def test_a_saved_state_of_another_snapshot_or_position_is_refused(tmp_path):
+    """Invariant: a state from another class, version, snapshot (epoch, samples, shards), with a
+    missing or negative position is refused, naming the field and both values."""
+    snapshot, _ = write_snapshot(str(tmp_path), [3, 2], (2,))
+    ds = SnapshotDataset(snapshot)
+    good = ds.state_dict()
+    cases = [
+        ({**good, "kind": "DistributedSampler"}, ValueError, "state comes from another sampler"),
+        ({**good, "version": 2}, ValueError, "format version=2"),
+        ({**good, "epoch": 1}, ValueError, "epoch was 1 when saved, but is 0 now"),
+        ({**good, "samples": 6}, ValueError, "samples was 6 when saved, but is 5 now"),
+        ({**good, "shards": 3}, ValueError, "shards was 3 when saved, but is 2 now"),
+        ({k: v for k, v in good.items() if k != "position"}, KeyError, "no 'position'"),
+        ({**good, "position": -1}, ValueError, "position should be >= 0, but got position=-1"),
+        ({**good, "position": "3"}, TypeError, "position should be an integer"),
+    ]
+    for state, error, message in cases:
+        with pytest.raises(error, match=re.escape(message)):
+            ds.load_state_dict(state)
+    assert ds.state_dict() == good  # nothing changed by a refused state

@@ -11,6 +11,8 @@ The pieces, in the order data flows through them:
 - :mod:`~distsampling.growing.snapshot`: ``Snapshot``, one epoch's frozen list of shards;
 - :mod:`~distsampling.growing.dataset`: ``SnapshotDataset``, reads a snapshot in DataLoader
   workers;
+- :mod:`~distsampling.growing.buffers`: ``BatchBuffers``, the few batch buffers each process
+  reuses (a worker's batch crosses as which buffer holds it);
 - :mod:`~distsampling.growing.prefetch`: ``prefetch_epochs``, builds the next epoch's loader
   ahead;
 - :mod:`~distsampling.growing.retry`: retries of remote requests with backoff and a deadline;
@@ -20,6 +22,7 @@ The pieces, in the order data flows through them:
 The samplers at the top of ``distsampling`` never import this package.
 """
 
+from .buffers import BatchBuffers
 from .cache import ShardCache
 from .dataset import SnapshotDataset, collate_batch
 from .manifest import ManifestError
@@ -31,6 +34,7 @@ from .retry import RemoteUnavailableError
 from .snapshot import CorruptShardError, Snapshot, load_shard
 
 __all__ = [
+    "BatchBuffers",
     "CorruptShardError",
     "FirstOf",
     "ManifestError",

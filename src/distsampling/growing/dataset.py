@@ -8,11 +8,13 @@ What crosses a process boundary, with ``num_workers > 0``:
 
 - to each worker, once: the dataset, i.e. the snapshot (paths and counts: a few hundred bytes).
   The memory maps are never pickled; each process opens its own on first use.
-- back to the main process, per batch: the batch tensor. :meth:`SnapshotDataset.__getitems__`
-  allocates the batch in shared memory and fills it with ``os.pwrite`` on its file descriptor:
-  the kernel copies page cache -> shared pages, so the worker never faults in (nor zero-fills)
-  the 4 KiB pages of a fresh block one by one. Torch then sends only the descriptor; the main
-  process maps the same pages: no copy and no unpickling of sample bytes in the training process.
+- back to the main process, per batch: which buffer holds it. :meth:`SnapshotDataset.__getitems__`
+  fills one of the worker's few reused shared-memory buffers
+  (:class:`~distsampling.BatchBuffers`) with ``os.pwrite`` on its file
+  descriptor: the kernel copies page cache -> shared pages, with no page fault in the worker.
+  The main process maps each buffer once; a batch then crosses as a few dozen bytes, with no
+  copy and no unpickling of sample bytes in the training process. A buffer is reused only once
+  no tensor views the batch it held.
   Pass ``collate_fn=collate_batch`` so the batch is not stacked again.
 
 References:
@@ -35,10 +37,13 @@ from torch.multiprocessing import get_sharing_strategy
 from torch.utils.data import Dataset, get_worker_info
 from torch.utils.data._utils.collate import default_collate
 
-from .._validate import check_int
+from .._validate import check_int, check_state
+from .buffers import BatchBuffers
 from .snapshot import Snapshot
 
 __all__ = ["SnapshotDataset", "collate_batch"]
+
+_THREADED_COPY_BYTES = 8 << 20  # runs from this size on are copied by torch on every thread
 
 
 class SnapshotDataset(Dataset[torch.Tensor]):
@@ -51,6 +56,10 @@ class SnapshotDataset(Dataset[torch.Tensor]):
 
     Args:
         snapshot: the shards of one epoch, e.g. ``cache.snapshot(epoch)``.
+        buffers: how many batch buffers each process keeps and reuses
+            (:class:`~distsampling.BatchBuffers`): a batch reuses one only once
+            no tensor views the batch it held; with none free it gets a fresh block. ``0``:
+            a fresh block per batch.
 
     Examples:
         >>> import tempfile
@@ -65,7 +74,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
                 [14., 15.]])
     """
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, buffers: int = 4) -> None:
         if not isinstance(snapshot, Snapshot):
             raise TypeError(
                 "snapshot should be a distsampling.Snapshot (e.g. cache.snapshot(epoch)), "
@@ -78,6 +87,10 @@ class SnapshotDataset(Dataset[torch.Tensor]):
         self._len = int(self._ends[-1]) if len(self._ends) else 0
         # shard number -> (its memory map as a tensor, the same bytes as a memoryview), per process
         self._maps: dict[int, tuple[torch.Tensor, memoryview]] = {}
+        # batch buffers lent and reused per process (growing/buffers.py), made on first read
+        self.buffers = check_int("buffers", buffers, low=0)
+        self._pool: BatchBuffers | None = None
+        self.position = 0  # samples read through this object (in this process) this epoch
 
     def __len__(self) -> int:
         return self._len
@@ -105,7 +118,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
 
     def _locate(self, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Return ``(shard numbers, rows in those shards)`` for ``indices``, both ``(B,)``."""
-        idx = np.asarray([check_int("index", i) for i in indices], dtype=np.int64)  # (B,)
+        idx = np.asarray([_as_index(i) for i in indices], dtype=np.int64)  # (B,)
         idx = np.where(idx < 0, idx + self._len, idx)  # negative indices count from the end
         bad = (idx < 0) | (idx >= self._len)
         if bad.any():
@@ -116,6 +129,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
 
     def __getitem__(self, index: int) -> torch.Tensor:
         (k,), (row,) = self._locate([index])
+        self.position += 1
         # clone copies the row out of the page cache: the tensor owns writable memory
         return self._shard(int(k))[0][row].clone()
 
@@ -126,41 +140,57 @@ class SnapshotDataset(Dataset[torch.Tensor]):
         is in shared memory from the start, so sending it to the main process copies nothing.
         """
         shard, rows = self._locate(indices)
-        if len(indices) == 0:
-            return torch.empty(0)
+        self.position += len(indices)
+        if len(indices) == 0:  # (0, *sample_shape) in the shards' dtype, as stacking would give
+            if not self._len:  # no shard, so no sample shape or dtype to give
+                return torch.empty(0)
+            return torch.empty((0, *self._shard(0)[0].shape[1:]), dtype=self._shard(0)[0].dtype)
         first = self._shard(int(shard[0]))[0]
         shape = (len(indices), *first.shape[1:])
+        dtype = torch.empty(0, dtype=first.dtype).numpy().dtype
         runs = list(_runs(shard, rows))
-        if get_worker_info() is None:  # in the training process: plain memory
-            out = torch.empty(shape, dtype=first.dtype)
+        in_worker = get_worker_info() is not None
+        if in_worker and get_sharing_strategy() != "file_descriptor":  # no fd: a fresh block
+            # (_new_shared is private torch API; default_collate allocates its batches this way)
+            storage = torch.UntypedStorage._new_shared(math.prod(shape) * first.element_size())
+            out = torch.empty(0, dtype=first.dtype).set_(storage).view(shape)
             self._copy(runs, out)
             return out
-        # in a worker: in shared memory, so torch sends the main process only a handle
-        # (_new_shared is private torch API; default_collate allocates its batches this way)
-        out_bytes = math.prod(shape) * first.element_size()
-        storage = torch.UntypedStorage._new_shared(out_bytes)
-        out = torch.empty(0, dtype=first.dtype).set_(storage).view(shape)
-        if get_sharing_strategy() == "file_descriptor":  # Linux's default: the block has an fd
-            self._pwrite(runs, storage, out_bytes // len(indices))
-        else:
+        # a buffer of this process's pool: in shared memory in a worker, so that torch sends
+        # the main process only which buffer it is (see growing/buffers.py for when it is reused)
+        if self._pool is None or self._pool.pid != os.getpid():  # a new (or forked) process
+            self._pool = BatchBuffers(self.buffers, shared=in_worker)
+        out, fd = self._pool.batch(shape, dtype)
+        if fd is None:  # in the training process: plain memory, torch's copy_ on every thread
             self._copy(runs, out)
+        else:  # in a worker: the kernel copies page cache -> shared pages
+            self._pwrite(runs, fd, out.nbytes // len(indices), out.nbytes)
         return out
 
     def _copy(self, runs: list[tuple[int, int, int, int]], out: torch.Tensor) -> None:
-        """``out[j : j + n] = shard k[row : row + n]`` per run; torch's copy_ uses every thread."""
+        """``out[j : j + n] = shard k[row : row + n]`` per run.
+
+        A large run goes to torch's ``copy_``, which splits it over every thread; a small one
+        (e.g. one sample of a shuffled batch) to numpy's single-threaded memcpy: handing 1 MiB
+        to a thread pool costs more than it saves, and far more when other processes hold the
+        cores (we measured 30x on a loaded 2-core machine).
+        """
+        row_bytes = out[0].nbytes if len(out) else 0
         for j, k, row, n in runs:
-            out[j : j + n].copy_(self._shard(k)[0][row : row + n])
+            src = self._shard(k)[0][row : row + n]  # (n, *sample_shape)
+            if n * row_bytes >= _THREADED_COPY_BYTES:
+                out[j : j + n].copy_(src)
+            else:
+                np.copyto(out[j : j + n].numpy(), src.numpy())
 
     def _pwrite(
-        self, runs: list[tuple[int, int, int, int]], storage: torch.UntypedStorage, row_bytes: int
+        self, runs: list[tuple[int, int, int, int]], fd: int, row_bytes: int, nbytes: int
     ) -> None:
         """Write each run into the shared block through its file descriptor (``os.pwrite``).
 
-        The kernel copies page cache -> shared pages and allocates them as it goes: unlike a
-        copy into the fresh mapping, no page fault and no zero-fill per 4 KiB page.
+        The kernel copies page cache -> shared pages (allocating them on a block's first use):
+        unlike a copy into the mapping, no page fault per 4 KiB page here.
         """
-        # the block's own descriptor (private torch API): not ours to close
-        fd, _ = storage._share_fd_cpu_()
         try:
             for j, k, row, n in runs:
                 data = self._shard(k)[1][row * row_bytes : (row + n) * row_bytes]
@@ -173,18 +203,75 @@ class SnapshotDataset(Dataset[torch.Tensor]):
                 raise OSError(
                     errno.ENOSPC,
                     f"no space left in shared memory (/dev/shm) for a batch of "
-                    f"{storage.nbytes()} bytes: enlarge it (docker run --shm-size=...) or lower "
+                    f"{nbytes} bytes: enlarge it (docker run --shm-size=...) or lower "
                     "batch_size or prefetch_factor",
                 ) from err
             raise
 
+    # --- resuming: which epoch's snapshot, and how far this process has read in it -----------
+
+    def state_dict(self) -> dict[str, int | str]:
+        r"""This dataset's place in its epoch: a small JSON-serialisable dict.
+
+        ``epoch``, ``samples`` and ``shards`` name the snapshot and must match on resume;
+        ``position`` counts the samples read through this object in this process (a
+        DataLoader worker counts its own; torchdata's ``StatefulDataLoader`` saves each
+        worker's). Which samples come next is the sampler's state, not the dataset's.
+
+        Examples:
+            >>> import tempfile
+            >>> root = tempfile.mkdtemp()
+            >>> np.save(f"{root}/0.npy", np.zeros((4, 2), np.float32))
+            >>> ds = SnapshotDataset(Snapshot(3, ((f"{root}/0.npy", 4),)))
+            >>> _ = ds.__getitems__([0, 1])
+            >>> ds.state_dict()
+            {'kind': 'SnapshotDataset', 'version': 1, 'epoch': 3, 'samples': 4, 'shards': 1, 'position': 2}
+        """
+        return {
+            "kind": "SnapshotDataset",
+            "version": 1,
+            **self._identity(),
+            "position": self.position,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        r"""Resume from :meth:`state_dict`: the same snapshot, counting on from ``position``.
+
+        Args:
+            state: what :meth:`state_dict` returned (after ``json`` or ``torch.save``).
+
+        Raises:
+            ValueError: the state names another snapshot (epoch, samples or shards differ),
+                or ``position`` is negative. ``position`` has no upper bound: a sampler with
+                replacement, or torch's padding, reads more samples than the snapshot holds.
+        """
+        check_state(state, "SnapshotDataset", 1, self._identity())
+        if "position" not in state:
+            raise KeyError(
+                f"state has no 'position': it is not a SnapshotDataset state (got {state!r})"
+            )
+        self.position = check_int("position", state.get("position"), low=0)
+
+    def _identity(self) -> dict[str, int]:
+        return {"epoch": self.snapshot.epoch, "samples": self._len, "shards": len(self._starts)}
+
     # --- pickling: the snapshot crosses process boundaries, the memory maps never do ------------
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_maps": {}}
+        return {**self.__dict__, "_maps": {}, "_pool": None}
 
     def __repr__(self) -> str:
         return f"SnapshotDataset(epoch={self.snapshot.epoch}, shards={len(self.snapshot.shards)}, samples={self._len})"
+
+
+def _as_index(i: object) -> int:
+    """``i`` as an ``int``: Python and numpy integers and 0-d integer tensors (as a sampler over
+    ``torch.randperm(n)`` yields them) are indices; bools, floats and longer tensors are not."""
+    if isinstance(i, torch.Tensor) and (i.ndim or i.dtype == torch.bool or i.is_floating_point()):
+        raise TypeError(f"index should be an integer, but got index={i!r} of type Tensor")
+    if isinstance(i, torch.Tensor):
+        return int(i)
+    return check_int("index", i)
 
 
 def _runs(shard: np.ndarray, rows: np.ndarray) -> Iterator[tuple[int, int, int, int]]:
