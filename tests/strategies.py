@@ -14,6 +14,12 @@ dataset_lengths = st.integers(min_value=0, max_value=200)
 world_sizes = st.integers(min_value=1, max_value=9)
 #: seeds, negative ones included (torch accepts any int64-compatible seed)
 seeds = st.integers(min_value=-(2**31), max_value=2**31)
+#: torch.Generator's seed range: manual_seed takes exactly the integers in [-2**63, 2**64 - 1]
+GENERATOR_SEED_LOW, GENERATOR_SEED_HIGH = -(2**63), 2**64 - 1
+#: seeds at and next to the exact bounds of torch.Generator, where an off-by-one check shows
+seeds_at_generator_bounds = st.sampled_from(
+    [GENERATOR_SEED_LOW, GENERATOR_SEED_LOW + 1, GENERATOR_SEED_HIGH - 1, GENERATOR_SEED_HIGH]
+)
 #: epoch numbers
 epochs = st.integers(min_value=0, max_value=1000)
 #: batch sizes
@@ -38,6 +44,17 @@ def sampler_args(draw: st.DrawFn) -> dict:
         "seed": draw(seeds),
         "drop_last": draw(flags),
     }
+
+
+@st.composite
+def sampler_args_some_omitted(draw: st.DrawFn) -> dict:
+    """Like :func:`sampler_args`, but shuffle, seed and drop_last are each sometimes left out,
+    so that the default the user gets is compared with torch's default."""
+    args = draw(sampler_args())
+    for name in ("shuffle", "seed", "drop_last"):
+        if draw(st.booleans()):
+            del args[name]
+    return args
 
 
 #: values that are not integers, for bad-input tests
