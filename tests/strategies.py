@@ -114,6 +114,36 @@ label_sets = st.one_of(
 )
 
 
+#: numbers of classes of a whole dataset: a few, the 8-bit class codes' limit and one past it,
+#: ImageNet's 1,000 and LVIS's 1,203
+dataset_class_counts = st.one_of(
+    st.integers(min_value=1, max_value=300), st.sampled_from([256, 257, 1000, 1203])
+)
+#: numbers of classes for grouping labels alone: also the 16-bit limit and beyond 65,536
+class_counts = st.one_of(dataset_class_counts, st.sampled_from([65536, 65537, 70000]))
+#: the smallest label of a dataset: -1 (an "ignore" class), 0, 1 (1-based) or anything
+lowest_labels = st.one_of(
+    st.sampled_from([-1, 0, 1]), st.integers(min_value=-(2**40), max_value=2**40)
+)
+
+
+@st.composite
+def class_labelled_arrays(draw: st.DrawFn, counts: st.SearchStrategy[int] = class_counts) -> tuple:
+    """``(labels, sizes, form)``: integer labels of many classes (one to three samples each) as a
+    numpy array in shuffled order, each class's sample count, and the form to hand them in
+    (``list``, ``numpy`` or ``tensor``). Labels start at a drawn lowest label and are spaced by 1
+    (dense: counted) or by a larger gap (sparse: sorted), so both grouping paths run."""
+    import numpy as np
+
+    num_classes, low = draw(counts), draw(lowest_labels)
+    gap = draw(st.sampled_from([1, 1, 3, 10**6]))
+    rng = np.random.default_rng(draw(st.integers(min_value=0, max_value=2**32 - 1)))
+    sizes = rng.integers(1, 4, num_classes)  # (C,) samples per class
+    values = low + gap * np.arange(num_classes, dtype=np.int64)  # (C,) sorted distinct labels
+    labels = rng.permutation(np.repeat(values, sizes))  # (N,)
+    return labels, sizes, draw(st.sampled_from(["list", "numpy", "tensor"]))
+
+
 @st.composite
 def labelled_datasets(draw: st.DrawFn) -> dict:
     """Arguments of ``WeightedBalanceClassSampler``: shuffled labels, aligned weights, a length."""
