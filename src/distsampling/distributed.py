@@ -85,10 +85,18 @@ def rank_positions(
         epoch: the epoch number, the same on every rank.
         drop_last: cut the tail instead of padding with the head.
 
+    Raises:
+        ValueError: with ``shuffle``, if ``seed + epoch`` is outside torch.Generator's range.
+
     Examples:
         >>> rank_positions(5, 2, 1, shuffle=False).tolist()  # padded: 0 1 2 3 4 | 0
         [1, 3, 0]
     """
+    if shuffle and not _SEED_LOW <= seed + epoch <= _SEED_HIGH:
+        raise ValueError(
+            f"seed + epoch should be in [{_SEED_LOW}, {_SEED_HIGH}] (torch.Generator's "
+            f"range), but got seed={seed}, epoch={epoch}"
+        )
     _num_samples, total_size = split_sizes(n, num_replicas, drop_last)
     dtype = _index_dtype(max(n, total_size))
     if shuffle:
@@ -164,11 +172,6 @@ class DistributedSampler(Sampler[int]):
                 f"len(dataset) changed since this sampler was built: total_size={self.total_size} "
                 f"was computed for another length, but got len(dataset)={n}. Build a new sampler "
                 "(or use DistributedSamplerWrapper, which follows a changing length)."
-            )
-        if self.shuffle and not _SEED_LOW <= self.seed + self.epoch <= _SEED_HIGH:
-            raise ValueError(
-                f"seed + epoch should be in [{_SEED_LOW}, {_SEED_HIGH}] (torch.Generator's "
-                f"range), but got seed={self.seed}, epoch={self.epoch}"
             )
         positions = rank_positions(
             n,

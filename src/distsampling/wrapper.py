@@ -171,11 +171,6 @@ class DistributedSamplerWrapper(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         epoch = self.dataset.indices  # (n,) the inner epoch, drawn once for this epoch
-        if self.shuffle and not _SEED_LOW <= self.seed + self.epoch <= _SEED_HIGH:
-            raise ValueError(
-                f"seed + epoch should be in [{_SEED_LOW}, {_SEED_HIGH}] (torch.Generator's "
-                f"range), but got seed={self.seed}, epoch={self.epoch}"
-            )
         positions = rank_positions(
             len(epoch),
             self.num_replicas,
