@@ -105,11 +105,12 @@ def survivors_and_counts(work: Path, module: str) -> tuple[dict, list[tuple[str,
             counts[status] += 1
             if status in ("survived", "no tests"):
                 diff = get_diff_for_mutant(name, path=path)
-                added = [line[1:].strip() for line in diff.splitlines() if line.startswith("+ ")]
-                added += [line[1:].strip() for line in diff.splitlines() if line[:1] == "+"]
+                # the mutated line: the first added line of the diff (not its +++ header)
+                added = [ln[1:].strip() for ln in diff.splitlines() if ln[:1] == "+"]
                 line = next((a for a in added if a and not a.startswith("++")), "")
-                function = name.split("__mutmut_")[0].replace("x_", "", 1).replace("ǁ", ".")
-                found.append((name, f"{module}.{function.split('.')[-1]}", line, diff))
+                # distsampling.M.x_function__mutmut_7 or distsampling.M.xǁClassǁmethod__mutmut_7
+                function = name.split("__mutmut_")[0].split(f"{module}.", 1)[1][2:]
+                found.append((name, f"{module}.{function.replace('ǁ', '.')}", line, diff))
         return counts, found
     finally:
         os.chdir(cwd)
