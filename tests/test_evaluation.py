@@ -87,9 +87,8 @@ def test_unpadded_rejects_a_dataset_whose_length_changed():
 def test_omitted_arguments_take_torchs_defaults(n, args, epoch):
     """Invariant: leaving out shuffle, seed or set_epoch reads the prefix inside the dataset of what
     torch's DistributedSampler reads without them."""
-    args.pop(
-        "drop_last", None
-    )  # nothing is padded or dropped: the unpadded sampler has no drop_last
+    # nothing is padded or dropped: the unpadded sampler has no drop_last
+    args.pop("drop_last", None)
     ours = UnpaddedDistributedSampler(range(n), **args)
     theirs = torch_distributed.DistributedSampler(range(n), **args)
     if epoch is not None:
