@@ -457,3 +457,11 @@ def test_window_indices_rejects_a_bad_window_or_size_naming_the_value(window, si
     """Invariant: window_indices checks its window and size as the dataset does."""
     with pytest.raises((TypeError, ValueError), match=f"^{message}"):
         window_indices([0], window, size)
+
+
+@given(size=st.integers(1, 2**63 - 1), seed=windowed_seeds, epoch=st.integers(0, 2**63 - 1))
+def test_the_offset_is_the_seed_sequences_128_bits_of_seed_and_epoch_modulo_size(size, seed, epoch):
+    """Invariant: epoch_offset is the documented hash: SeedSequence([seed, epoch]) read as one
+    128-bit number (first word high), modulo size; no other state enters."""
+    high, low = np.random.SeedSequence([seed, epoch]).generate_state(2, dtype=np.uint64)
+    assert epoch_offset(size, seed, epoch) == (int(high) * 2**64 + int(low)) % size
