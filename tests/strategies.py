@@ -170,6 +170,10 @@ shard_sizes = st.lists(shard_samples, min_size=1, max_size=8)
 #: cache capacities in bytes, from "holds one small shard" to "holds everything drawn here"
 #: (a shard of k int32 samples of shape (2,) takes 128 + 8k bytes on disk)
 cache_capacities = st.integers(min_value=184, max_value=1200)
+#: the numeric dtypes a shard may hold (numpy names: bool, ints, uints, floats, complex)
+shard_dtypes = st.sampled_from(
+    ["bool", "int8", "uint16", "int32", "int64", "float16", "float32", "float64", "complex64"]
+)
 
 
 # growing

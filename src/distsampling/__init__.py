@@ -12,6 +12,7 @@ from .evaluation import UnpaddedDistributedSampler, gather_by_index, merge_by_in
 from .grouped import GroupedBatchSampler
 from .growing import (
     CorruptShardError,
+    ManifestError,
     Producer,
     RemoteSource,
     ShardCache,
@@ -44,6 +45,7 @@ __all__ = [
     "DistributedSamplerWrapper",
     "GroupedBatchSampler",
     "IterationBasedBatchSampler",
+    "ManifestError",
     "Producer",
     "RankMismatchError",
     "RemoteSource",

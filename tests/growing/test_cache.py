@@ -23,8 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from distsampling.growing.cache import _HOST, ShardCache
-from distsampling.growing.snapshot import Snapshot, load_shard
+from distsampling.growing import writer
+from distsampling.growing.cache import ShardCache
+from distsampling.growing.manifest import _HOST
+from distsampling.growing.snapshot import Snapshot
 from strategies import cache_capacities, non_integers, shard_samples, shard_sizes
 
 #: caches live in RAM where there is a tmpfs: the properties are the same, the fsyncs are free
@@ -45,8 +47,8 @@ def shard_bytes(k: int) -> int:
 
 
 def read_all(snapshot: Snapshot) -> np.ndarray:
-    """Every sample of a snapshot, in order, read through ``load_shard``."""
-    return np.concatenate([load_shard(path, n) for path, n in snapshot.shards])
+    """Every sample of a snapshot, in order, each shard checked against its crc32, shape, dtype."""
+    return np.concatenate([snapshot.load(k) for k in range(len(snapshot.shards))])
 
 
 @pytest.fixture
@@ -146,10 +148,11 @@ def _entries(root: str) -> tuple[list[str], str]:
 
 @pytest.mark.parametrize(
     ("k", "size"),
-    [(4, shard_bytes(4)), (20, 20 * 8)],  # over by its header; over by its data alone (no write)
+    [(4, shard_bytes(4)), (20, shard_bytes(20))],  # over by its header; by its data alone
 )
 def test_capacity_smaller_than_one_shard_raises_and_leaves_the_cache_unchanged(root, k, size):
-    """Invariant: a shard larger than the capacity is refused with both sizes; nothing changes."""
+    """Invariant: a shard larger than the capacity is refused (before any write) with its size on
+    disk and the capacity; nothing changes."""
     cache = ShardCache(root, capacity_bytes=shard_bytes(3))
     cache.add(make_shard(0, 3))
     before = _entries(root)
@@ -162,18 +165,31 @@ def test_capacity_smaller_than_one_shard_raises_and_leaves_the_cache_unchanged(r
     assert _entries(root) == before
 
 
-def test_enospc_during_a_write_raises_and_leaves_the_cache_consistent(root, monkeypatch):
-    """Invariant: a full disk mid-write gives OSError(ENOSPC); nothing partial, same manifest."""
+@pytest.mark.parametrize(
+    "failure",
+    [
+        OSError(errno.ENOSPC, "No space left on device"),
+        OSError(errno.EDQUOT, "Disk quota exceeded"),
+        OSError("262144 requested and 258016 written"),  # a short write: numpy's words, no errno
+    ],
+)
+def test_enospc_during_a_write_raises_and_leaves_the_cache_consistent(root, monkeypatch, failure):
+    """Invariant: a full disk mid-write (ENOSPC, quota, short write) gives OSError(ENOSPC) naming
+    the cache and the bytes; nothing partial, same manifest."""
     cache = ShardCache(root, capacity_bytes=10**6)
     cache.add(make_shard(0, 3))
     before = _entries(root)
 
-    def write_half_then_fill_the_disk(f, array, **kwargs):
-        f.write(array.tobytes()[: array.nbytes // 2])
-        raise OSError(errno.ENOSPC, "No space left on device")
+    def write_half_then_fill_the_disk(f, header, array):
+        f.write(header + array.tobytes()[: array.nbytes // 2])
+        raise failure
 
-    monkeypatch.setattr(np.lib.format, "write_array", write_half_then_fill_the_disk)
-    with pytest.raises(OSError, match="no space left on the device while writing a shard") as err:
+    monkeypatch.setattr(writer, "_write_npy", write_half_then_fill_the_disk)
+    with pytest.raises(
+        OSError,
+        match=rf"no space left on the device for a shard of {shard_bytes(3)} bytes in the cache "
+        rf"{root} \(\d+ bytes free\): the cache is unchanged",
+    ) as err:
         cache.add(make_shard(1, 3))
     assert err.value.errno == errno.ENOSPC
     assert _entries(root) == before
@@ -195,7 +211,10 @@ def test_enospc_while_committing_the_manifest_leaves_the_cache_consistent(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(json, "dump", fill_the_disk)
-    with pytest.raises(OSError, match="no space left on the device while writing the manifest"):
+    with pytest.raises(
+        OSError,
+        match=rf"no space left on the device for the manifest \(\d+ bytes\) in the cache {root}",
+    ):
         cache.add(make_shard(1, 3))
     monkeypatch.undo()
     assert _entries(root) == before  # no renamed-but-unlisted shard, no temporary manifest
@@ -262,8 +281,8 @@ def test_samples_that_are_not_a_non_empty_array_raise(root, bad):
     """Invariant: add() needs an array of shape (k, ...) with k >= 1; the error names samples."""
     with pytest.raises(
         ValueError,
-        match=r"samples should be a numpy array \(not of objects\) of shape \(k, \*sample_shape\) "
-        r"with k >= 1, but got samples=",
+        match=r"samples should be a numpy array of numbers \(bool, int, uint, float or complex\) "
+        r"of shape \(k, \*sample_shape\) with k >= 1, but got samples=",
     ):
         ShardCache(root, capacity_bytes=10**6).add(bad)
 

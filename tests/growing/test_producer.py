@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distsampling.growing import producer as producer_module
+from distsampling.growing import writer
 from distsampling.growing.cache import ShardCache
 from distsampling.growing.producer import Producer, produce
 from distsampling.growing.remote import RemoteSource
@@ -165,13 +166,13 @@ def _killed_mid_write(remote: str, local: str, done: mp.Queue) -> None:
     for _ in range(2):
         done.put(os.path.basename(cache.add(RemoteSource(remote).read(1, 0)[None].repeat(4, 0))))
 
-    def write_half_and_hang(f, array, **kwargs):
-        f.write(b"\x93NUMPY" + array.tobytes()[: array.nbytes // 2])
+    def write_half_and_hang(f, header, array):
+        f.write(header + array.tobytes()[: array.nbytes // 2])
         f.flush()
         done.put("mid-write")
         time.sleep(600)  # SIGKILLed here
 
-    np.lib.format.write_array = write_half_and_hang
+    writer._write_npy = write_half_and_hang
     cache.add(np.zeros((4, 2), np.int32))
 
 
@@ -198,6 +199,56 @@ def test_sigkill_mid_write_shows_no_torn_shard_and_loses_no_completed_one(dirs):
     assert not any(n.startswith(".tmp-") for n in os.listdir(local))
     assert [os.path.basename(p) for p, _ in cache.snapshot(0).shards] == committed
     np.testing.assert_array_equal(cached_samples(cache), np.tile([1, 0], (8, 1)))
+
+
+def _write_half_and_hang(f, header, array):
+    f.write(header + array.tobytes()[: array.nbytes // 2])
+    f.flush()
+    time.sleep(600)  # SIGKILLed here
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+def test_a_producer_killed_mid_write_leaves_no_temporary_file_once_joined(dirs, monkeypatch):
+    """Invariant: join() reaps a killed producer (no zombie) and deletes its temporary file,
+    without waiting for a later ShardCache to be opened."""
+    remote, local = dirs
+    cache = ShardCache(local, capacity_bytes=10**6)
+    monkeypatch.setattr(writer, "_write_npy", _write_half_and_hang)  # the forked child hangs
+    producer = Producer(remote, cache, samples_per_shard=4, context="fork")
+    try:
+        deadline = time.monotonic() + 60
+        while not any(n.startswith(".tmp-") for n in os.listdir(local)):
+            assert time.monotonic() < deadline, "the producer never started its shard"
+            time.sleep(0.01)
+        os.kill(producer.process.pid, signal.SIGKILL)
+        producer.join(timeout=60)
+        assert producer.process.exitcode == -signal.SIGKILL  # reaped
+        assert sorted(os.listdir(local)) == [".lock", "manifest.json"]
+    finally:
+        producer.stop(timeout=10)
+    assert cache.shards() == []
+
+
+def _short_write(f, header, array):
+    f.write(header)
+    raise OSError(f"{array.nbytes} requested and {array.nbytes // 2} written")  # numpy's words
+
+
+def test_a_full_disk_in_the_producer_is_re_raised_by_join_in_words(dirs, monkeypatch):
+    """Invariant: a short write in the producer process reaches join() as the cache's full-disk
+    error, in its first line (the cache and the bytes named), and leaves no temporary file. The same on a real
+    full tmpfs: tests/growing/test_writer.py."""
+    remote, local = dirs
+    cache = ShardCache(local, capacity_bytes=10**6)
+    monkeypatch.setattr(writer, "_write_npy", _short_write)  # the forked child inherits it
+    producer = Producer(remote, cache, samples_per_shard=4, context="fork")
+    with pytest.raises(
+        RuntimeError,
+        match=r"^the producer process failed: OSError: \[Errno 28\] no space left on the "
+        rf"device for a shard of {128 + 4 * 8} bytes in the cache {local} \(",
+    ):
+        producer.join(timeout=60)
+    assert sorted(os.listdir(local)) == [".lock", "manifest.json"]
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
@@ -264,7 +315,8 @@ def test_a_capacity_smaller_than_one_shard_raises_in_the_caller(dirs):
             r"bytes\), but got capacity_bytes=100",
         ):
             run(remote, cache, samples_per_shard=20)
-    assert os.listdir(local) == [".lock"]  # nothing written
+    assert sorted(os.listdir(local)) == [".lock", "manifest.json"]  # no shard written
+    assert cache.shards() == []
 
 
 def test_a_failure_in_the_producer_process_is_raised_by_join_with_its_traceback(dirs):

@@ -5,8 +5,9 @@ The pieces, in the order data flows through them:
 - :mod:`~distsampling.growing.remote`: ``RemoteSource``, rows read from remote storage;
 - :mod:`~distsampling.growing.producer`: ``Producer``, a background process that samples the
   remote and writes shards into the cache;
-- :mod:`~distsampling.growing.cache`: ``ShardCache``, the on-disk cache (manifest, FIFO eviction,
-  pins);
+- :mod:`~distsampling.growing.cache`: ``ShardCache``, the on-disk cache (FIFO eviction, pins),
+  built on :mod:`~distsampling.growing.writer` (a shard written whole, with its crc32) and
+  :mod:`~distsampling.growing.manifest` (the manifest's atomic I/O, ``ManifestError``);
 - :mod:`~distsampling.growing.snapshot`: ``Snapshot``, one epoch's frozen list of shards;
 - :mod:`~distsampling.growing.dataset`: ``SnapshotDataset``, reads a snapshot in DataLoader
   workers;
@@ -18,6 +19,7 @@ The samplers at the top of ``distsampling`` never import this package.
 
 from .cache import ShardCache
 from .dataset import SnapshotDataset, collate_batch
+from .manifest import ManifestError
 from .prefetch import prefetch_epochs
 from .producer import Producer, produce
 from .remote import RemoteSource
@@ -25,6 +27,7 @@ from .snapshot import CorruptShardError, Snapshot, load_shard
 
 __all__ = [
     "CorruptShardError",
+    "ManifestError",
     "Producer",
     "RemoteSource",
     "ShardCache",

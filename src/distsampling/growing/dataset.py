@@ -36,7 +36,7 @@ from torch.utils.data import Dataset, get_worker_info
 from torch.utils.data._utils.collate import default_collate
 
 from .._validate import check_int
-from .snapshot import Snapshot, load_shard
+from .snapshot import Snapshot
 
 __all__ = ["SnapshotDataset", "collate_batch"]
 
@@ -87,8 +87,8 @@ class SnapshotDataset(Dataset[torch.Tensor]):
     def _shard(self, k: int) -> tuple[torch.Tensor, memoryview]:
         """Shard ``k`` (``(n_k, *sample_shape)``) over its memory map, opened once per process."""
         if k not in self._maps:
-            path, samples = self.snapshot.shards[k]
-            array = load_shard(path, samples)  # np.memmap, read-only; CorruptShardError if damaged
+            path = self.snapshot.shards[k][0]
+            array = self.snapshot.load(k)  # np.memmap, read-only; CorruptShardError if damaged
             with warnings.catch_warnings():  # torch warns that the map is read-only: only read here
                 warnings.simplefilter("ignore", UserWarning)
                 shard = torch.from_numpy(array)  # no copy: a view of the page cache

@@ -7,9 +7,11 @@ per second) makes a local directory behave like slow remote storage. :class:`Pro
 loop in its own process, so its reading and writing never hold the training process's GIL.
 
 A SIGKILL at any moment is safe: a shard becomes visible only by the cache's atomic rename and
-manifest commit, and the next :class:`ShardCache` opened on the directory deletes the dead
-process's temporary file. An error in the process (a full disk, a bad remote file) is re-raised
-by :meth:`Producer.join` / :meth:`Producer.stop` in the training process, with its traceback.
+manifest commit. Once the process has ended, :meth:`Producer.join` / :meth:`Producer.stop` reap
+it and delete its temporary file; a :class:`ShardCache` opened meanwhile deletes it too (a
+killed process not yet reaped, a zombie, counts as dead). An error in the process (a full disk,
+a bad remote file) is re-raised by :meth:`Producer.join` / :meth:`Producer.stop` in the
+training process, with its traceback.
 
 References:
     seed 004 (a sampling subprocess writing local shards while training runs);
@@ -30,6 +32,7 @@ import numpy as np
 
 from .._validate import check_int
 from .cache import ShardCache
+from .manifest import remove_temp_files
 from .remote import RemoteSource
 
 __all__ = ["Producer", "produce"]
@@ -141,6 +144,7 @@ class Producer:
         self._stop, self._written = ctx.Event(), ctx.Value("q", 0)
         self._errors, errors = ctx.Pipe(duplex=False)  # the child sends its traceback, if any
         self._failure: str | None = None
+        self._root = cache.root  # where its temporary files are, to delete them once it ended
         kwargs = {"samples_per_shard": samples_per_shard, "bandwidth": bandwidth, "seed": seed}
         kwargs |= {"max_shards": max_shards, "stop": self._stop, "written": self._written}
         self.process = ctx.Process(
@@ -169,12 +173,15 @@ class Producer:
         self._raise_if_failed()
 
     def _raise_if_failed(self) -> None:
+        if not self.process.is_alive():  # ended, and now reaped (is_alive waits for it)
+            remove_temp_files(self._root, self.process.pid)  # what a kill -9 left mid-write
         if self._failure is None and not self.process.is_alive():
             with contextlib.suppress(EOFError):  # EOF: it ended without sending anything
                 if self._errors.poll():
                     self._failure = self._errors.recv()  # its traceback, as text
         if self._failure is not None:
-            raise RuntimeError(f"the producer process failed:\n{self._failure}")
+            cause = self._failure.rstrip().splitlines()[-1]  # e.g. "OSError: [Errno 28] no space"
+            raise RuntimeError(f"the producer process failed: {cause}\n{self._failure}")
 
     def __enter__(self) -> Producer:
         return self

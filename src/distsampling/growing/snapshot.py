@@ -8,6 +8,11 @@ unchanged, and two snapshots are equal when they list the same shards.
 :class:`~distsampling.growing.cache.ShardCache` freezes one per epoch;
 :class:`~distsampling.SnapshotDataset` reads one.
 
+A snapshot from a cache also records what every shard must hold: the sample shape and dtype, and
+each shard's crc32. :meth:`Snapshot.load` checks a shard against that record, so a damaged shard
+is blamed by itself, never by comparison with another shard; a flipped byte or a shard swapped
+for another fails its crc32.
+
 References:
     numpy/lib/format.py (the ``.npy`` format that :func:`load_shard` memory-maps).
 """
@@ -15,14 +20,21 @@ References:
 from __future__ import annotations
 
 import bisect
+import contextlib
 import dataclasses
 import numbers
+import os
+import zlib
 
 import numpy as np
 
 from .._validate import check_int
 
 __all__ = ["CorruptShardError", "Snapshot", "load_shard"]
+
+#: the shard files whose crc32 this process has checked: (path, crc32, inode, size, mtime) then.
+#: A file changed since (written, or another renamed in its place) has another key: checked again.
+_VERIFIED: set[tuple[str, int, int, int, int]] = set()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +44,10 @@ class Snapshot:
     Args:
         epoch: the epoch it belongs to (``>= 0``).
         shards: ``(path, n)`` pairs, ``n >= 1``; any sequence, stored as a tuple of tuples.
+        sample_shape: the shape every sample has (``None``: not recorded).
+        dtype: the dtype every shard has, as ``np.dtype(...).str`` (``None``: not recorded).
+        checksums: each shard's crc32 of its sample bytes (``None``: not recorded).
+        verify: whether :meth:`load` checks the crc32 (not part of equality).
 
     Examples:
         >>> snap = Snapshot(epoch=0, shards=[("/c/a.npy", 3), ("/c/b.npy", 2)])
@@ -41,9 +57,28 @@ class Snapshot:
 
     epoch: int
     shards: tuple[tuple[str, int], ...]
+    sample_shape: tuple[int, ...] | None = None
+    dtype: str | None = None
+    checksums: tuple[int, ...] | None = None
+    verify: bool = dataclasses.field(default=True, compare=False)
 
     def __post_init__(self) -> None:
         check_int("epoch", self.epoch, low=0)
+        if self.sample_shape is not None:
+            shape = tuple(check_int("sample_shape", d, low=0) for d in self.sample_shape)
+            object.__setattr__(self, "sample_shape", shape)
+        if self.dtype is not None:
+            object.__setattr__(self, "dtype", np.dtype(self.dtype).str)
+        if self.checksums is not None:
+            crcs = tuple(check_int("checksums", c, low=0, high=2**32 - 1) for c in self.checksums)
+            if len(crcs) != len(self.shards):
+                raise ValueError(
+                    f"checksums should hold one crc32 per shard ({len(self.shards)}), "
+                    f"but got {len(crcs)}"
+                )
+            object.__setattr__(self, "checksums", crcs)
+        if not isinstance(self.verify, bool):
+            raise TypeError(f"verify should be a boolean value, but got verify={self.verify!r}")
         shards = []
         for entry in self.shards:
             ok = isinstance(entry, tuple | list) and len(entry) == 2
@@ -76,17 +111,42 @@ class Snapshot:
         k = bisect.bisect_right(starts, index) - 1  # last shard starting at or before index
         return self.shards[k][0], index - starts[k]
 
+    def load(self, k: int) -> np.ndarray:
+        """Memory-map shard ``k``, checked against what this snapshot records (see :func:`load_shard`)."""
+        path, samples = self.shards[check_int("k", k, low=0, high=len(self.shards) - 1)]
+        crc = self.checksums[k] if self.verify and self.checksums is not None else None
+        return load_shard(
+            path, samples, sample_shape=self.sample_shape, dtype=self.dtype, crc32=crc
+        )
+
 
 class CorruptShardError(ValueError):
-    """A shard file is truncated, not a ``.npy`` file, or holds a different number of samples."""
+    """A shard file is truncated, not a ``.npy`` file, or not what its snapshot records.
+
+    That is: another number of samples, another sample shape or dtype, or another crc32.
+    """
 
 
-def load_shard(path: str, samples: int | None = None) -> np.ndarray:
+def load_shard(
+    path: str,
+    samples: int | None = None,
+    *,
+    sample_shape: tuple[int, ...] | None = None,
+    dtype: str | np.dtype | None = None,
+    crc32: int | None = None,
+) -> np.ndarray:
     r"""Memory-map one shard; raise :class:`CorruptShardError` naming the file if it is damaged.
+
+    Each check runs only where its argument is given (``None``: not checked).
 
     Args:
         path: the shard's ``.npy`` file.
         samples: the number of samples the shard must hold (as listed in a :class:`Snapshot`).
+        sample_shape: the shape each of its samples must have.
+        dtype: the dtype it must have.
+        crc32: the crc32 of its sample bytes (``zlib.crc32``). Checking it reads the whole file,
+            once per process: a file unchanged since (same inode, size and mtime) is not read
+            again.
 
     Examples:
         >>> import tempfile, os
@@ -101,6 +161,18 @@ def load_shard(path: str, samples: int | None = None) -> np.ndarray:
         ...
         distsampling.growing.snapshot.CorruptShardError: shard .../s.npy is truncated or corrupt: ...
     """
+    if samples is not None:  # the arguments first: a bad argument never blames a healthy file
+        samples = check_int("samples", samples, low=1)
+    if sample_shape is not None:
+        sample_shape = tuple(check_int("sample_shape", d, low=0) for d in sample_shape)
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+    key = None  # what identifies this file's content, to check its crc32 once per process
+    if crc32 is not None:
+        crc32 = check_int("crc32", crc32, low=0, high=2**32 - 1)
+        with contextlib.suppress(FileNotFoundError):  # stat before opening: a swap changes it
+            st = os.stat(path)
+            key = (path, crc32, st.st_ino, st.st_size, st.st_mtime_ns)
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)  # reads the header only
         if not isinstance(array, np.ndarray) or array.ndim < 1:
@@ -117,4 +189,24 @@ def load_shard(path: str, samples: int | None = None) -> np.ndarray:
         raise CorruptShardError(
             f"shard {path} should hold {samples} samples, but it holds {array.shape[0]}"
         )
+    if (sample_shape is not None and array.shape[1:] != sample_shape) or (
+        dtype is not None and array.dtype != dtype
+    ):
+        shape = array.shape[1:] if sample_shape is None else sample_shape
+        kind = array.dtype if dtype is None else dtype
+        raise CorruptShardError(
+            f"shard {path} should hold samples of shape {shape} and dtype {kind.str} (as the "
+            f"snapshot records), but it holds {array.shape[1:]}, {array.dtype.str}"
+        )
+    if crc32 is not None and key not in _VERIFIED:  # once per file and process
+        got = zlib.crc32(array.reshape(-1).view(np.uint8))  # reads every byte
+        if got != crc32:
+            raise CorruptShardError(
+                f"shard {path} fails its checksum: crc32 {got:#010x}, but the manifest recorded "
+                f"{crc32:#010x} (a damaged byte, or a shard swapped for another)"
+            )
+        if key is not None:
+            if len(_VERIFIED) >= 1 << 16:  # bounded memory: forget them all, check them again
+                _VERIFIED.clear()
+            _VERIFIED.add(key)
     return array
