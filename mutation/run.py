@@ -47,7 +47,12 @@ MODULES: dict[str, tuple[list[str], bool]] = {
 
 # mutmut's exit codes per mutant (mutmut/stats.py), folded into the columns we report
 _STATUS = {1: "killed", 3: "killed", 0: "survived", 33: "no tests", 5: "no tests", 36: "timeout"}
-_STATUS.update({-24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout"})
+_STATUS.update({-24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout", -9: "timeout"})
+_STATUS[-11] = "killed"  # the tests crashed the interpreter: they noticed
+
+
+#: one reviewed equivalent mutant: - `module.function` `+ the mutated line` — why nothing changes
+EQUIVALENT = re.compile(r"^- `([\w.]+)` `\+ ?(.*)` — (.+)$")
 
 
 def equivalents() -> dict[tuple[str, str], str]:
@@ -57,9 +62,10 @@ def equivalents() -> dict[tuple[str, str], str]:
     mutmut's mutant number, names the mutant, so the list survives unrelated edits.
     """
     out = {}
-    pattern = re.compile(r"^- `([\w.]+)` `\+ ?(.*)` — (.+)$")
     for line in (HERE / "equivalent.md").read_text().splitlines():
-        if m := pattern.match(line):
+        if line.startswith("- "):
+            m = EQUIVALENT.match(line)
+            assert m, f"mutation/equivalent.md: not `- `module.function` `+ line` — why`: {line}"
             out[(m[1], m[2].strip())] = m[3]
     return out
 
@@ -141,7 +147,10 @@ def run(module: str, max_children: int) -> dict:
 
 def write(results: dict) -> None:
     (HERE / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
-    rows = ["| module | mutants | killed | equivalent | timeout | survived |", "|---|---|---|---|---|---|"]
+    rows = [
+        "| module | mutants | killed | equivalent | timeout | survived |",
+        "|---|---|---|---|---|---|",
+    ]
     for module in MODULES:
         if r := results.get(module):
             cells = [r[k] for k in ("mutants", "killed", "equivalent", "timeout", "survived")]
