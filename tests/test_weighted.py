@@ -295,6 +295,14 @@ def test_weights_as_class_sizes_and_length_n_draw_every_sample_once(data, weight
     assert list(ours) == idx_ours.tolist()
 
 
+@given(args=labelled_datasets())
+def test_an_omitted_seed_and_epoch_are_seed_0_and_epoch_0(args):
+    """Invariant: without seed= and without set_epoch the sampler draws seed 0's epoch 0."""
+    omitted = WeightedBalanceClassSampler(**args)
+    assert (omitted.seed, omitted.epoch) == (0, 0)
+    assert list(omitted) == epoch_of(args, seed=0, epoch=0)
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int64, np.uint64])
 def test_integer_labels_of_any_dtype_are_the_same_classes_and_draws(dtype):
     """Invariant: numpy integer labels of any width (uint64 past 2**63 too) group as their values."""
