@@ -111,7 +111,7 @@ def rank_positions(
         return order[rank:total_size:num_replicas]  # (num_samples,)
     # pad: position p >= n repeats the head of the order, wrapping as often as needed (n < W
     # repeats it several times), so the padded epoch at position p is order[p % n]
-    positions = torch.arange(rank, total_size, num_replicas, dtype=dtype)  # (num_samples,)
+    positions = torch.arange(rank, total_size, num_replicas)  # (num_samples,) int64
     return order[positions % n]  # (num_samples,)
 
 
