@@ -128,9 +128,11 @@ def run(module: str, max_children: int) -> dict:
     mutmut = Path(sys.executable).with_name("mutmut")
     env = {**os.environ, "HYPOTHESIS_PROFILE": "ci", "PYTHONPATH": ""}
     print(f"== {module}: mutmut run --max-children {max_children}", flush=True)
-    subprocess.run(
+    done = subprocess.run(
         [str(mutmut), "run", "--max-children", str(max_children)], cwd=work, env=env, check=False
     )
+    if done.returncode != 0:  # e.g. the clean run of the tests failed: no count means anything
+        return {"failed": f"mutmut run exited with {done.returncode}", "unexplained": []}
     counts, found = survivors_and_counts(work, module)
     known = equivalents()
     counts["equivalent"] = 0
@@ -152,7 +154,10 @@ def write(results: dict) -> None:
         "|---|---|---|---|---|---|",
     ]
     for module in MODULES:
-        if r := results.get(module):
+        r = results.get(module)
+        if r and "failed" in r:
+            rows.append(f"| `{module}.py` | run failed: {r['failed']} | | | | |")
+        elif r:
             cells = [r[k] for k in ("mutants", "killed", "equivalent", "timeout", "survived")]
             rows.append(f"| `{module}.py` | " + " | ".join(map(str, cells)) + " |")
         else:
@@ -173,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         write(results)
         for s in results[module]["unexplained"]:
             print(f"survived: {s['mutant']}\n{s['diff']}\n")
-    bad = sum(r["survived"] for r in results.values())
+    bad = sum(r.get("survived", 0) + ("failed" in r) for r in results.values())
     print(open(HERE / "results.md").read())
     return 1 if bad else 0
 

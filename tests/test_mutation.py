@@ -47,7 +47,9 @@ def test_the_results_the_docs_quote_have_a_row_per_module():
     results = json.loads((ROOT / "mutation" / "results.json").read_text())
     for module in run.MODULES:
         (row,) = [r for r in table if r.startswith(f"| `{module}.py` |")]
-        if module in results:
+        if module in results and "failed" in results[module]:
+            assert row.startswith(f"| `{module}.py` | run failed: ")
+        elif module in results:
             r = results[module]
             cells = [r[k] for k in ("mutants", "killed", "equivalent", "timeout", "survived")]
             assert row == f"| `{module}.py` | " + " | ".join(map(str, cells)) + " |"
