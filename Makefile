@@ -24,14 +24,14 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 .PHONY: install
-install: $(VENV)/.installed ## Create .venv and install distsampling (editable) with test, docs and lint tools
+install: $(VENV)/.installed chromium ## Create .venv and install distsampling (editable) with test, docs and lint tools
 
 .PHONY: demo
-demo: $(VENV)/.installed ## The main job: print which rank reads which sample for the seeds' examples, then check it live
+demo: $(VENV)/.installed ## The main job: print which rank reads which sample for the users' own examples, then check it live
 	$(PY) -m distsampling demo
 
 .PHONY: test
-test: $(VENV)/.installed ## Run the whole suite in parallel (Hypothesis profile $$HYPOTHESIS_PROFILE, default ci)
+test: $(VENV)/.installed chromium ## Run the whole suite in parallel (Hypothesis profile $$HYPOTHESIS_PROFILE, default ci)
 	$(PY) -m pytest -n auto --dist loadgroup
 
 .PHONY: test-fast
@@ -41,6 +41,21 @@ test-fast: $(VENV)/.installed ## Run the suite without the multi-process (torch.
 .PHONY: docs
 docs: $(VENV)/.installed ## Build the documentation with mkdocs build --strict
 	$(PY) -m mkdocs build --strict
+
+.PHONY: docs-check
+docs-check: $(VENV)/.installed chromium ## Build the site and open every page in headless Chromium (errors, pictures, wide code, search, copy)
+	$(PY) -m mkdocs build --strict
+	$(PY) docs/browser_check.py site
+
+# Debian's chromium drives docs-check (playwright's own browser download needs the internet)
+.PHONY: chromium
+chromium: ## Install Debian's chromium for docs-check, where apt-get exists and it is missing
+	@if [ -n "$$CHROMIUM" ] || command -v chromium >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
+	  ($$sudo apt-get update -qq && $$sudo apt-get install -y -qq chromium) \
+	    || echo "chromium could not be installed here: make docs-check will say how to get it"; \
+	else echo "no apt-get: install Chromium yourself (or set CHROMIUM=/path) for make docs-check"; fi
 
 .PHONY: docs-serve
 docs-serve: $(VENV)/.installed ## Serve the documentation with live reload on localhost:8000

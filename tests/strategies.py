@@ -6,6 +6,8 @@ than ranks, one rank) come up often while a whole suite stays fast.
 
 from __future__ import annotations
 
+import numpy as np
+import torch
 from hypothesis import strategies as st
 
 #: dataset lengths: 0 and lengths smaller than any world size included
@@ -57,6 +59,23 @@ def sampler_args_some_omitted(draw: st.DrawFn) -> dict:
     return args
 
 
+#: one value of an argument in every form a caller may pass: Python's, numpy's and torch's ints
+#: and bools, one-element tensors, floats, strings, None, a list and a two-element tensor
+argument_values = st.one_of(
+    st.integers(-2, 4),
+    st.booleans(),
+    st.integers(-2, 4).map(np.int64),
+    st.integers(0, 4).map(np.uint8),
+    st.booleans().map(np.bool_),
+    st.integers(-2, 4).map(torch.tensor),
+    st.integers(-2, 4).map(lambda v: torch.tensor([v])),
+    st.booleans().map(torch.tensor),
+    st.floats(-2, 4),
+    st.integers(-2, 4).map(np.float64),
+    st.integers(-2, 4).map(lambda v: torch.tensor(float(v))),
+    st.sampled_from(["1", "no", None, [1], torch.tensor([1, 2])]),
+)
+
 #: values that are not integers, for bad-input tests
 non_integers = st.one_of(
     st.booleans(),
@@ -83,7 +102,7 @@ def windowed_args(draw: st.DrawFn) -> dict:
     }
 
 
-# grouped / iteration / pipeline (issue 5)
+# grouped / iteration / pipeline
 #: group ids of a small dataset: few distinct groups, so groups both fill and leave short batches
 group_id_lists = st.lists(st.integers(min_value=-2, max_value=3), max_size=60)
 #: total iterations of an iteration-based run
@@ -96,7 +115,7 @@ bin_edges = st.lists(
 ).map(sorted)
 
 
-# weighted / wrapper (issue 4)
+# weighted / wrapper
 #: one class weight: integers and floats, zero included (a class left out)
 class_weight_values = st.one_of(
     st.integers(min_value=0, max_value=50), st.floats(min_value=0.0, max_value=100.0)

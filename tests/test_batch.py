@@ -8,7 +8,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from distsampling import BatchSampler, DistributedSampler
-from strategies import batch_sizes, dataset_lengths, epochs, flags, sampler_args, world_sizes
+from strategies import (
+    argument_values,
+    batch_sizes,
+    dataset_lengths,
+    epochs,
+    flags,
+    sampler_args,
+    world_sizes,
+)
 
 
 @given(n=dataset_lengths, batch_size=batch_sizes, drop_last=flags)
@@ -96,3 +104,25 @@ def test_non_bool_drop_last_raises_torchs_error_naming_the_value(drop_last):
         == str(theirs.value)
         == f"drop_last should be a boolean value, but got drop_last={drop_last}"
     )
+
+
+def outcome(build) -> list | Exception:
+    """The batches ``build()`` yields, or the error it raises."""
+    try:
+        return list(build())
+    except (TypeError, ValueError) as err:
+        return err
+
+
+@given(name=st.sampled_from(["batch_size", "drop_last"]), value=argument_values)
+def test_every_argument_value_is_taken_or_refused_exactly_as_torch_does(name, value):
+    """Invariant: for a value of any type (numpy's and torch's ints and bools included), ours
+    yields torch's batches where torch takes it, and raises torch's error, word for word,
+    where torch refuses it (``batch_size=np.int64(2)`` too: torch checks ``isinstance(int)``)."""
+    kwargs = {"batch_size": 2, "drop_last": False, name: value}
+    idx_ours = outcome(lambda: BatchSampler(range(5), **kwargs))
+    idx_torch = outcome(lambda: tud.BatchSampler(range(5), **kwargs))
+    if isinstance(idx_torch, Exception):
+        assert (type(idx_ours), str(idx_ours)) == (type(idx_torch), str(idx_torch))
+    else:
+        assert idx_ours == idx_torch

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from distsampling import BatchSampler, DistributedSampler, SequentialWindowedDataset
 from distsampling.cli import main
 from distsampling.demo import EXAMPLES, plan
 from distsampling.render import plan_split, plan_windows
@@ -60,7 +65,7 @@ def test_split_window_prints_windows_of_consecutive_samples_wrapping_at_the_end(
     [
         (
             ["split", "--size", "10", "--replicas", "0"],
-            "num_replicas should be >= 1, but got num_replicas=0",
+            "replicas should be >= 1, but got replicas=0",
         ),
         (
             ["split", "--size", "10", "--replicas", "2", "--epochs", "0"],
@@ -75,6 +80,15 @@ def test_split_window_prints_windows_of_consecutive_samples_wrapping_at_the_end(
             ["split", "--size", "10", "--replicas", "2", "--window", "11"],
             "window should be <= size=10",
         ),
+        (["split", "--size", "-1", "--replicas", "2"], "size should be >= 0, but got size=-1"),
+        (
+            ["split", "--size", str(2**70), "--replicas", "2"],
+            f"dataset should have a length <= {sys.maxsize}, but got dataset=range(0, {2**70})",
+        ),
+        (
+            ["split", "--size", "10", "--replicas", "2", "--window", "3", "--batch-size", "0"],
+            "batch_size should be a positive integer value, but got batch_size=0",
+        ),
     ],
 )
 def test_bad_arguments_exit_with_the_error_naming_the_value(argv, message, capsys):
@@ -83,6 +97,73 @@ def test_bad_arguments_exit_with_the_error_naming_the_value(argv, message, capsy
         main(argv)
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def expected_rows(size, replicas, epochs, seed, shuffle, drop_last, batch_size, window):
+    """Each rank's printed row per epoch, built from the samplers themselves: what every flag
+    asks for. Raises where a flag's value cannot be honoured."""
+    if epochs < 1 or size < 0:
+        raise ValueError("epochs and size")
+    if batch_size is not None:
+        BatchSampler([], batch_size, drop_last)  # its own checks, even for an empty rank
+    rows = []
+    for epoch in range(epochs):
+        data = range(size) if window is None else SequentialWindowedDataset(size, window, seed)
+        if window is not None:
+            data.set_epoch(epoch)
+        for rank in range(max(replicas, 1)):
+            sampler = DistributedSampler(data, replicas, rank, shuffle, seed, drop_last)
+            sampler.set_epoch(epoch)
+            shown = []
+            for k, i in enumerate(sampler):
+                item = (
+                    str(i)
+                    if window is None
+                    else "-".join(str((data[i] + j) % size) for j in range(window))
+                )
+                shown.append(item + ("*" if rank + k * replicas >= len(data) else ""))
+            groups = [shown] if batch_size is None else BatchSampler(shown, batch_size, drop_last)
+            rows.append(f"  rank {rank}: " + " ".join("[" + ", ".join(b) + "]" for b in groups))
+    return rows
+
+
+@given(
+    size=st.integers(-1, 13),
+    replicas=st.integers(-1, 4),
+    epochs=st.integers(0, 2),
+    seed=st.integers(-1, 3),
+    shuffle=st.booleans(),
+    drop_last=st.booleans(),
+    batch_size=st.none() | st.integers(-1, 4),
+    window=st.none() | st.integers(-1, 5),
+)
+def test_every_flag_is_honoured_or_rejected_with_exit_code_2(
+    size, replicas, epochs, seed, shuffle, drop_last, batch_size, window
+):
+    """Invariant: every combination of flags prints exactly the rows its samplers yield, with
+    the flags' values in the header (``--window 3 --no-shuffle`` does not shuffle the windows),
+    or exits with code 2 and a message; never exit 0 with a plan that ignores a flag."""
+    argv = ["split", "--size", str(size), "--replicas", str(replicas), "--epochs", str(epochs)]
+    argv += ["--seed", str(seed)] + ["--no-shuffle"] * (not shuffle) + ["--drop-last"] * drop_last
+    argv += [] if batch_size is None else ["--batch-size", str(batch_size)]
+    argv += [] if window is None else ["--window", str(window)]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(argv)
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code
+    try:
+        rows = expected_rows(size, replicas, epochs, seed, shuffle, drop_last, batch_size, window)
+    except (TypeError, ValueError):
+        assert code == 2 and "error: " in err.getvalue()
+        return
+    assert code == 0, err.getvalue()
+    lines = out.getvalue().splitlines()
+    assert [line for line in lines if line.startswith("  rank")] == rows
+    assert f"shuffle={shuffle}, seed={seed}, drop_last={drop_last})" in lines[0] + lines[1]
+    assert (f"BatchSampler(batch_size={batch_size}," in out.getvalue()) == (batch_size is not None)
 
 
 def test_every_demo_example_has_a_plan():

@@ -6,17 +6,19 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 import torch.utils.data.distributed as torch_distributed
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distsampling import DistributedSampler, rank_positions
+from distsampling import DistributedSampler, rank_positions, split_sizes
 from distsampling.distributed import _index_dtype
 from strategies import (
     GENERATOR_SEED_HIGH,
     GENERATOR_SEED_LOW,
+    argument_values,
     dataset_lengths,
     epochs,
     non_integers,
@@ -131,9 +133,13 @@ def test_a_fresh_process_with_other_global_rng_state_yields_the_same_indices():
 def test_defaults_come_from_the_process_group_or_fail_with_a_fix():
     """Invariant: without a process group, None world arguments raise an error saying how to fix it."""
     assert not torch.distributed.is_initialized()
-    with pytest.raises(RuntimeError, match=r"init_process_group.*num_replicas= and rank="):
+    with pytest.raises(ValueError) as theirs:
+        torch_distributed.DistributedSampler(range(4))
+    with pytest.raises(ValueError, match=r"init_process_group.*num_replicas= and rank=") as ours:
         DistributedSampler(range(4))
-    with pytest.raises(RuntimeError, match="got num_replicas=2, rank=None"):
+    # torch's words first (its ValueError, from dist.get_world_size), then how to fix it
+    assert str(ours.value).startswith(str(theirs.value).rstrip("."))
+    with pytest.raises(ValueError, match="got num_replicas=2, rank=None"):
         DistributedSampler(range(4), num_replicas=2)
 
 
@@ -141,11 +147,15 @@ def test_defaults_come_from_the_process_group_or_fail_with_a_fix():
 def test_rank_outside_the_world_is_rejected_naming_the_value(world, data):
     """Invariant: rank must lie in [0, num_replicas); the error names rank and its value."""
     rank = data.draw(st.one_of(st.integers(max_value=-1), st.integers(min_value=world)))
-    with pytest.raises(
-        ValueError,
-        match=rf"rank should be in the interval \[0, {world - 1}\], but got rank={rank}$",
-    ):
+    with pytest.raises(ValueError) as theirs:
+        torch_distributed.DistributedSampler(range(4), num_replicas=world, rank=rank)
+    with pytest.raises(ValueError) as ours:
         DistributedSampler(range(4), num_replicas=world, rank=rank)
+    # torch's words first ("Invalid rank 3, ...": torch's own tests match them), then ours
+    assert (
+        str(theirs.value) == f"Invalid rank {rank}, rank should be in the interval [0, {world - 1}]"
+    )
+    assert str(ours.value) == f"{theirs.value}, but got rank={rank} for num_replicas={world}"
 
 
 @pytest.mark.parametrize("num_replicas", [0, -3])
@@ -178,6 +188,68 @@ def test_a_dataset_without_len_is_rejected():
     """Invariant: the split needs the dataset's length; an unsized iterable is named in the error."""
     with pytest.raises(TypeError, match=r"dataset should have __len__.*but got dataset=<generator"):
         DistributedSampler((i for i in range(4)), num_replicas=2, rank=0)
+
+
+def is_boolean(value: object) -> bool:
+    """A flag's kind: Python's or numpy's bool, or a one-element bool tensor."""
+    if isinstance(value, torch.Tensor):
+        return value.dtype == torch.bool and value.numel() == 1
+    return isinstance(value, (bool, np.bool_))
+
+
+def is_integer(value: object) -> bool:
+    """An integer argument's kind: a Python or numpy int, or a one-element integer tensor."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() == 1 and not value.dtype.is_floating_point and not is_boolean(value)
+    return isinstance(value, (int, np.integer)) and not is_boolean(value)
+
+
+def outcome(build, epoch: int | object = 0) -> tuple[list[int], int] | Exception:
+    """``(indices, len)`` of the sampler ``build()`` makes after ``set_epoch(epoch)``, or the error."""
+    try:
+        sampler = build()
+        sampler.set_epoch(epoch)
+        return list(sampler), len(sampler)
+    except (TypeError, ValueError, RuntimeError) as err:
+        return err
+
+
+@given(
+    name=st.sampled_from(["num_replicas", "rank", "shuffle", "seed", "drop_last", "epoch"]),
+    value=argument_values,
+    n=st.integers(0, 12),
+)
+def test_every_value_torch_takes_of_the_arguments_kind_gives_torchs_indices(name, value, n):
+    """Invariant: where torch's DistributedSampler takes a value (``num_replicas=torch.tensor(2)``,
+    ``shuffle=np.True_``) and it is of the argument's kind (an integer, a boolean), ours takes it
+    and yields torch's indices and len; a value torch takes only by truthiness or as 0/1
+    (``shuffle="no"``, ``rank=True``) is refused with a TypeError naming the argument; and a value
+    torch refuses, ours refuses, but an integer seed or epoch (numpy's, a tensor), which torch's
+    ``manual_seed`` cannot take but is a fine seed."""
+    kwargs = {"num_replicas": 3, "rank": 1, "shuffle": True, "seed": 5, "drop_last": False}
+    epoch = value if name == "epoch" else 2
+    if name != "epoch":
+        kwargs[name] = value
+    kind = is_boolean if name in ("shuffle", "drop_last") else is_integer
+    theirs = outcome(lambda: torch_distributed.DistributedSampler(range(n), **kwargs), epoch)
+    ours = outcome(lambda: DistributedSampler(range(n), **kwargs), epoch)
+    if not isinstance(theirs, Exception) and kind(value):
+        assert ours == theirs
+    elif not isinstance(theirs, Exception):
+        assert isinstance(ours, TypeError) and f"but got {name}=" in str(ours)
+    elif not (name in ("seed", "epoch") and kind(value)):
+        assert isinstance(ours, (TypeError, ValueError)) and f"{name}" in str(ours)
+
+
+@given(value=st.one_of(st.integers(1, 4), argument_values))
+def test_accepted_values_are_stored_as_plain_ints_and_bools(value):
+    """Invariant: a numpy or tensor argument is stored as a Python int or bool, so the sampler's
+    attributes compare, print and serialise as plain values."""
+    for name, kind in [("num_replicas", is_integer), ("seed", is_integer), ("shuffle", is_boolean)]:
+        kwargs = {"num_replicas": 4, "rank": 0, name: value}
+        if kind(value) and not (name == "num_replicas" and value < 1):
+            stored = getattr(DistributedSampler(range(5), **kwargs), name)
+            assert type(stored) is (bool if kind is is_boolean else int) and stored == value
 
 
 @pytest.mark.parametrize("name", ["shuffle", "drop_last"])
@@ -304,3 +376,50 @@ def test_rank_positions_are_an_int32_tensor_of_torchs_indices(n, args, epoch):
     )
     assert positions.dtype == torch.int32 and positions.ndim == 1
     assert positions.tolist() == both(n, epoch, **args)[1]
+
+
+@given(
+    name=st.sampled_from(["num_replicas", "rank", "shuffle", "seed", "epoch", "drop_last"]),
+    value=st.one_of(argument_values, st.sampled_from([-1, 3, 2**64 - 1, 2**64, -(2**63) - 1])),
+    n=st.integers(0, 12),
+)
+def test_rank_positions_checks_its_arguments_in_distributed_samplers_words(name, value, n):
+    """Invariant: rank_positions, the public function behind the sampler, takes what the sampler
+    takes and gives its indices, and refuses what it refuses (``rank_positions(10, 2, 5)``,
+    ``rank=-1``, ``num_replicas=0``) with the same error and message: never garbage, never a
+    ZeroDivisionError."""
+    kwargs = {"num_replicas": 3, "rank": 1, "shuffle": True, "seed": 5, "drop_last": False}
+    kwargs[name] = value
+    epoch = kwargs.pop("epoch", 2)
+    sampler = outcome(lambda: DistributedSampler(range(n), **kwargs), epoch)
+    if value is None and name in ("num_replicas", "rank"):
+        # the sampler reads None from the process group; rank_positions has none to read
+        sampler = TypeError(f"{name} should be an integer, but got {name}=None of type NoneType")
+    try:
+        positions = rank_positions(n, **kwargs, epoch=epoch).tolist()
+    except (TypeError, ValueError) as err:
+        assert type(err) is type(sampler) and str(err) == str(sampler)
+    else:
+        assert sampler == (positions, len(positions))
+
+
+@given(
+    name=st.sampled_from(["n", "num_replicas", "drop_last"]),
+    value=st.one_of(argument_values, st.integers(-5, 12)),
+)
+def test_split_sizes_checks_its_arguments_naming_the_value(name, value):
+    """Invariant: split_sizes takes the sampler's integers and booleans and returns its
+    ``(num_samples, total_size)``; a negative length, fewer than one rank
+    (``split_sizes(10, -2, False)``), a bool for a number or a non-bool for drop_last is refused
+    naming the argument, never a ZeroDivisionError."""
+    args = {"n": 10, "num_replicas": 3, "drop_last": False, name: value}
+    kind = is_boolean if name == "drop_last" else is_integer
+    if kind(value) and (name == "drop_last" or value >= {"n": 0, "num_replicas": 1}[name]):
+        s = DistributedSampler(
+            range(args["n"]), args["num_replicas"], 0, drop_last=args["drop_last"]
+        )
+        assert split_sizes(**args) == (s.num_samples, s.total_size)
+    else:
+        error = ValueError if kind(value) else TypeError
+        with pytest.raises(error, match=rf"^{name} should be .*, but got {name}="):
+            split_sizes(**args)

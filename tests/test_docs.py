@@ -133,7 +133,7 @@ def test_every_fence_is_run_or_checked(page: Path):
         elif block.lang == "pycon":
             run_pycon(block.body, namespace, where)
         elif block.lang == "console":
-            run_console(block.body, where)
+            pass  # each runs on its own: test_every_console_command_prints_what_the_page_shows
         elif block.is_output:
             previous = blocks[k - 1].lang if k else None
             assert previous == "python", f"{where}: an Output block must follow a python block"
@@ -150,3 +150,25 @@ def test_every_fence_is_run_or_checked(page: Path):
             ), f"{where}: bash blocks hold only make commands"
         else:
             pytest.fail(f"{where}: a ```{block.lang} block is neither run nor checked")
+
+
+def console_blocks() -> list:
+    """Every ```` ```console ```` block of the docs, one test each: they start processes
+    (torchrun, the CLI), so a page of them would be one long test."""
+    return [
+        pytest.param(
+            block,
+            id=f"{page.relative_to(ROOT)}:{block.line}",
+            # torchrun starts a real process group
+            marks=[pytest.mark.multiprocess] if "torchrun" in block.body else [],
+        )
+        for page in PAGES
+        for block in fences(page.read_text())
+        if block.lang == "console"
+    ]
+
+
+@pytest.mark.parametrize("block", console_blocks())
+def test_every_console_command_prints_what_the_page_shows(block: Fence, request):
+    """Invariant: each ``$ command`` of the docs exits 0 and prints exactly the lines below it."""
+    run_console(block.body, request.node.callspec.id)

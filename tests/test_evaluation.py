@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 import torch.utils.data.distributed as torch_distributed
 from hypothesis import given
 from hypothesis import strategies as st
@@ -69,6 +71,64 @@ def test_merging_reports_missing_indices_and_mismatched_lengths():
         ValueError, match=r"index should be in \[0, 2\), but got index=5 from rank 0"
     ):
         merge_by_index([([5], [0.0])], 2)
+
+
+@pytest.mark.parametrize(
+    ("per_rank", "size", "error", "message"),
+    [
+        ([([0], ["a"])], -1, ValueError, "size should be >= 0, but got size=-1"),
+        (
+            [([0], ["a"])],
+            1.5,
+            TypeError,
+            "size should be an integer, but got size=1.5 of type float",
+        ),
+        (
+            [([0], ["a"])],
+            None,
+            TypeError,
+            "size should be an integer, but got size=None of type NoneType",
+        ),
+        (
+            None,
+            1,
+            TypeError,
+            "per_rank should be a sequence of (indices, values) pairs, one per rank, but got per_rank=None",
+        ),
+        (
+            [[0]],
+            1,
+            TypeError,
+            "per_rank[0] should be an (indices, values) pair, but got per_rank[0]=[0]",
+        ),
+        (
+            [([1.5], ["a"])],
+            2,
+            TypeError,
+            "index should be an integer, but got index=1.5 from rank 0",
+        ),
+        (
+            [(["0"], ["a"])],
+            2,
+            TypeError,
+            "index should be an integer, but got index='0' from rank 0",
+        ),
+    ],
+)
+def test_bad_merge_arguments_are_rejected_naming_the_value(per_rank, size, error, message):
+    """Invariant: a negative or non-integer size, per-rank results that are not (indices, values)
+    pairs, or a non-integer index raise naming the value, never "negative count" or a
+    comparison error from deep inside."""
+    with pytest.raises(error) as info:
+        merge_by_index(per_rank, size)
+    assert str(info.value) == message
+
+
+def test_merge_takes_numpy_and_tensor_indices():
+    """Invariant: indices gathered as numpy ints or a tensor merge like Python ints."""
+    expected = merge_by_index([([1, 0], ["b", "a"])], 2)
+    assert merge_by_index([(torch.tensor([1, 0]), ["b", "a"])], 2) == expected
+    assert merge_by_index([(np.array([1, 0]), ["b", "a"])], np.int64(2)) == expected
 
 
 def test_unpadded_rejects_a_dataset_whose_length_changed():

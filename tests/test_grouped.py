@@ -160,6 +160,28 @@ def test_an_index_outside_group_ids_is_reported_naming_it(index):
         len(sampler)
 
 
+@pytest.mark.parametrize("yielded", [[0.5, 1.7], ["0", "1"], [[0, 1]], [None]])
+def test_a_sampler_yielding_non_integers_is_rejected_like_the_wrapper_does(yielded):
+    """Invariant: floats, strings or batches from the sampler are not truncated or parsed into
+    indices: iter and len raise the TypeError DistributedSamplerWrapper raises, naming them."""
+    from distsampling import DistributedSamplerWrapper
+
+    with pytest.raises(TypeError, match="sampler should yield integer indices") as wrapper:
+        list(DistributedSamplerWrapper(yielded, 1, 0))
+    grouped = GroupedBatchSampler(yielded, [0, 1], 2)
+    for use in (list, len):
+        with pytest.raises(TypeError) as ours:
+            use(grouped)
+        assert str(ours.value) == str(wrapper.value)
+
+
+def test_integers_of_any_kind_from_the_sampler_are_indices():
+    """Invariant: numpy ints and integer tensors from the sampler batch as the same ints do."""
+    expected = list(GroupedBatchSampler([3, 1, 0, 2], [0, 1, 0, 1], 2))
+    for sampler in (np.array([3, 1, 0, 2]), torch.tensor([3, 1, 0, 2]), [np.int8(3), 1, 0, 2]):
+        assert list(GroupedBatchSampler(sampler, [0, 1, 0, 1], 2)) == expected
+
+
 @pytest.mark.parametrize("group_ids", [[0.5, 1.0], [[0, 1], [1, 0]], ["a", "b"]])
 def test_group_ids_must_be_a_1d_sequence_of_integers(group_ids):
     """Invariant: float, text or 2-D group ids are rejected, naming the shape and dtype."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -50,12 +52,38 @@ def test_yields_exactly_num_iterations_minus_start_iter_batches(batch_sampler, t
     assert len(list(ibs)) == len(ibs) == total - start
 
 
+class PassCache:
+    """A batch sampler that builds each epoch's pass once and replays it after, read at
+    ``.sampler.epoch``: what the batch sampler it wraps yields, since a pass depends on its epoch
+    only (test_pass_p_is_the_batch_sampler_at_epoch_p), at a fraction of the cost. The run sees
+    the same ``.sampler.set_epoch``, ``len`` and ``iter`` calls, so a ``len`` taken before
+    ``set_epoch`` still reads the wrong pass."""
+
+    def __init__(self, batch_sampler) -> None:
+        self.inner, self.sampler = batch_sampler, batch_sampler.sampler
+        self.passes: dict[int, list[list[int]]] = {}
+
+    def _pass(self) -> list[list[int]]:
+        epoch = self.sampler.epoch
+        if epoch not in self.passes:
+            self.passes[epoch] = list(self.inner)
+        return self.passes[epoch]
+
+    def __iter__(self):
+        return iter(self._pass())
+
+    def __len__(self) -> int:
+        return len(self._pass())
+
+
 @given(batch_sampler=batch_samplers(), total=num_iterations)
 def test_resuming_at_every_k_equals_the_tail_of_the_uninterrupted_run(batch_sampler, total):
     """Invariant: list(IBS(start_iter=k)) == list(IBS(start_iter=0))[k:] for every k."""
     uninterrupted = list(IterationBasedBatchSampler(batch_sampler, total))
+    # total + 1 resumed runs of up to total batches each: each pass is built once, then replayed
+    cached = PassCache(batch_sampler)
     for k in range(total + 1):
-        assert list(IterationBasedBatchSampler(batch_sampler, total, k)) == uninterrupted[k:]
+        assert list(IterationBasedBatchSampler(cached, total, k)) == uninterrupted[k:]
 
 
 @given(batch_sampler=batch_samplers(), total=num_iterations)
@@ -178,3 +206,20 @@ def test_bad_num_iterations_or_start_iter_is_rejected_naming_the_value(kwargs, e
     with pytest.raises(error) as info:
         IterationBasedBatchSampler([[0]], **args)
     assert str(info.value).startswith(message)
+
+
+@pytest.mark.parametrize("batch_sampler", [3, None, 1.5])
+def test_a_batch_sampler_that_is_not_iterable_is_rejected_naming_it(batch_sampler):
+    """Invariant: the batch sampler is checked when the run is built, not at its first batch."""
+    with pytest.raises(TypeError) as info:
+        IterationBasedBatchSampler(batch_sampler, 3)
+    assert str(info.value) == (
+        "batch_sampler should be an iterable of batches (lists of indices), "
+        f"but got batch_sampler={batch_sampler!r}"
+    )
+
+
+def test_a_run_longer_than_len_can_count_is_rejected_naming_it():
+    """Invariant: num_iterations must fit len() (sys.maxsize), or len() would overflow later."""
+    with pytest.raises(ValueError, match=rf"num_iterations should be <= {sys.maxsize}, but got"):
+        IterationBasedBatchSampler([[0]], sys.maxsize + 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 from itertools import accumulate, pairwise
 
+import numpy as np
 import pytest
 import torch
 import torch.utils.data as tud
@@ -287,6 +288,58 @@ def test_aspect_ratios_are_read_from_get_img_info():
     assert list(batches) == [[0], [1, 2]]
 
 
+@pytest.mark.parametrize("ratios", [1.5, None, "1.0", [[1.0]], [1.0, "a"]])
+def test_aspect_ratio_groups_rejects_ratios_that_are_not_a_1d_list_of_numbers(ratios):
+    """Invariant: ratios that are not a 1-D tensor, list or array of numbers raise a TypeError
+    naming them, never an AttributeError."""
+    with pytest.raises(TypeError, match=r"^ratios should be a 1-D tensor, list or array of aspect"):
+        aspect_ratio_groups(ratios, [1.0])
+
+
+def test_aspect_ratio_groups_bins_integer_and_list_ratios_by_their_values():
+    """Invariant: ratios given as a list, an array or an integer tensor are binned by value
+    (an integer tensor does not round the edges: 1 < 1.5 is group 0, 2 is group 1)."""
+    expected = aspect_ratio_groups(torch.tensor([1.0, 2.0]), [1.5]).tolist()
+    assert expected == [0, 1]
+    for ratios in ([1, 2], np.array([1.0, 2.0]), torch.tensor([1, 2])):
+        assert aspect_ratio_groups(ratios, [1.5]).tolist() == expected
+
+
+@pytest.mark.parametrize(
+    ("info", "error"),
+    [
+        ({"height": 480, "width": 0}, ValueError),
+        ({"height": 0, "width": 640}, ValueError),
+        ({"height": -480, "width": 640}, ValueError),
+        ({"height": 480, "width": float("nan")}, ValueError),
+        ({"height": 480, "width": float("inf")}, ValueError),
+        ({"height": 480}, TypeError),
+        ({"height": "480", "width": 640}, TypeError),
+        ({"height": True, "width": 640}, TypeError),
+        ((480, 640), TypeError),
+    ],
+)
+def test_an_image_without_a_positive_height_and_width_is_rejected_naming_it(info, error):
+    """Invariant: an image of width 0 (or no width, a negative, NaN or non-numeric size) is
+    named by its index and its info, never a ZeroDivisionError or a KeyError."""
+
+    class Images:
+        infos = ({"height": 480, "width": 640}, info)
+
+        def __len__(self):
+            return 2
+
+        def get_img_info(self, i):
+            return self.infos[i]
+
+    with pytest.raises(error) as err:
+        aspect_ratios(Images())
+    assert str(err.value) == (
+        "get_img_info(1) should give a positive finite height and width, "
+        f"but got get_img_info(1)={info!r}"
+    )
+
+
 @pytest.mark.parametrize(
     ("edges", "message"),
     [
@@ -367,7 +420,7 @@ def test_bad_batch_size_num_iters_or_start_iter_is_rejected_naming_the_value(
         (
             {"distributed": True, "num_replicas": 2, "rank": 2},
             ValueError,
-            "rank should be in the interval [0, 1], but got rank=2",
+            "Invalid rank 2, rank should be in the interval [0, 1], but got rank=2",
         ),
     ],
 )

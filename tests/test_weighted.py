@@ -113,13 +113,29 @@ def test_ties_go_to_the_earlier_class(n, total):
         ([], ValueError, r"weights should have a positive sum, but got weights=\[\]$"),
         ([1, "2"], TypeError, r"weights\[1\] should be a real number, but got weights\[1\]='2'$"),
         ([True], TypeError, r"but got weights\[0\]=True$"),
-        (3, TypeError, r"weights should have __len__.*but got weights=3"),
+        (3, TypeError, r"weights should be a sequence or a mapping, but got weights=3$"),
+        ({1, 2}, TypeError, r"weights should be a sequence or a mapping, but got weights=\{1, 2\}"),
+        ({"cat": -1}, ValueError, r"but got weights\['cat'\]=-1$"),
     ],
 )
 def test_bad_weights_are_rejected_naming_the_value(weights, error, message):
     """Invariant: negative, NaN, inf, all-zero, empty or non-numeric weights fail, naming the entry."""
     with pytest.raises(error, match=message):
         largest_remainder_counts(weights, 10)
+
+
+@given(weights=class_weight_lists, total=epoch_lengths, data=st.data())
+def test_a_mapping_gets_each_key_the_count_of_its_value(weights, total, data):
+    """Invariant: ``{label: weight}`` is split as the list of its values, in the mapping's
+    order, and returned as ``{label: count}``: the keys are labels, never weights
+    (``{0: 1, 1: 3}`` of 4 is ``{0: 1, 1: 3}``)."""
+    labels = data.draw(
+        st.lists(st.integers(), min_size=len(weights), max_size=len(weights), unique=True)
+    )
+    counts = largest_remainder_counts(dict(zip(labels, weights)), total)
+    assert counts == dict(zip(labels, largest_remainder_counts(weights, total)))
+    assert list(counts) == labels
+    assert largest_remainder_counts({0: 1, 1: 3}, 4) == {0: 1, 1: 3}
 
 
 @given(total=st.one_of(st.integers(max_value=-1), non_integers))

@@ -398,6 +398,13 @@ def test_window_indices_rejects_bad_starts_naming_them(starts, error, message):
         window_indices(starts, 3, 10)
 
 
+def test_window_indices_rejects_a_size_past_int64_like_the_dataset():
+    """Invariant: the helper takes the sizes the dataset takes: past int64 is refused by name,
+    not an OverflowError from torch."""
+    with pytest.raises(ValueError, match=rf"size should be < 2\*\*63 .*, but got size={2**70}$"):
+        window_indices([0], 1, 2**70)
+
+
 def test_window_indices_rejects_a_window_longer_than_the_data():
     """Invariant: window <= size in the helper as in the dataset, with both values named."""
     with pytest.raises(ValueError, match=r"window should be <= size=4 .*, but got window=5"):

@@ -278,7 +278,7 @@ def test_world_arguments_are_checked_like_distributed_sampler():
         ValueError, match=r"rank should be in the interval \[0, 1\], but got rank=2"
     ):
         DistributedSamplerWrapper([1, 2], num_replicas=2, rank=2)
-    with pytest.raises(RuntimeError, match=r"init_process_group"):
+    with pytest.raises(ValueError, match=r"init_process_group"):
         DistributedSamplerWrapper([1, 2])
     with pytest.raises(TypeError, match=r"epoch should be an integer, but got epoch=1.5"):
         DistributedSamplerWrapper([1, 2], 1, 0).set_epoch(1.5)

@@ -6,21 +6,46 @@ knows at once which argument to fix and what was passed.
 
 from __future__ import annotations
 
-import numbers
+import operator
+import sys
 from collections.abc import Sized
 
+import numpy as np
+import torch
 import torch.distributed as dist
 
-__all__ = ["check_bool", "check_int", "check_len", "check_state", "resolve_world"]
+__all__ = [
+    "check_bool",
+    "check_int",
+    "check_len",
+    "check_rank",
+    "check_state",
+    "index_tensor",
+    "resolve_world",
+]
+
+
+def _is_bool(value: object) -> bool:
+    # Python's and numpy's bools, and one-element bool tensors (torch.tensor(True))
+    if isinstance(value, torch.Tensor):
+        return value.dtype == torch.bool and value.numel() == 1
+    return isinstance(value, (bool, np.bool_))
 
 
 def check_int(name: str, value: object, *, low: int | None = None, high: int | None = None) -> int:
-    """Return ``value`` as an ``int``; raise if it is not an integer (bools excluded) in range."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    """Return ``value`` as an ``int``; raise if it is not an integer (bools excluded) in range.
+
+    An integer is what ``operator.index`` takes, as torch's samplers take it: Python and numpy
+    ints and one-element integer tensors (``torch.tensor(2)``). A bool is never taken for 0 or 1.
+    """
+    try:
+        if _is_bool(value):
+            raise TypeError
+        value = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
         raise TypeError(
             f"{name} should be an integer, but got {name}={value!r} of type {type(value).__name__}"
-        )
-    value = int(value)
+        ) from None
     if low is not None and high is not None and not low <= value <= high:
         raise ValueError(
             f"{name} should be in the interval [{low}, {high}], but got {name}={value}"
@@ -33,10 +58,14 @@ def check_int(name: str, value: object, *, low: int | None = None, high: int | N
 
 
 def check_bool(name: str, value: object) -> bool:
-    """Return ``value``; raise unless it is a real ``bool`` (``0``/``1`` are not silently taken)."""
-    if not isinstance(value, bool):
+    """Return ``value`` as a ``bool``; raise unless it is a boolean (``0``/``1`` are not taken).
+
+    Python's and numpy's bools and one-element bool tensors are booleans; torch's samplers
+    would take any truthy value, but ``shuffle="no"`` shuffling is a bug, not a choice.
+    """
+    if not _is_bool(value):
         raise TypeError(f"{name} should be a boolean value, but got {name}={value!r}")
-    return value
+    return bool(value)
 
 
 def check_len(name: str, obj: object) -> int:
@@ -46,25 +75,61 @@ def check_len(name: str, obj: object) -> int:
             f"{name} should have __len__ (a map-style dataset or a sized sampler), "
             f"but got {name}={obj!r} of type {type(obj).__name__}"
         )
-    return len(obj)
+    try:
+        return len(obj)
+    except OverflowError:  # range(2**70): Python's len() stops at sys.maxsize
+        raise ValueError(
+            f"{name} should have a length <= {sys.maxsize}, but got {name}={obj!r}"
+        ) from None
+
+
+def index_tensor(sampler: object) -> torch.Tensor:
+    """One pass of ``sampler`` as an int64 tensor ``(m,)``; raise unless it yields integers."""
+    try:
+        # operator.index takes ints (numpy's and one-element integer tensors too) and refuses
+        # floats, strings and lists (a batch sampler): np.fromiter alone would truncate 1.5 to 1
+        # and parse "1"
+        ints = map(operator.index, sampler)  # type: ignore[call-overload]
+        return torch.from_numpy(np.fromiter(ints, dtype=np.int64))
+    except (TypeError, ValueError, OverflowError) as err:
+        raise TypeError(
+            f"sampler should yield integer indices, but got sampler={sampler!r} ({err})"
+        ) from err
 
 
 def resolve_world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
     """Fill ``num_replicas``/``rank`` from the default process group where they are ``None``."""
     if num_replicas is None or rank is None:
-        if not (dist.is_available() and dist.is_initialized()):
-            raise RuntimeError(
-                "num_replicas and rank default to the world size and rank of the default process "
-                "group, but no process group is initialised (got "
-                f"num_replicas={num_replicas}, rank={rank}). Call "
-                "torch.distributed.init_process_group(...) first (torchrun sets the environment "
-                "for it), or pass num_replicas= and rank= explicitly."
+        # torch's words first (RuntimeError, or ValueError from dist.get_world_size), then ours
+        how = (
+            "num_replicas and rank default to the world size and rank of the default process "
+            f"group, but got num_replicas={num_replicas}, rank={rank} and no process group. Call "
+            "torch.distributed.init_process_group(...) first (torchrun sets the environment "
+            "for it), or pass num_replicas= and rank= explicitly."
+        )
+        if not dist.is_available():
+            raise RuntimeError(f"Requires distributed package to be available: {how}")
+        if not dist.is_initialized():
+            raise ValueError(
+                "Default process group has not been initialized, please make sure to call "
+                f"init_process_group: {how}"
             )
         num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
         rank = dist.get_rank() if rank is None else rank
     num_replicas = check_int("num_replicas", num_replicas, low=1)
-    rank = check_int("rank", rank, low=0, high=num_replicas - 1)
-    return num_replicas, rank
+    return num_replicas, check_rank(rank, num_replicas)
+
+
+def check_rank(rank: object, num_replicas: int) -> int:
+    """Return ``rank`` as an ``int``; raise, in torch's words, unless it is in ``[0, num_replicas)``."""
+    rank = check_int("rank", rank)
+    if not 0 <= rank < num_replicas:
+        # torch's DistributedSampler says "Invalid rank ...": its own tests match those words
+        raise ValueError(
+            f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}], "
+            f"but got rank={rank} for num_replicas={num_replicas}"
+        )
+    return rank
 
 
 def check_state(

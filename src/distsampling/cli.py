@@ -52,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     args.window,
                     args.replicas,
                     args.epochs,
+                    shuffle=args.shuffle,
                     seed=args.seed,
                     drop_last=args.drop_last,
                     batch_size=args.batch_size,

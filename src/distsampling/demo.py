@@ -88,7 +88,7 @@ BUILDERS: dict[str, tuple[Callable[..., list], Callable[..., str]]] = {
 #: (title, kind, arguments): the users' small examples
 EXAMPLES: list[tuple[str, str, dict[str, Any]]] = [
     (
-        "Ten samples, two ranks: contiguous halves, or a random split? (seeds 000, 002)",
+        "Ten samples, two ranks: contiguous halves, or a random split?",
         "split",
         dict(size=10, replicas=2, epochs=2),
     ),
@@ -98,7 +98,7 @@ EXAMPLES: list[tuple[str, str, dict[str, Any]]] = [
         dict(size=10, replicas=2, epochs=1, shuffle=False),
     ),
     (
-        "10 samples on 3 ranks do not divide: the head of the order is read again (seed 003)",
+        "10 samples on 3 ranks do not divide: the head of the order is read again",
         "split",
         dict(size=10, replicas=3, epochs=1, batch_size=2),
     ),
@@ -108,12 +108,12 @@ EXAMPLES: list[tuple[str, str, dict[str, Any]]] = [
         dict(size=10, replicas=3, epochs=1, drop_last=True, batch_size=2),
     ),
     (
-        "Windows of 3 consecutive samples from a new offset each epoch, 2 windows a batch (seed 000)",
+        "Windows of 3 consecutive samples from a new offset each epoch, 2 windows a batch",
         "windows",
         dict(size=10, window=3, replicas=2, epochs=2, batch_size=2),
     ),
     (
-        "Class weights 2:1:1 over imbalanced labels, exact counts, split across ranks (seed 001)",
+        "Class weights 2:1:1 over imbalanced labels, exact counts, split across ranks",
         "weighted",
         dict(
             labels=["cat"] * 9 + ["dog"] * 4 + ["owl"] * 2,

@@ -22,7 +22,7 @@ from itertools import chain
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import check_bool, check_int, check_len, resolve_world
+from ._validate import check_bool, check_int, check_len, check_rank, resolve_world
 
 __all__ = ["DistributedSampler", "rank_positions", "split_sizes"]
 
@@ -44,7 +44,9 @@ def split_sizes(n: int, num_replicas: int, drop_last: bool) -> tuple[int, int]:
         >>> split_sizes(10, 3, drop_last=True)  # cut 10 -> 9: the last index of the order is dropped
         (3, 9)
     """
-    if drop_last and n % num_replicas != 0:
+    n = check_int("n", n, low=0)
+    num_replicas = check_int("num_replicas", num_replicas, low=1)
+    if check_bool("drop_last", drop_last) and n % num_replicas != 0:
         # torch writes ceil((n - W) / W); for n % W != 0 that is floor(n / W), 0 when n < W
         num_samples = n // num_replicas
     else:
@@ -92,12 +94,23 @@ def rank_positions(
         >>> rank_positions(5, 2, 1, shuffle=False).tolist()  # padded: 0 1 2 3 4 | 0
         [1, 3, 0]
     """
+    # the sampler's checks, in its words: this is its algorithm, called with any arguments
+    n, num_replicas = check_int("n", n, low=0), check_int("num_replicas", num_replicas, low=1)
+    rank = check_rank(rank, num_replicas)
+    shuffle = check_bool("shuffle", shuffle)
+    seed = check_int("seed", seed, low=_SEED_LOW, high=_SEED_HIGH)
+    epoch = check_int("epoch", epoch)
     if shuffle and not _SEED_LOW <= seed + epoch <= _SEED_HIGH:
         raise ValueError(
             f"seed + epoch should be in [{_SEED_LOW}, {_SEED_HIGH}] (torch.Generator's "
             f"range), but got seed={seed}, epoch={epoch}"
         )
     _num_samples, total_size = split_sizes(n, num_replicas, drop_last)
+    if total_size > 2**63 - 1:  # positions are int64 (torch would build a list this long)
+        raise ValueError(
+            f"num_replicas should leave a padded epoch below 2**63 positions, but got "
+            f"num_replicas={num_replicas} for n={n}: total_size={total_size}"
+        )
     dtype = _index_dtype(max(n, total_size))
     if shuffle:
         # the same generator, seed and call as torch: this is what makes the order identical

@@ -1,8 +1,8 @@
 r"""Evaluation without duplicates: every index exactly once, and metrics gathered exactly.
 
 ``DistributedSampler`` pads the epoch so every rank reads the same number of samples; for
-training that is harmless, for evaluation it counts the padded samples twice (pytorch issue
-25162). :class:`UnpaddedDistributedSampler` keeps torch's order and split but drops the
+training that is harmless, for evaluation it counts the padded samples twice
+(https://github.com/pytorch/pytorch/issues/25162). :class:`UnpaddedDistributedSampler` keeps torch's order and split but drops the
 padding, so ranks read ``ceil((N - rank) / W)`` samples — lengths differ by at most one.
 :func:`gather_by_index` then collects per-sample results from every rank into dataset order,
 each index once, whichever sampler was used.
@@ -18,11 +18,13 @@ References:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Sequence, Sized
 from typing import Any
 
 import torch.distributed as dist
 
+from ._validate import check_int
 from .distributed import DistributedSampler, _as_ints, rank_positions
 
 __all__ = ["UnpaddedDistributedSampler", "gather_by_index", "merge_by_index"]
@@ -75,14 +77,32 @@ def merge_by_index(per_rank: Sequence[tuple[Sequence[int], Sequence[Any]]], size
         >>> merge_by_index([([0, 2, 0], ["a", "c", "a"]), ([1], ["b"])], size=3)
         ['a', 'b', 'c']
     """
+    size = check_int("size", size, low=0)
+    if not isinstance(per_rank, Sequence):
+        raise TypeError(
+            "per_rank should be a sequence of (indices, values) pairs, one per rank, "
+            f"but got per_rank={per_rank!r}"
+        )
     out: list[Any] = [None] * size
     seen = bytearray(size)
-    for rank, (indices, values) in enumerate(per_rank):
+    for rank, pair in enumerate(per_rank):
+        if not (isinstance(pair, Sequence) and len(pair) == 2):
+            raise TypeError(
+                f"per_rank[{rank}] should be an (indices, values) pair, "
+                f"but got per_rank[{rank}]={pair!r}"
+            )
+        indices, values = pair
         if len(indices) != len(values):
             raise ValueError(
                 f"rank {rank} sent {len(indices)} indices but {len(values)} values: they must pair up"
             )
         for i, v in zip(indices, values):
+            try:
+                i = operator.index(i)  # ints, numpy ints, integer tensor elements
+            except TypeError:
+                raise TypeError(
+                    f"index should be an integer, but got index={i!r} from rank {rank}"
+                ) from None
             if not 0 <= i < size:
                 raise ValueError(
                     f"index should be in [0, {size}), but got index={i} from rank {rank}"

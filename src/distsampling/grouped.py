@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import check_bool, check_int
+from ._validate import check_bool, check_int, index_tensor
 from .distributed import _SEED_HIGH, _SEED_LOW, DistributedSampler, rank_positions, split_sizes
 
 __all__ = ["GroupedBatchSampler"]
@@ -43,7 +43,7 @@ def _pass_tensor(sampler: object) -> torch.Tensor:
         kwargs = {"shuffle": s.shuffle, "seed": s.seed, "epoch": s.epoch, "drop_last": s.drop_last}
         return rank_positions(len(s.dataset), s.num_replicas, s.rank, **kwargs).long()
     # any other sampler (or one whose __iter__ would raise: let it raise its own error)
-    return torch.from_numpy(np.fromiter(iter(sampler), dtype=np.int64))
+    return index_tensor(sampler)
 
 
 def _dataset_len(sampler: object) -> int | None:

@@ -17,6 +17,7 @@ References:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
@@ -56,8 +57,19 @@ class IterationBasedBatchSampler(Sampler[list[int]]):
     def __init__(
         self, batch_sampler: Iterable[list[int]], num_iterations: int, start_iter: int = 0
     ) -> None:
+        if not isinstance(batch_sampler, Iterable):
+            raise TypeError(
+                "batch_sampler should be an iterable of batches (lists of indices), "
+                f"but got batch_sampler={batch_sampler!r}"
+            )
         self.batch_sampler = batch_sampler
+        # len() of this sampler is num_iterations - start_iter: Python's len stops at maxsize
         self.num_iterations = check_int("num_iterations", num_iterations, low=0)
+        if self.num_iterations > sys.maxsize:
+            raise ValueError(
+                f"num_iterations should be <= {sys.maxsize}, but got "
+                f"num_iterations={self.num_iterations}"
+            )
         self.start_iter = check_int("start_iter", start_iter, low=0)
         if self.start_iter > self.num_iterations:
             raise ValueError(

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import gc
 import importlib
+import math
+import numbers
 import os
 import pickle
 import signal
@@ -68,7 +70,10 @@ def run_world(
         >>> run_world("torch.distributed:get_rank", 2)
         [0, 1]
     """
+    # every check in the parent, before any rank starts: a bad argument fails once, here
+    _check_target(target)
     world_size = check_int("world_size", world_size, low=1)
+    _check_timeout(timeout)
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="distsampling-world-") as tmp:
         work = Path(tmp)
@@ -131,6 +136,27 @@ def run_world(
         return [
             pickle.loads((work / f"result{rank}.pkl").read_bytes()) for rank in range(world_size)
         ]
+
+
+def _check_target(target: object) -> None:
+    # "package.module:function": dotted identifiers, one colon, an identifier
+    module, _, function = target.partition(":") if isinstance(target, str) else ("", "", "")
+    if not (
+        module and all(p.isidentifier() for p in module.split(".")) and function.isidentifier()
+    ):
+        raise (ValueError if isinstance(target, str) else TypeError)(
+            "target should be 'module:function' (a dotted module path, a colon, a function "
+            f"name), but got target={target!r}"
+        )
+
+
+def _check_timeout(timeout: object) -> None:
+    # the ranks' process groups take timedelta(seconds=timeout): finite, and > 0 to run at all
+    real = isinstance(timeout, numbers.Real) and not isinstance(timeout, bool)
+    if not real or not 0 < timeout < math.inf:  # NaN fails the comparison too
+        raise (ValueError if real else TypeError)(
+            f"timeout should be a finite number of seconds > 0, but got timeout={timeout!r}"
+        )
 
 
 def _wait_all(procs: list[subprocess.Popen], deadline: float) -> int | str | None:

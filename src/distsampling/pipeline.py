@@ -102,8 +102,8 @@ def aspect_ratios(dataset: object) -> torch.Tensor:
         [0.75, 1.3333333333333333]
     """
     if hasattr(dataset, "get_img_info"):
-        infos = (dataset.get_img_info(i) for i in range(check_len("dataset", dataset)))
-        values = [float(info["height"]) / float(info["width"]) for info in infos]
+        n = check_len("dataset", dataset)
+        values = [_image_ratio(i, dataset.get_img_info(i)) for i in range(n)]
     else:
         values = dataset
     ratios = None
@@ -126,6 +126,21 @@ def aspect_ratios(dataset: object) -> torch.Tensor:
             f"aspect_ratios[{i}]={ratios[i].item()}"
         )
     return ratios
+
+
+def _image_ratio(i: int, info: object) -> float:
+    """Height / width of image ``i`` from its ``get_img_info(i)``; raise naming a bad one."""
+    sizes = [info.get(k) for k in ("height", "width")] if isinstance(info, dict) else [None]
+    message = (
+        f"get_img_info({i}) should give a positive finite height and width, "
+        f"but got get_img_info({i})={info!r}"
+    )
+    if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in sizes):
+        raise TypeError(message)
+    height, width = map(float, sizes)
+    if not (0 < height < math.inf and 0 < width < math.inf):  # NaN fails every comparison
+        raise ValueError(message)
+    return height / width
 
 
 def aspect_ratio_groups(ratios: torch.Tensor, bin_edges: Sequence[float]) -> torch.Tensor:
@@ -151,8 +166,23 @@ def aspect_ratio_groups(ratios: torch.Tensor, bin_edges: Sequence[float]) -> tor
         raise ValueError(
             f"bin edges should be strictly increasing, but got aspect_grouping={edges}"
         )
+    try:  # a float tensor keeps its dtype; integers and lists are read as float64
+        values = torch.as_tensor(ratios)
+        if not values.dtype.is_floating_point:
+            values = values.to(torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        values = None
+    if (
+        not isinstance(ratios, (list, tuple, np.ndarray, torch.Tensor))
+        or values is None
+        or values.dim() != 1
+    ):
+        raise TypeError(
+            "ratios should be a 1-D tensor, list or array of aspect ratios (height / width), "
+            f"but got ratios={ratios!r}"
+        )
     # right=True is bisect_right: a ratio equal to an edge goes to the bin above it
-    return torch.bucketize(ratios, torch.tensor(edges, dtype=ratios.dtype), right=True)  # (N,)
+    return torch.bucketize(values, torch.tensor(edges, dtype=values.dtype), right=True)  # (N,)
 
 
 def make_batch_data_sampler(

@@ -31,6 +31,7 @@ def plan_split(
         >>> plan_split(5, 2, 1, shuffle=False)
         [[[0, 2, 4], [1, 3, 0]]]
     """
+    size, replicas = check_int("size", size, low=0), check_int("replicas", replicas, low=1)
     plan = []
     for epoch in range(check_int("epochs", epochs, low=1)):
         ranks = []
@@ -69,6 +70,7 @@ def format_split(
           rank 0: [0, 2] [4]
           rank 1: [1, 3] [0*]
     """
+    plan = plan_split(size, replicas, epochs, shuffle=shuffle, seed=seed, drop_last=drop_last)
     first = DistributedSampler(range(size), replicas, 0, shuffle, seed, drop_last)
     pad = first.total_size - size
     what = f"{pad} padded, marked *" if pad > 0 else f"{-pad} dropped" if pad < 0 else "no padding"
@@ -79,43 +81,39 @@ def format_split(
         f"the padded epoch has total_size={first.total_size} ({what})",
     ]
     if batch_size is not None:
-        n_batches = len(BatchSampler(first, batch_size, drop_last))
-        lines.append(
-            f"BatchSampler(batch_size={batch_size}, drop_last={drop_last}): {n_batches} batches per rank"
-        )
-    for epoch, ranks in enumerate(
-        plan_split(size, replicas, epochs, shuffle=shuffle, seed=seed, drop_last=drop_last)
-    ):
+        lines.append(_batch_line(first, batch_size, drop_last))
+    for epoch, ranks in enumerate(plan):
         lines.append(f"epoch {epoch}")
         for rank, indices in enumerate(ranks):
             shown = _mark_padding(indices, rank, replicas, size)
-            if batch_size is None:
-                row = "[" + ", ".join(shown) + "]"
-            else:
-                row = " ".join(
-                    "[" + ", ".join(b) + "]" for b in BatchSampler(shown, batch_size, drop_last)
-                )
-            lines.append(f"  rank {rank}: {row}")
+            lines.append(f"  rank {rank}: {_row(shown, batch_size, drop_last)}")
     return "\n".join(lines)
 
 
 def plan_windows(
-    size: int, window: int, replicas: int, epochs: int, *, seed: int = 0, drop_last: bool = False
+    size: int,
+    window: int,
+    replicas: int,
+    epochs: int,
+    *,
+    shuffle: bool = True,
+    seed: int = 0,
+    drop_last: bool = False,
 ) -> list[list[list[int]]]:
     r"""Return ``plan[epoch][rank]``: the window starts each rank reads, every rank simulated here.
 
     The windows of :class:`~distsampling.SequentialWindowedDataset` (``seed`` draws the epoch's
-    offset) are shuffled and split by :class:`~distsampling.DistributedSampler` (``seed`` too).
+    offset) are shuffled (unless ``shuffle=False``) and split by
+    :class:`~distsampling.DistributedSampler` (``seed`` too).
 
     Examples:
         >>> plan_windows(10, 3, 2, 1)  # epoch 0: windows start at 1, 4, 7 and 0 (offset 1)
         [[[1, 0], [4, 7]]]
     """
+    replicas = check_int("replicas", replicas, low=1)
+    kwargs = {"shuffle": shuffle, "seed": seed, "drop_last": drop_last}
     return [
-        [
-            rank_windows(size, window, replicas, r, e, seed=seed, drop_last=drop_last)
-            for r in range(replicas)
-        ]
+        [rank_windows(size, window, replicas, r, e, **kwargs) for r in range(replicas)]
         for e in range(check_int("epochs", epochs, low=1))
     ]
 
@@ -127,6 +125,7 @@ def rank_windows(
     rank: int,
     epoch: int,
     *,
+    shuffle: bool = True,
     seed: int = 0,
     drop_last: bool = False,
 ) -> list[int]:
@@ -138,7 +137,7 @@ def rank_windows(
     """
     dataset = SequentialWindowedDataset(size, window, seed)
     dataset.set_epoch(epoch)  # every rank draws the same offset from (seed, epoch)
-    sampler = DistributedSampler(dataset, replicas, rank, seed=seed, drop_last=drop_last)
+    sampler = DistributedSampler(dataset, replicas, rank, shuffle, seed, drop_last)
     sampler.set_epoch(epoch)  # ... and the same shuffle of the windows
     return [dataset[i] for i in sampler]
 
@@ -149,6 +148,7 @@ def format_windows(
     replicas: int,
     epochs: int,
     *,
+    shuffle: bool = True,
     seed: int = 0,
     drop_last: bool = False,
     batch_size: int | None = None,
@@ -159,20 +159,24 @@ def format_windows(
         >>> print(format_windows(10, 3, 2, 1, batch_size=2))
         SequentialWindowedDataset(size=10, window=3, seed=0): 4 windows, the last wraps around
         DistributedSampler(num_replicas=2, shuffle=True, seed=0, drop_last=False): 2 windows per rank
+        BatchSampler(batch_size=2, drop_last=False): 1 batches per rank
         epoch 0 (offset 1)
           rank 0: [1-2-3, 0-1-2]
           rank 1: [4-5-6, 7-8-9]
     """
+    kwargs = {"shuffle": shuffle, "seed": seed, "drop_last": drop_last}
+    plan = plan_windows(size, window, replicas, epochs, **kwargs)  # checks every argument
     dataset = SequentialWindowedDataset(size, window, seed)
-    first = DistributedSampler(dataset, replicas, 0, seed=seed, drop_last=drop_last)
+    first = DistributedSampler(dataset, replicas, 0, **kwargs)
     wraps = ", the last wraps around" if size % window else ""
     lines = [
         f"SequentialWindowedDataset(size={size}, window={window}, seed={seed}): "
         f"{len(dataset)} windows{wraps}",
-        f"DistributedSampler(num_replicas={replicas}, shuffle=True, seed={seed}, "
+        f"DistributedSampler(num_replicas={replicas}, shuffle={shuffle}, seed={seed}, "
         f"drop_last={drop_last}): {first.num_samples} windows per rank",
     ]
-    plan = plan_windows(size, window, replicas, epochs, seed=seed, drop_last=drop_last)
+    if batch_size is not None:
+        lines.append(_batch_line(first, batch_size, drop_last))
     for epoch, ranks in enumerate(plan):
         dataset.set_epoch(epoch)
         lines.append(f"epoch {epoch} (offset {dataset.offset})")
@@ -180,6 +184,17 @@ def format_windows(
             # (k, window) sample indices of this rank's k windows, written first-...-last
             shown = ["-".join(map(str, w)) for w in window_indices(starts, window, size).tolist()]
             shown = _mark_padding(shown, rank, replicas, len(dataset))
-            batches = BatchSampler(shown, batch_size or max(len(shown), 1), drop_last)
-            lines.append(f"  rank {rank}: " + " ".join("[" + ", ".join(b) + "]" for b in batches))
+            lines.append(f"  rank {rank}: {_row(shown, batch_size, drop_last)}")
     return "\n".join(lines)
+
+
+def _batch_line(first: DistributedSampler, batch_size: int, drop_last: bool) -> str:
+    n_batches = len(BatchSampler(first, batch_size, drop_last))  # checks batch_size
+    return f"BatchSampler(batch_size={batch_size}, drop_last={drop_last}): {n_batches} batches per rank"
+
+
+def _row(shown: list[str], batch_size: int | None, drop_last: bool) -> str:
+    # one rank's items as one list, or as its batches when batch_size is given
+    if batch_size is None:
+        return "[" + ", ".join(shown) + "]"
+    return " ".join("[" + ", ".join(b) + "]" for b in BatchSampler(shown, batch_size, drop_last))

@@ -66,7 +66,9 @@ def _apportion(
     return counts
 
 
-def largest_remainder_counts(weights: Sequence[float], total: int) -> list[int]:
+def largest_remainder_counts(
+    weights: Sequence[float] | Mapping[object, float], total: int
+) -> list[int] | dict[object, int]:
     r"""Split ``total`` into non-negative integers proportional to ``weights``, summing to ``total``.
 
     Each class's exact quota is ``total * w / sum(weights)``. Every class first gets the floor of
@@ -76,7 +78,9 @@ def largest_remainder_counts(weights: Sequence[float], total: int) -> list[int]:
     and the arithmetic is exact (floats are read as the exact binary fractions they are).
 
     Args:
-        weights: non-negative finite real numbers with a positive sum (any scale).
+        weights: non-negative finite real numbers with a positive sum (any scale): a sequence
+            (returns a list of counts), or a mapping ``label -> weight`` (returns
+            ``{label: count}``, ties to the earlier key).
         total: the number to split, an ``int >= 0``.
 
     Examples:
@@ -86,11 +90,17 @@ def largest_remainder_counts(weights: Sequence[float], total: int) -> list[int]:
         [3, 2, 1]
         >>> largest_remainder_counts([1, 1, 1], 10)  # a tie: the first class gets the seat
         [4, 3, 3]
+        >>> largest_remainder_counts({"cat": 1, "dog": 3}, 4)  # the keys are labels
+        {'cat': 1, 'dog': 3}
     """
     total = check_int("total", total, low=0)
+    if isinstance(weights, Mapping):
+        keys = list(weights)
+        return dict(zip(keys, _apportion("weights", list(weights.values()), total, keys)))
     if isinstance(weights, (torch.Tensor, np.ndarray)):
         weights = weights.tolist()
-    check_len("weights", weights)
+    if not isinstance(weights, Sequence):  # a set or a generator has no order to align with
+        raise TypeError(f"weights should be a sequence or a mapping, but got weights={weights!r}")
     return _apportion("weights", list(weights), total, range(len(weights)))
 
 

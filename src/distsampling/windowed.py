@@ -7,7 +7,8 @@ item ``i`` is ``(offset + i * window) % size``, where ``offset`` is drawn per ep
 :func:`window_indices` expands a batch of starts into its ``(batch, window)`` sample indices.
 
 No array of starts exists: an item costs one multiply and one modulo. The ``(epoch, offset)``
-pair lives in shared memory, so DataLoader workers see every :meth:`set_epoch`, persistent or not.
+pair lives in shared memory, so DataLoader workers see every
+:meth:`SequentialWindowedDataset.set_epoch`, persistent or not.
 
 References:
     torch/utils/data/dataset.py (Dataset); torch/utils/data/distributed.py (DistributedSampler,
@@ -89,7 +90,7 @@ def window_indices(
         tensor([[0, 1, 2],
                 [9, 0, 1]])
     """
-    size = check_int("size", size, low=1)
+    size = _int64("size", size, low=1)  # as the dataset: the indices are int64
     window = _check_window(window, size)
     try:
         s = torch.as_tensor(starts)

@@ -1,7 +1,7 @@
 r"""SnapshotDataset: a map-style dataset over one epoch's :class:`~distsampling.growing.cache.Snapshot`.
 
 Sample ``i`` is row ``i - start`` of the shard whose samples start at ``start``. Shards are
-memory-mapped (:func:`~distsampling.growing.cache.load_shard`): a sample is a byte range of the page
+memory-mapped (:func:`~distsampling.growing.snapshot.load_shard`): a sample is a byte range of the page
 cache, with no decoding and no pickling of sample data.
 
 What crosses a process boundary, with ``num_workers > 0``:
@@ -46,7 +46,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
 
     Works with any ``num_workers`` (each process opens its own memory maps), ``pin_memory`` and
     ``persistent_workers``. A shard that is missing, truncated or holds another number of samples
-    than the snapshot lists raises (:class:`~distsampling.growing.cache.CorruptShardError` naming the file)
+    than the snapshot lists raises (:class:`~distsampling.growing.snapshot.CorruptShardError` naming the file)
     when it is first read.
 
     Args:

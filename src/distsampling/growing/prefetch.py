@@ -10,7 +10,8 @@ The snapshot of epoch ``e + 1`` is therefore taken ``lead`` batches before epoch
 shards written during those last batches wait for epoch ``e + 2``.
 
 References:
-    the answer to the user's question (seed 004), which rebuilds the loader at the last batch;
+    the usual answer to "how do I read a high-IO dataset that grows every epoch", which
+    rebuilds the loader at the last batch;
     torch/utils/data/dataloader.py (_MultiProcessingDataLoaderIter starts and primes its workers).
 """
 

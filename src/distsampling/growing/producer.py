@@ -14,7 +14,8 @@ a bad remote file) is re-raised by :meth:`Producer.join` / :meth:`Producer.stop`
 training process, with its traceback.
 
 References:
-    seed 004 (a sampling subprocess writing local shards while training runs);
+    the user's question of a dataset that grows every epoch from remote storage (a sampling
+    subprocess writing local shards while training runs);
     multiprocessing.Process / Event / Value / Pipe (the process and what it shares).
 """
 

@@ -1,6 +1,7 @@
 r"""RemoteSource: random access to single samples of a directory (or fsspec URL) of ``.npy`` files.
 
-It stands in for the user's remote storage (seed 004): a local directory, or any fsspec URL
+It stands in for the user's remote storage (a terabyte-sized store sampled anew every
+epoch): a local directory, or any fsspec URL
 (``s3://bucket/data``, ``memory://x``) when fsspec is installed. Each file holds
 ``(m, *sample_shape)`` samples; :meth:`RemoteSource.read` fetches one of them with a seek and a
 read of its bytes, right after the ``.npy`` header, and never loads a whole file.

@@ -1,0 +1,40 @@
+"""Start here: torchrun --standalone --nproc_per_node=2 ddp_template.py (CPU: gloo, GPUs: nccl)."""
+
+import os
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+
+from distsampling import DistributedSampler  # or torch.utils.data.distributed.DistributedSampler
+
+
+def main(epochs: int = 3) -> None:
+    cuda = torch.cuda.is_available()
+    dist.init_process_group("nccl" if cuda else "gloo")  # torchrun set RANK, WORLD_SIZE, ...
+    device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
+    torch.manual_seed(0)  # the same data and the same initial weights on every rank
+    x = torch.randn(1000, 8)
+    dataset = TensorDataset(x, x @ torch.randn(8, 1))
+    sampler = DistributedSampler(dataset, shuffle=True, seed=0)  # rank and world from the group
+    loader = DataLoader(dataset, batch_size=32, sampler=sampler)  # no shuffle=True here
+    model = DDP(torch.nn.Linear(8, 1).to(device), device_ids=[device] if cuda else None)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)  # a new order every epoch, the same on every rank
+        total = torch.zeros(2, device=device)  # (sum of losses, samples) on this rank
+        for xb, yb in loader:
+            loss = torch.nn.functional.mse_loss(model(xb.to(device)), yb.to(device))
+            optimizer.zero_grad()
+            loss.backward()  # DDP averages the gradients over the ranks here
+            optimizer.step()
+            total += torch.tensor([loss.item() * len(xb), len(xb)], device=device)
+        dist.all_reduce(total)  # summed over all ranks
+        if dist.get_rank() == 0:
+            print(f"epoch {epoch}: loss {total[0] / total[1]:.4f} over {int(total[1])} samples")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,249 @@
+"""Copy-ready: each sampler tutorial's "Copy into your project" file set works on its own.
+
+The sets are read from the tutorials themselves, so the list a reader copies is the list
+tested. Each set is copied into an empty package in a temporary folder; a fresh Python, in
+which ``distsampling`` cannot be imported, runs one of that sampler's properties from its own
+test module there, with the test's imports pointed at the copy. Names the test needs from
+outside the set (e.g. a batch sampler to feed a test) come from a second copy of the top-level
+modules, never from distsampling. Also here: the import graph of ``src/`` (no sampler module
+imports the growing package, ``launch`` or ``checks``; no circle).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src" / "distsampling"
+TESTS = ROOT / "tests"
+TUTORIALS = sorted((ROOT / "docs" / "tutorials").glob("*.md"))
+BULLET = re.compile(r"^- `(?P<name>\w+)`: (?P<files>`[\w.]+\.py`(?:, `[\w.]+\.py`)*)\s*$")
+
+#: the property each listed name runs in its copied set: (test module, property)
+PROPERTY = {
+    "DistributedSampler": ("test_distributed", "test_matches_torch_indices_order_and_len_for_all_arguments"),
+    "BatchSampler": ("test_batch", "test_matches_torch_batches_and_len_over_a_sequential_sampler"),
+    "UnpaddedDistributedSampler": ("test_evaluation", "test_unpadded_is_torchs_split_with_the_padding_removed"),
+    "SequentialWindowedDataset": ("test_windowed", "test_consecutive_starts_differ_by_exactly_window_modulo_size"),
+    "GroupedBatchSampler": ("test_grouped", "test_every_batch_holds_indices_of_one_group_only"),
+    "IterationBasedBatchSampler": ("test_iteration", "test_resuming_at_every_k_equals_the_tail_of_the_uninterrupted_run"),
+    "make_batch_data_sampler": ("test_pipeline", "test_pass_p_of_every_rank_is_its_torch_share_of_epoch_p_so_ranks_stay_disjoint"),
+    "WeightedBalanceClassSampler": ("test_weighted", "test_class_counts_of_an_epoch_are_the_largest_remainder_counts"),
+    "DistributedSamplerWrapper": ("test_wrapper", "test_each_rank_reads_torchs_positions_of_the_inner_epoch"),
+}  # fmt: skip
+
+
+def copy_sets() -> list[tuple[str, str, list[str]]]:
+    """(tutorial, name, files) for each bullet of each tutorial's "Copy into your project"."""
+    out = []
+    for page in TUTORIALS:
+        text = page.read_text()
+        if "\n## Copy into your project\n" not in text:
+            continue
+        section = text.split("\n## Copy into your project\n", 1)[1].split("\n## ", 1)[0]
+        for line in section.splitlines():
+            if m := BULLET.match(line):
+                out.append((page.stem, m["name"], re.findall(r"`([\w.]+\.py)`", m["files"])))
+    return out
+
+
+SAMPLER_TUTORIALS = ["batch", "ddp", "distributed", "pipeline", "weighted", "windowed", "wrapper"]
+SETS = copy_sets()
+
+
+def relative_imports(module: str) -> set[str]:
+    """The sibling modules ``src/distsampling/<module>.py`` imports (``from .x import``), anywhere."""
+    tree = ast.parse((SRC / f"{module}.py").read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and node.level == 1:  # from . import x
+            found |= {a.name for a in node.names}
+    return found
+
+
+def closure(module: str) -> set[str]:
+    todo, seen = [module], set()
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo += relative_imports(m)
+    return seen
+
+
+def test_every_sampler_tutorial_ends_with_its_file_sets():
+    """Invariant: each sampler tutorial ends with a "Copy into your project" section listing at
+    least one file set, and every listed name has a property to run in its copy."""
+    for stem in SAMPLER_TUTORIALS:
+        text = (ROOT / "docs" / "tutorials" / f"{stem}.md").read_text()
+        assert "\n## Copy into your project\n" in text, f"{stem}.md has no copy section"
+        last = text.rsplit("\n## ", 1)[1]
+        assert last.startswith("Copy into your project"), f"{stem}.md: the copy section is not last"
+        assert any(s[0] == stem for s in SETS), f"{stem}.md lists no file set"
+    assert {name for _, name, _ in SETS} <= set(PROPERTY), "a listed name has no property here"
+
+
+@pytest.mark.parametrize(("stem", "name", "files"), SETS, ids=[s[1] for s in SETS])
+def test_a_listed_set_is_exactly_what_the_module_imports(stem, name, files):
+    """Invariant: the files listed are the module of the name plus everything it imports from
+    the package, transitively: nothing missing, nothing extra."""
+    where = getattr(importlib.import_module("distsampling"), name).__module__.rsplit(".", 1)[1]
+    assert files[0] == f"{where}.py", f"{stem}.md: list {name}'s own file {where}.py first"
+    assert {f.removesuffix(".py") for f in files} == closure(where)
+
+
+RUNNER = r"""
+import ast, json, sys
+spec = json.loads(sys.argv[1])
+sys.modules["distsampling"] = None  # the real package cannot be imported here
+sys.path[:0] = [spec["root"], spec["tests"]]
+from hypothesis import HealthCheck, settings
+settings.register_profile("copy", max_examples=25, deadline=None, derandomize=True,
+                          suppress_health_check=list(HealthCheck))
+settings.load_profile("copy")
+path = spec["test_file"]
+tree = ast.parse(open(path).read())
+body = []
+for node in tree.body:  # `from distsampling import X` -> from the copy (or the helpers' copy)
+    if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "distsampling":
+        for a in node.names:
+            module = spec["where"][a.name]
+            package = "copied" if module in spec["copied"] else "helpers"
+            line = f"from {package}.{module} import {a.name} as {a.asname or a.name}"
+            body.append(ast.parse(line).body[0])
+    else:
+        body.append(node)
+tree.body = body
+namespace = {"__name__": "copied_test", "__file__": path}
+exec(compile(tree, path, "exec"), namespace)
+namespace[spec["property"]]()
+loaded = sorted(m.split(".")[1] for m in sys.modules if m.startswith("copied."))
+print(json.dumps(loaded))
+"""
+
+
+def imported_names(test_file: Path) -> dict[str, str]:
+    """Each name the test module imports from distsampling -> the module defining it."""
+    where = {}
+    for node in ast.parse(test_file.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "distsampling":
+            for a in node.names:
+                if node.module == "distsampling":
+                    obj = getattr(importlib.import_module("distsampling"), a.name)
+                    module = obj.__module__
+                else:
+                    module = node.module
+                assert module.count(".") == 1, f"{a.name} is not from a top-level module"
+                where[a.name] = module.split(".")[1]
+    return where
+
+
+@pytest.mark.parametrize(("stem", "name", "files"), SETS, ids=[s[1] for s in SETS])
+def test_a_copied_set_runs_its_property_without_distsampling(stem, name, files, tmp_path):
+    """Invariant: the files a tutorial lists, copied alone into an empty package where
+    ``distsampling`` cannot be imported, pass one of the sampler's own properties; only listed
+    files are loaded from the copy."""
+    for package, names in (("copied", files), ("helpers", [p.name for p in SRC.glob("*.py")])):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+        for f in names:
+            if f != "__init__.py":
+                shutil.copy(SRC / f, tmp_path / package / f)
+    test_module, prop = PROPERTY[name]
+    test_file = TESTS / f"{test_module}.py"
+    spec = {
+        "root": str(tmp_path),
+        "tests": str(TESTS),
+        "test_file": str(test_file),
+        "property": prop,
+        "where": imported_names(test_file),
+        "copied": [f.removesuffix(".py") for f in files],
+    }
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-c", RUNNER, json.dumps(spec)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert files[0].removesuffix(".py") in loaded, loaded  # the property ran on the copy
+    assert set(loaded) <= {f.removesuffix(".py") for f in files}, loaded
+
+
+# --- the import graph -----------------------------------------------------------------------
+NOT_SAMPLERS = {"__init__", "__main__", "cli", "demo", "render", "launch", "checks"}
+
+
+def graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports (relative or absolute), for every file in src/."""
+    edges: dict[str, set[tuple[str, str]]] = {}  # (module, module.name) per imported name
+    for path in SRC.rglob("*.py"):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        edges[name] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:  # relative: from .x import y / from .. import y
+                    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    target = f"{base}.{node.module}" if node.module else base
+                else:
+                    target = node.module or ""
+                # `from . import x` with x a module depends on x only; any other name on target
+                edges[name] |= {(target, f"{target}.{a.name}") for a in node.names}
+            elif isinstance(node, ast.Import):
+                edges[name] |= {(a.name, a.name) for a in node.names}
+    resolved = {k: {sub if sub in edges else target for target, sub in v} for k, v in edges.items()}
+    return {k: {t for t in v if t in edges and t != k} for k, v in resolved.items()}
+
+
+def test_no_sampler_module_imports_the_growing_package_launch_or_checks():
+    """Invariant: the top-level sampler modules import none of distsampling.growing,
+    distsampling.launch, distsampling.checks (and so stay copyable on their own)."""
+    edges = graph()
+    samplers = [p.stem for p in SRC.glob("*.py") if p.stem not in NOT_SAMPLERS]
+    assert "distributed" in samplers and "wrapper" in samplers
+    for s in samplers:
+        bad = {
+            t for t in edges[f"distsampling.{s}"]
+            if t.startswith("distsampling.growing") or t in {"distsampling.launch", "distsampling.checks"}
+        }  # fmt: skip
+        assert not bad, f"distsampling.{s} imports {sorted(bad)}"
+
+
+def test_the_import_graph_of_src_has_no_circle():
+    """Invariant: no module of src/ imports itself through a chain of package imports (a
+    package's ``__init__`` re-exporting its modules is not a circle; a module importing the
+    package's ``__init__`` back is)."""
+    edges = graph()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                cycle = path[path.index(nxt) :] + [nxt] if nxt in path else [node, nxt]
+                pytest.fail("import circle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
