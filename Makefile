@@ -80,19 +80,27 @@ $(PEERS_VENV)/.installed: pyproject.toml $(VENV)/.installed
 bench-peers: $(PEERS_VENV)/.installed ## LitData and MosaicML streaming vs ours on the same bytes, checked, in .venv-peers
 	$(PEERS_VENV)/bin/python -m benchmarks.peers $(PEERS_REPEATS)
 
+$(VENV)/.mutate-installed: $(VENV)/.installed
+	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e '.[mutate]'
+	@touch $@
+
+.PHONY: mutate
+mutate: $(VENV)/.mutate-installed ## Mutation-test every sampler module against its own tests (MODULE=distributed for one); slow, not in CI
+	$(PY) mutation/run.py $(MODULE)
+
 .PHONY: lint
 lint: $(VENV)/.installed ## Check style with ruff
-	$(PY) -m ruff check src tests benchmarks docs
-	$(PY) -m ruff format --check src tests benchmarks docs
+	$(PY) -m ruff check src tests benchmarks docs mutation
+	$(PY) -m ruff format --check src tests benchmarks docs mutation
 
 .PHONY: format
 format: $(VENV)/.installed ## Fix what ruff can fix and format the code
-	$(PY) -m ruff check --fix src tests benchmarks docs
-	$(PY) -m ruff format src tests benchmarks docs
+	$(PY) -m ruff check --fix src tests benchmarks docs mutation
+	$(PY) -m ruff format src tests benchmarks docs mutation
 
 .PHONY: clean
 clean: ## Remove the venv, caches and the built site
-	rm -rf $(VENV) $(PEERS_VENV) site docs/generated .pytest_cache .hypothesis .ruff_cache build dist src/*.egg-info
+	rm -rf $(VENV) $(PEERS_VENV) site docs/generated mutants .pytest_cache .hypothesis .ruff_cache build dist src/*.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
 .PHONY: help

@@ -16,6 +16,12 @@ dataset_lengths = st.integers(min_value=0, max_value=200)
 world_sizes = st.integers(min_value=1, max_value=9)
 #: seeds, negative ones included (torch accepts any int64-compatible seed)
 seeds = st.integers(min_value=-(2**31), max_value=2**31)
+#: torch.Generator's seed range: manual_seed takes exactly the integers in [-2**63, 2**64 - 1]
+GENERATOR_SEED_LOW, GENERATOR_SEED_HIGH = -(2**63), 2**64 - 1
+#: seeds at and next to the exact bounds of torch.Generator, where an off-by-one check shows
+seeds_at_generator_bounds = st.sampled_from(
+    [GENERATOR_SEED_LOW, GENERATOR_SEED_LOW + 1, GENERATOR_SEED_HIGH - 1, GENERATOR_SEED_HIGH]
+)
 #: epoch numbers
 epochs = st.integers(min_value=0, max_value=1000)
 #: batch sizes
@@ -40,6 +46,17 @@ def sampler_args(draw: st.DrawFn) -> dict:
         "seed": draw(seeds),
         "drop_last": draw(flags),
     }
+
+
+@st.composite
+def sampler_args_some_omitted(draw: st.DrawFn) -> dict:
+    """Like :func:`sampler_args`, but shuffle, seed and drop_last are each sometimes left out,
+    so that the default the user gets is compared with torch's default."""
+    args = draw(sampler_args())
+    for name in ("shuffle", "seed", "drop_last"):
+        if draw(st.booleans()):
+            del args[name]
+    return args
 
 
 #: one value of an argument in every form a caller may pass: Python's, numpy's and torch's ints
@@ -114,6 +131,36 @@ label_sets = st.one_of(
     st.lists(st.integers(min_value=-50, max_value=10**6), min_size=1, max_size=6, unique=True),
     st.lists(st.text("abcxyz", min_size=1, max_size=3), min_size=1, max_size=6, unique=True),
 )
+
+
+#: numbers of classes of a whole dataset: a few, the 8-bit class codes' limit and one past it,
+#: ImageNet's 1,000 and LVIS's 1,203
+dataset_class_counts = st.one_of(
+    st.integers(min_value=1, max_value=300), st.sampled_from([256, 257, 1000, 1203])
+)
+#: numbers of classes for grouping labels alone: also the 16-bit limit and beyond 65,536
+class_counts = st.one_of(dataset_class_counts, st.sampled_from([65536, 65537, 70000]))
+#: the smallest label of a dataset: -1 (an "ignore" class), 0, 1 (1-based) or anything
+lowest_labels = st.one_of(
+    st.sampled_from([-1, 0, 1]), st.integers(min_value=-(2**40), max_value=2**40)
+)
+
+
+@st.composite
+def class_labelled_arrays(draw: st.DrawFn, counts: st.SearchStrategy[int] = class_counts) -> tuple:
+    """``(labels, sizes, form)``: integer labels of many classes (one to three samples each) as a
+    numpy array in shuffled order, each class's sample count, and the form to hand them in
+    (``list``, ``numpy`` or ``tensor``). Labels start at a drawn lowest label and are spaced by 1
+    (dense: counted) or by a larger gap (sparse: sorted), so both grouping paths run."""
+    import numpy as np
+
+    num_classes, low = draw(counts), draw(lowest_labels)
+    gap = draw(st.sampled_from([1, 1, 3, 10**6]))
+    rng = np.random.default_rng(draw(st.integers(min_value=0, max_value=2**32 - 1)))
+    sizes = rng.integers(1, 4, num_classes)  # (C,) samples per class
+    values = low + gap * np.arange(num_classes, dtype=np.int64)  # (C,) sorted distinct labels
+    labels = rng.permutation(np.repeat(values, sizes))  # (N,)
+    return labels, sizes, draw(st.sampled_from(["list", "numpy", "tensor"]))
 
 
 @st.composite

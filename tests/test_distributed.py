@@ -14,12 +14,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from distsampling import DistributedSampler, rank_positions, split_sizes
+from distsampling.distributed import _index_dtype
 from strategies import (
+    GENERATOR_SEED_HIGH,
+    GENERATOR_SEED_LOW,
     argument_values,
     dataset_lengths,
     epochs,
     non_integers,
     sampler_args,
+    sampler_args_some_omitted,
+    seeds_at_generator_bounds,
     world_sizes,
 )
 
@@ -267,8 +272,13 @@ def test_a_dataset_whose_length_changed_is_reported_not_mis_split():
     data = list(range(10))
     s = DistributedSampler(data, num_replicas=2, rank=0)
     data.extend([10, 11])
-    with pytest.raises(RuntimeError, match=r"len\(dataset\) changed.*got len\(dataset\)=12"):
+    with pytest.raises(RuntimeError) as error:
         list(s)
+    assert str(error.value) == (
+        "len(dataset) changed since this sampler was built: total_size=10 was computed for another "
+        "length, but got len(dataset)=12. Build a new sampler (or use DistributedSamplerWrapper, "
+        "which follows a changing length)."
+    )
 
 
 @given(n=st.integers(0, 5000), seed=st.integers(-(2**63), 2**64 - 1))
@@ -288,6 +298,84 @@ def test_a_large_epoch_matches_torch_on_the_last_rank():
     ours = DistributedSampler(range(n), world, rank, seed=3)
     theirs = torch_distributed.DistributedSampler(range(n), world, rank, seed=3)
     assert list(ours) == list(theirs)
+
+
+@given(n=dataset_lengths, args=sampler_args_some_omitted(), epoch=st.none() | epochs)
+def test_omitted_arguments_take_torchs_defaults(n, args, epoch):
+    """Invariant: leaving out shuffle, seed, drop_last or set_epoch gives what torch gives without them."""
+    ours = DistributedSampler(range(n), **args)
+    theirs = torch_distributed.DistributedSampler(range(n), **args)
+    if epoch is not None:
+        ours.set_epoch(epoch)
+        theirs.set_epoch(epoch)
+    idx_ours, idx_torch = list(ours), list(theirs)
+    assert idx_ours == idx_torch
+    # rank_positions with the same arguments left out is the same split
+    rest = {k: v for k, v in args.items() if k not in ("num_replicas", "rank")}
+    rest |= {} if epoch is None else {"epoch": epoch}
+    positions = rank_positions(n, args["num_replicas"], args["rank"], **rest)
+    assert positions.tolist() == idx_torch
+    assert (ours.shuffle, ours.seed, ours.drop_last) == (
+        theirs.shuffle,
+        theirs.seed,
+        theirs.drop_last,
+    )
+
+
+@given(
+    n=st.integers(1, 50),
+    world=world_sizes,
+    seed=seeds_at_generator_bounds,
+    epoch=st.integers(0, 2),
+    data=st.data(),
+)
+def test_seeds_at_the_generators_exact_bounds_match_torch_or_are_rejected(
+    n, world, seed, epoch, data
+):
+    """Invariant: seed + epoch anywhere in [-2**63, 2**64 - 1] gives torch's order; one past it is rejected."""
+    rank = data.draw(st.integers(0, world - 1), label="rank")
+    ours = DistributedSampler(range(n), world, rank, seed=seed)
+    ours.set_epoch(epoch)
+    if GENERATOR_SEED_LOW <= seed + epoch <= GENERATOR_SEED_HIGH:
+        theirs = torch_distributed.DistributedSampler(range(n), world, rank, seed=seed)
+        theirs.set_epoch(epoch)
+        assert list(ours) == list(theirs)
+    else:
+        with pytest.raises(ValueError, match=rf"but got seed={seed}, epoch={epoch}$"):
+            list(ours)
+    # without shuffle the seed is never used, so no seed + epoch is out of range
+    plain = DistributedSampler(range(n), world, rank, shuffle=False, seed=seed)
+    plain.set_epoch(epoch)
+    assert list(plain) == [p % n for p in range(rank, -(-n // world) * world, world)]
+
+
+@pytest.mark.parametrize("seed", [GENERATOR_SEED_LOW - 1, GENERATOR_SEED_HIGH + 1])
+def test_a_seed_outside_the_generator_range_is_rejected_at_construction(seed):
+    """Invariant: a seed torch.Generator can never take is refused when the sampler is built."""
+    with pytest.raises(ValueError, match=rf"seed should be .*but got seed={seed}"):
+        DistributedSampler(range(4), num_replicas=1, rank=0, seed=seed)
+
+
+@given(size=st.integers(0, 2**40) | st.sampled_from([2**31 - 1, 2**31, 2**31 + 1, 2**32]))
+def test_indices_are_int32_exactly_while_every_index_fits(size):
+    """Invariant: an epoch of `size` positions is held as int32 iff size < 2**31, else int64."""
+    assert _index_dtype(size) == (torch.int32 if size < 2**31 else torch.int64)
+
+
+@given(n=dataset_lengths, args=sampler_args(), epoch=epochs)
+def test_rank_positions_are_an_int32_tensor_of_torchs_indices(n, args, epoch):
+    """Invariant: rank_positions returns this rank's indices as a 1-D int32 tensor (half of int64)."""
+    positions = rank_positions(
+        n,
+        args["num_replicas"],
+        args["rank"],
+        shuffle=args["shuffle"],
+        seed=args["seed"],
+        epoch=epoch,
+        drop_last=args["drop_last"],
+    )
+    assert positions.dtype == torch.int32 and positions.ndim == 1
+    assert positions.tolist() == both(n, epoch, **args)[1]
 
 
 @given(

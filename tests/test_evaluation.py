@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from distsampling import UnpaddedDistributedSampler, merge_by_index, run_world
-from strategies import dataset_lengths, epochs, seeds, world_sizes
+from strategies import dataset_lengths, epochs, sampler_args_some_omitted, seeds, world_sizes
 
 
 @given(
@@ -136,8 +136,52 @@ def test_unpadded_rejects_a_dataset_whose_length_changed():
     data = list(range(5))
     s = UnpaddedDistributedSampler(data, 2, 0)
     data.append(5)
-    with pytest.raises(RuntimeError, match=r"got len\(dataset\)=6"):
+    with pytest.raises(RuntimeError) as error:
         list(s)
+    assert str(error.value) == (
+        "len(dataset) changed since this sampler was built from 5, but got len(dataset)=6"
+    )
+
+
+@given(n=dataset_lengths, args=sampler_args_some_omitted(), epoch=st.none() | epochs)
+def test_omitted_arguments_take_torchs_defaults(n, args, epoch):
+    """Invariant: leaving out shuffle, seed or set_epoch reads the prefix inside the dataset of what
+    torch's DistributedSampler reads without them."""
+    # nothing is padded or dropped: the unpadded sampler has no drop_last
+    args.pop("drop_last", None)
+    ours = UnpaddedDistributedSampler(range(n), **args)
+    theirs = torch_distributed.DistributedSampler(range(n), **args)
+    if epoch is not None:
+        ours.set_epoch(epoch)
+        theirs.set_epoch(epoch)
+    idx_ours, idx_torch = list(ours), list(theirs)
+    kept = len(range(args["rank"], n, args["num_replicas"]))
+    assert idx_ours == idx_torch[:kept] and len(ours) == kept
+    assert (ours.shuffle, ours.seed) == (theirs.shuffle, theirs.seed)
+
+
+@given(size=st.integers(1, 30), data=st.data())
+def test_merging_accepts_exactly_the_indices_0_to_size_minus_1(size, data):
+    """Invariant: indices 0 and size - 1 are merged; -1 and size are refused, naming the index and rank."""
+    everything = ([*range(size)], [f"v{i}" for i in range(size)])
+    assert merge_by_index([everything], size) == everything[1]
+    bad = data.draw(st.sampled_from([-1, size]), label="bad index")
+    with pytest.raises(ValueError) as error:
+        merge_by_index([everything, ([bad], ["x"])], size)
+    assert str(error.value) == f"index should be in [0, {size}), but got index={bad} from rank 1"
+
+
+@given(size=st.integers(1, 30), data=st.data())
+def test_a_missing_result_is_reported_with_the_first_five_missing_indices(size, data):
+    """Invariant: each index without a value is counted, and the first five of them are named."""
+    present = data.draw(st.sets(st.integers(0, size - 1), max_size=size - 1), label="present")
+    missing = [i for i in range(size) if i not in present]
+    with pytest.raises(ValueError) as error:
+        merge_by_index([(sorted(present), [0] * len(present))], size)
+    assert str(error.value) == (
+        f"{len(missing)} of size={size} indices have no result (first: {missing[:5]}); did every "
+        "rank evaluate its whole share?"
+    )
 
 
 @pytest.mark.multiprocess

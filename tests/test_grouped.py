@@ -249,3 +249,13 @@ def test_a_distributed_sampler_whose_dataset_changed_raises_its_own_error():
     data.extend([6, 7])
     with pytest.raises(RuntimeError, match=r"len\(dataset\) changed since this sampler was built"):
         list(grouped)
+
+
+@given(data=grouped_passes(), batch_size=batch_sizes)
+def test_an_omitted_drop_uneven_keeps_the_short_batches(data, batch_size):
+    """Invariant: leaving out drop_uneven is drop_uneven=False: the rule by hand, short batches kept."""
+    groups, indices = data
+    omitted = GroupedBatchSampler(indices, groups, batch_size)
+    assert omitted.drop_uneven is False
+    assert list(omitted) == rule_by_hand(indices, groups, batch_size, drop_uneven=False)
+    assert len(omitted) == len(list(omitted))

@@ -191,6 +191,50 @@ def test_distributed_sampling_is_torchs_distributed_sampler(n, world, shuffle, s
     assert list(ours) == list(theirs)
 
 
+@given(
+    n=st.integers(0, 60), world=world_sizes, shuffle=flags, epoch=st.none() | epochs, data=st.data()
+)
+def test_an_omitted_seed_is_torchs_default_seed(n, world, shuffle, epoch, data):
+    """Invariant: without seed= (and with or without set_epoch) the pipeline reads what torch's
+    DistributedSampler, or RandomSampler seeded by 0 + epoch, reads without it."""
+    rank = data.draw(st.integers(0, world - 1), label="rank")
+    ours = make_data_sampler(range(n), shuffle, True, num_replicas=world, rank=rank)
+    theirs = tud.DistributedSampler(range(n), world, rank, shuffle=shuffle)
+    alone = make_data_sampler(range(n), True, False)
+    if epoch is not None:
+        ours.set_epoch(epoch)
+        theirs.set_epoch(epoch)
+        alone.set_epoch(epoch)
+    assert list(ours) == list(theirs)
+    if n:  # torch rejects an empty RandomSampler
+        generator = torch.Generator().manual_seed(epoch or 0)
+        assert list(alone) == list(tud.RandomSampler(range(n), generator=generator))
+
+
+@given(
+    ratios=st.lists(aspect_ratio_values, min_size=1, max_size=40),  # a run needs a batch
+    grouping=groupings,
+    batch_size=batch_sizes,
+    total=num_iterations,
+    omit=st.sampled_from(["num_iters", "start_iter"]),
+)
+def test_omitted_num_iters_is_one_pass_and_omitted_start_iter_is_the_start(
+    ratios, grouping, batch_size, total, omit
+):
+    """Invariant: leaving out num_iters is num_iters=None (one pass per iter); leaving out
+    start_iter is start_iter=0 (a run from its first batch)."""
+    sampler = range(len(ratios))
+    given_args = {"num_iters": None} if omit == "num_iters" else {"num_iters": total}
+    explicit = make_batch_data_sampler(
+        ratios, sampler, grouping, batch_size, **{"start_iter": 0, **given_args}
+    )
+    omitted = make_batch_data_sampler(
+        ratios, sampler, grouping, batch_size, **({} if omit == "num_iters" else given_args)
+    )
+    assert list(omitted) == list(explicit)
+    assert len(omitted) == len(explicit)
+
+
 @given(n=st.integers(0, 60))
 def test_no_shuffle_no_distribution_reads_in_order(n):
     """Invariant: shuffle=False, distributed=False is torch's SequentialSampler."""
@@ -354,14 +398,16 @@ def test_aspect_ratios_of_another_length_than_the_dataset_are_rejected():
         ({"num_iters": True}, TypeError, "num_iters should be an integer, but got num_iters=True"),
     ],
 )
+@pytest.mark.parametrize("grouping", [None, [1.0]])
 def test_bad_batch_size_num_iters_or_start_iter_is_rejected_naming_the_value(
-    kwargs, error, message
+    kwargs, error, message, grouping
 ):
     """Invariant: bad batch sizes, run lengths and resume points fail before any batch, naming
-    this function's own argument (num_iters, not IterationBasedBatchSampler's num_iterations)."""
+    this function's own argument (num_iters, not IterationBasedBatchSampler's num_iterations),
+    in the same words with or without grouping."""
     args = {"batch_size": 2, **kwargs}
     with pytest.raises(error) as info:
-        make_batch_data_sampler([1.0, 2.0], range(2), [1.0], **args)
+        make_batch_data_sampler([1.0, 2.0], range(2), grouping, **args)
     assert str(info.value).startswith(message)
 
 

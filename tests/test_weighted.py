@@ -19,8 +19,11 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from distsampling import WeightedBalanceClassSampler, largest_remainder_counts
+from distsampling.weighted import _group
 from strategies import (
+    class_labelled_arrays,
     class_weight_lists,
+    dataset_class_counts,
     epoch_lengths,
     epochs,
     labelled_datasets,
@@ -264,6 +267,56 @@ def test_exact_class_shares_where_torchs_weighted_random_sampler_scatters():
     assert (t - torch.tensor(quota)).abs().max() > 20  # torch: tens of samples off in some epoch
     assert o.tolist() == [largest_remainder_counts(weight, length)] * runs  # ours: [167, 333, 500]
     assert (o - torch.tensor(quota)).abs().max() < 1
+
+
+def handed_in(values: np.ndarray, form: str) -> object:
+    """``values`` as the user hands them in: a list, a numpy array or a tensor."""
+    return {
+        "list": values.tolist,
+        "numpy": values.copy,
+        "tensor": lambda: torch.from_numpy(values),
+    }[form]()
+
+
+@given(data=class_labelled_arrays())
+def test_labels_of_any_number_of_classes_group_into_sorted_classes(data):
+    """Invariant: grouping finds the sorted distinct labels, their counts, and every sample under its
+    own class in index order; for 1 to 70,000 classes (past the 8- and 16-bit class codes), labels
+    from -1, 0, 1 or anywhere, dense or sparse. (Internal: the sampler at 70,000 classes is slow.)"""
+    labels, sizes, form = data
+    values, counts = np.unique(labels, return_counts=True)
+    classes, class_sizes, members = _group(handed_in(labels, form))
+    assert classes == values.tolist()
+    assert class_sizes.tolist() == counts.tolist() == sizes.tolist()
+    # members: a permutation of the samples, class after class, each class in index order
+    order = np.lexsort((np.arange(len(labels)), labels))
+    assert np.array_equal(members, order)
+
+
+@given(
+    data=class_labelled_arrays(dataset_class_counts),
+    weight_form=st.sampled_from(["list", "numpy", "tensor"]),
+)
+def test_weights_as_class_sizes_and_length_n_draw_every_sample_once(data, weight_form):
+    """Invariant: with each class weighted by its size and length N, an epoch is a permutation of
+    the samples and class_sizes / samples_per_class are the label counts; up to LVIS's 1,203
+    classes, weights as lists, numpy arrays or tensors."""
+    labels, sizes, form = data
+    ours = WeightedBalanceClassSampler(
+        handed_in(labels, form), handed_in(sizes, weight_form), len(labels)
+    )
+    assert ours.class_sizes == ours.samples_per_class == sizes.tolist()
+    idx_ours = ours.epoch_indices().numpy()
+    assert np.array_equal(np.sort(idx_ours), np.arange(len(labels)))
+    assert list(ours) == idx_ours.tolist()
+
+
+@given(args=labelled_datasets())
+def test_an_omitted_seed_and_epoch_are_seed_0_and_epoch_0(args):
+    """Invariant: without seed= and without set_epoch the sampler draws seed 0's epoch 0."""
+    omitted = WeightedBalanceClassSampler(**args)
+    assert (omitted.seed, omitted.epoch) == (0, 0)
+    assert list(omitted) == epoch_of(args, seed=0, epoch=0)
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int64, np.uint64])

@@ -409,3 +409,66 @@ def test_window_indices_rejects_a_window_longer_than_the_data():
     """Invariant: window <= size in the helper as in the dataset, with both values named."""
     with pytest.raises(ValueError, match=r"window should be <= size=4 .*, but got window=5"):
         window_indices([0], 5, 4)
+
+
+@given(args=windowed_args(), epoch=epochs, data=st.data())
+def test_omitted_seed_and_drop_last_are_zero_and_false(args, epoch, data):
+    """Invariant: leaving out seed or drop_last is the same as seed=0 and drop_last=False."""
+    omitted = {k: v for k, v in args.items() if k in ("size", "window") or data.draw(st.booleans())}
+    defaults = {"seed": 0, "drop_last": False, **omitted}
+    assert starts_of(epoch, **omitted) == starts_of(epoch, **defaults)
+    assert len(SequentialWindowedDataset(**omitted)) == len(SequentialWindowedDataset(**defaults))
+
+
+@given(window=st.integers(1, 8), epoch=st.sampled_from([0, 1, 2**63 - 1]))
+def test_sizes_and_epochs_up_to_int64_max_are_kept_exactly(window, epoch):
+    """Invariant: size and epoch of exactly 2**63 - 1 (the int64 limit) are accepted and read back
+    exactly; the windows are still window apart, wrapped into [0, size)."""
+    size = 2**63 - 1
+    ds = SequentialWindowedDataset(size, window)
+    ds.set_epoch(epoch)
+    assert (ds.size, ds.epoch, ds.offset) == (size, epoch, epoch_offset(size, 0, epoch))
+    assert len(ds) == -(-size // window)
+    assert (
+        ds[1] == (ds.offset + window) % size
+        and ds[-1] == (ds.offset + (len(ds) - 1) * window) % size
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"size": 0}, ValueError, "size should be >= 1, but got size=0"),
+        ({"seed": -1}, ValueError, "seed should be >= 0, but got seed=-1"),
+        ({"epoch": -1}, ValueError, "epoch should be >= 0, but got epoch=-1"),
+        ({"size": 2.0}, TypeError, "size should be an integer, but got size=2.0"),
+        ({"seed": "0"}, TypeError, "seed should be an integer, but got seed='0'"),
+        ({"epoch": None}, TypeError, "epoch should be an integer, but got epoch=None"),
+    ],
+)
+def test_epoch_offset_rejects_bad_arguments_naming_the_value(kwargs, error, message):
+    """Invariant: the public epoch_offset checks size >= 1 and non-negative integer seed and epoch."""
+    with pytest.raises(error, match=f"^{message}"):
+        epoch_offset(**{"size": 10, "seed": 0, "epoch": 0, **kwargs})
+
+
+@pytest.mark.parametrize(
+    ("window", "size", "message"),
+    [
+        (0, 10, "window should be >= 1, but got window=0"),
+        (3, 0, "size should be >= 1, but got size=0"),
+        (1.0, 10, "window should be an integer, but got window=1.0"),
+    ],
+)
+def test_window_indices_rejects_a_bad_window_or_size_naming_the_value(window, size, message):
+    """Invariant: window_indices checks its window and size as the dataset does."""
+    with pytest.raises((TypeError, ValueError), match=f"^{message}"):
+        window_indices([0], window, size)
+
+
+@given(size=st.integers(1, 2**63 - 1), seed=windowed_seeds, epoch=st.integers(0, 2**63 - 1))
+def test_the_offset_is_the_seed_sequences_128_bits_of_seed_and_epoch_modulo_size(size, seed, epoch):
+    """Invariant: epoch_offset is the documented hash: SeedSequence([seed, epoch]) read as one
+    128-bit number (first word high), modulo size; no other state enters."""
+    high, low = np.random.SeedSequence([seed, epoch]).generate_state(2, dtype=np.uint64)
+    assert epoch_offset(size, seed, epoch) == (int(high) * 2**64 + int(low)) % size

@@ -23,12 +23,16 @@ from distsampling import (
     WeightedBalanceClassSampler,
 )
 from strategies import (
+    GENERATOR_SEED_HIGH,
+    GENERATOR_SEED_LOW,
     epochs,
     inner_epochs,
     labelled_datasets,
     non_integers,
     sampler_args,
+    sampler_args_some_omitted,
     seeds,
+    seeds_at_generator_bounds,
     world_sizes,
 )
 
@@ -354,3 +358,42 @@ def test_advancing_as_randperm_leaves_the_state_randperm_leaves(n):
     _advance_as_randperm(n, g_ours)
     torch.randperm(n, generator=g_torch)
     assert torch.equal(g_ours.get_state(), g_torch.get_state())
+
+
+@given(inner=inner_epochs, args=sampler_args_some_omitted(), epoch=st.none() | epochs)
+def test_omitted_arguments_take_torchs_defaults(inner, args, epoch):
+    """Invariant: leaving out shuffle, seed, drop_last or set_epoch reads the positions torch's
+    DistributedSampler gives without them; the inner sampler is kept as wrapper.sampler."""
+    ours = DistributedSamplerWrapper(inner, **args)
+    positions = tud.DistributedSampler(range(len(inner)), **args)
+    if epoch is not None:
+        ours.set_epoch(epoch)
+        positions.set_epoch(epoch)
+    assert list(ours) == [inner[p] for p in positions]
+    assert (ours.shuffle, ours.seed, ours.drop_last) == (
+        positions.shuffle,
+        positions.seed,
+        positions.drop_last,
+    )
+    assert ours.sampler is inner and ours.dataset.sampler is inner
+
+
+@given(inner=inner_epochs, seed=seeds_at_generator_bounds, epoch=st.integers(0, 2))
+def test_seeds_at_the_generators_exact_bounds_match_torch_or_are_rejected(inner, seed, epoch):
+    """Invariant: seed + epoch in [-2**63, 2**64 - 1] splits as torch; one past it names both values."""
+    ours = DistributedSamplerWrapper(inner, num_replicas=2, rank=1, seed=seed)
+    ours.set_epoch(epoch)
+    if GENERATOR_SEED_LOW <= seed + epoch <= GENERATOR_SEED_HIGH:
+        positions = tud.DistributedSampler(range(len(inner)), 2, 1, seed=seed)
+        positions.set_epoch(epoch)
+        assert list(ours) == [inner[p] for p in positions]
+    else:
+        with pytest.raises(ValueError, match=rf"but got seed={seed}, epoch={epoch}$"):
+            list(ours)
+
+
+@pytest.mark.parametrize("seed", [GENERATOR_SEED_LOW - 1, GENERATOR_SEED_HIGH + 1])
+def test_a_seed_outside_the_generator_range_is_rejected_at_construction(seed):
+    """Invariant: a seed torch.Generator can never take is refused when the wrapper is built."""
+    with pytest.raises(ValueError, match=rf"seed should be .*but got seed={seed}"):
+        DistributedSamplerWrapper([1, 2], num_replicas=1, rank=0, seed=seed)

@@ -156,9 +156,15 @@ def assert_rank_consistent(sampler: Any, group: dist.ProcessGroup | None = None)
     mine = epoch_digest(sampler)
     digests: list[dict[str, Any]] = [{} for _ in range(dist.get_world_size(group))]
     dist.all_gather_object(digests, mine, group=group)
+    _raise_if_ranks_differ(digests, mine)
+    return mine
+
+
+def _raise_if_ranks_differ(digests: list[dict[str, Any]], mine: dict[str, Any]) -> None:
+    # every rank's digest (gathered, in rank order) against this rank's: name what differs
     differing = [k for k in mine if any(d.get(k) != mine[k] for d in digests)]
     if not differing:
-        return mine
+        return
     # "len" follows from dataset_len; report the root field first, then what it caused
     lines = []
     for field in differing:

@@ -1,0 +1,187 @@
+r"""Mutation testing of every sampler module: do its own tests catch each small bug?
+
+mutmut (https://mutmut.readthedocs.io) changes one thing at a time in a module (an operator, a
+comparison, a constant, a default, a removed statement) and reruns the tests that cover the
+changed function. A mutant the tests fail on is *killed*; one they pass is a *survivor*: either a
+bug the properties cannot see, or an *equivalent* mutant that changes no behaviour. Every
+equivalent one is listed, with its reason, in ``mutation/equivalent.md``.
+
+Each module runs alone, against its same-stem tests, in its own copy of the repo under
+``mutants/<module>/`` (mutmut writes its mutated tree into ``mutants/`` below it). The counts go
+to ``mutation/results.json`` and ``mutation/results.md`` (the docs include the latter).
+
+    python mutation/run.py                 # every module in MODULES
+    python mutation/run.py distributed     # one module (the others keep their last counts)
+
+The exit status is 1 when a survivor is not listed as equivalent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = ROOT / "mutation"
+WORK = ROOT / "mutants"
+
+# module -> (its tests, whether its multi-process tests run too). Adding a module is one line.
+MODULES: dict[str, tuple[list[str], bool]] = {
+    "distributed": (["tests/test_distributed.py"], False),
+    "batch": (["tests/test_batch.py"], False),
+    "evaluation": (["tests/test_evaluation.py"], True),
+    "windowed": (["tests/test_windowed.py"], False),
+    "weighted": (["tests/test_weighted.py"], False),
+    "wrapper": (["tests/test_wrapper.py"], False),
+    "grouped": (["tests/test_grouped.py"], False),
+    "iteration": (["tests/test_iteration.py"], False),
+    "pipeline": (["tests/test_pipeline.py"], False),
+    "checks": (["tests/test_checks.py"], True),
+}
+
+# mutmut's exit codes per mutant (mutmut/stats.py), folded into the columns we report
+_STATUS = {1: "killed", 3: "killed", 0: "survived", 33: "no tests", 5: "no tests", 36: "timeout"}
+_STATUS.update({-24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout", -9: "timeout"})
+_STATUS[-11] = "killed"  # the tests crashed the interpreter: they noticed
+
+
+#: one reviewed equivalent mutant: - `module.function` `+ the mutated line` — why nothing changes
+EQUIVALENT = re.compile(r"^- `([\w.]+)` `\+ ?(.*)` — (.+)$")
+
+
+def equivalents() -> dict[tuple[str, str], str]:
+    r"""Parse ``equivalent.md``: ``(module.function, the mutated line) -> why nothing changes``.
+
+    One line per mutant: ``- `module.function` `+ the line as mutated` — why``. The line, not
+    mutmut's mutant number, names the mutant, so the list survives unrelated edits.
+    """
+    out = {}
+    for line in (HERE / "equivalent.md").read_text().splitlines():
+        if line.startswith("- "):
+            m = EQUIVALENT.match(line)
+            assert m, f"mutation/equivalent.md: not `- `module.function` `+ line` — why`: {line}"
+            out[(m[1], m[2].strip())] = m[3]
+    return out
+
+
+def prepare(module: str) -> Path:
+    """A fresh copy of src/, tests/ and pyproject.toml under mutants/<module>/, set up for mutmut."""
+    tests, multiprocess = MODULES[module]
+    work = WORK / module
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(ROOT / "src", work / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    text = (ROOT / "pyproject.toml").read_text()
+    # only this module is mutated, and only its same-stem tests are run against it
+    marker = [] if multiprocess else ["-m", "not multiprocess"]
+    text += (
+        f"only_mutate = {json.dumps([f'src/distsampling/{module}.py'])}\n"
+        f"pytest_add_cli_args_test_selection = {json.dumps(tests + marker)}\n"
+    )
+    assert text.rfind("\n[") == text.find("\n[tool.mutmut]"), "[tool.mutmut] must come last"
+    (work / "pyproject.toml").write_text(text)
+    return work
+
+
+def survivors_and_counts(work: Path, module: str) -> tuple[dict, list[tuple[str, str, str]]]:
+    """Read mutmut's results in ``work``: the counts, and each survivor as (name, function, line)."""
+    sys.path.insert(0, str(work))  # nothing of ours is imported: only mutmut's result files
+    cwd = os.getcwd()
+    os.chdir(work)
+    try:
+        from mutmut.configuration import reset_config
+        from mutmut.mutation.data import SourceFileMutationData
+        from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+        reset_config()
+        path = Path(f"src/distsampling/{module}.py")
+        data = SourceFileMutationData(path=path)
+        data.load()
+        counts = {"mutants": 0, "killed": 0, "survived": 0, "timeout": 0, "no tests": 0}
+        found = []
+        for name, code in sorted(data.exit_code_by_key.items()):
+            status = _STATUS.get(code, "survived")  # suspicious or unchecked: never a pass
+            counts["mutants"] += 1
+            counts[status] += 1
+            if status in ("survived", "no tests"):
+                diff = get_diff_for_mutant(name, path=path)
+                # the mutated line: the first added line of the diff (not its +++ header)
+                added = [ln[1:].strip() for ln in diff.splitlines() if ln[:1] == "+"]
+                line = next((a for a in added if a and not a.startswith("++")), "")
+                # distsampling.M.x_function__mutmut_7 or distsampling.M.xǁClassǁmethod__mutmut_7
+                function = name.split("__mutmut_")[0].split(f"{module}.", 1)[1][2:]
+                found.append((name, f"{module}.{function.replace('ǁ', '.')}", line, diff))
+        return counts, found
+    finally:
+        os.chdir(cwd)
+        sys.path.remove(str(work))
+
+
+def run(module: str, max_children: int) -> dict:
+    work = prepare(module)
+    mutmut = Path(sys.executable).with_name("mutmut")
+    env = {**os.environ, "HYPOTHESIS_PROFILE": "ci", "PYTHONPATH": ""}
+    print(f"== {module}: mutmut run --max-children {max_children}", flush=True)
+    done = subprocess.run(
+        [str(mutmut), "run", "--max-children", str(max_children)], cwd=work, env=env, check=False
+    )
+    if done.returncode != 0:  # e.g. the clean run of the tests failed: no count means anything
+        return {"failed": f"mutmut run exited with {done.returncode}", "unexplained": []}
+    counts, found = survivors_and_counts(work, module)
+    known = equivalents()
+    counts["equivalent"] = 0
+    unexplained = []
+    for name, function, line, diff in found:
+        if (function, line) in known:
+            counts["equivalent"] += 1
+        else:
+            unexplained.append({"mutant": name, "function": function, "line": line, "diff": diff})
+    counts["survived"] = len(unexplained)
+    counts.pop("no tests")
+    return {**counts, "unexplained": unexplained}
+
+
+def write(results: dict) -> None:
+    (HERE / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    rows = [
+        "| module | mutants | killed | equivalent | timeout | survived |",
+        "|---|---|---|---|---|---|",
+    ]
+    for module in MODULES:
+        r = results.get(module)
+        if r and "failed" in r:
+            rows.append(f"| `{module}.py` | run failed: {r['failed']} | | | | |")
+        elif r:
+            cells = [r[k] for k in ("mutants", "killed", "equivalent", "timeout", "survived")]
+            rows.append(f"| `{module}.py` | " + " | ".join(map(str, cells)) + " |")
+        else:
+            rows.append(f"| `{module}.py` | not run yet | | | | |")
+    (HERE / "results.md").write_text("\n".join(rows) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="*", choices=[[], *MODULES], help="default: all")
+    parser.add_argument("--max-children", type=int, default=2, help="parallel mutants (<= cores)")
+    args = parser.parse_args(argv)
+    path = HERE / "results.json"
+    results = json.loads(path.read_text()) if path.exists() else {}
+    results = {m: r for m, r in results.items() if m in MODULES}
+    for module in args.modules or list(MODULES):
+        results[module] = run(module, args.max_children)
+        write(results)
+        for s in results[module]["unexplained"]:
+            print(f"survived: {s['mutant']}\n{s['diff']}\n")
+    bad = sum(r.get("survived", 0) + ("failed" in r) for r in results.values())
+    print(open(HERE / "results.md").read())
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

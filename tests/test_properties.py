@@ -1,0 +1,97 @@
+"""What the properties catch: each classic bug, applied to a copy of its module, fails its property.
+
+Every bug is a one-line diff in docs/examples/bugs/<bug>.diff; the property it must fail and the
+shrunk counterexample Hypothesis reports (derandomized, so always the same) are checked here, and
+docs/tutorials/properties.md includes the very same files, so the page cannot go stale.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+
+BUGS = Path(__file__).resolve().parent.parent / "docs" / "examples" / "bugs"
+
+# bug -> (the test module, the property that must fail)
+CAUGHT_BY = {
+    "contiguous_split": ("test_distributed", "test_ranks_are_disjoint_and_cover_the_padded_epoch"),
+    "padding_from_the_tail": (
+        "test_distributed",
+        "test_padding_repeats_the_head_so_every_rank_has_num_samples",
+    ),
+    "forgotten_set_epoch": ("test_distributed", "test_order_depends_only_on_seed_plus_epoch"),
+    "seed_by_epoch_alone": ("test_distributed", "test_order_depends_only_on_seed_plus_epoch"),
+    "drop_last_off_by_one": ("test_distributed", "test_drop_last_cuts_the_tail_and_never_repeats"),
+    "windows_that_do_not_wrap": (
+        "test_windowed",
+        "test_window_indices_are_consecutive_runs_wrapped_into_range",
+    ),
+    "counts_that_do_not_sum": (
+        "test_weighted",
+        "test_counts_are_non_negative_ints_summing_to_exactly_total",
+    ),
+    "wrapper_without_set_epoch": ("test_wrapper", "test_the_inner_epoch_follows_the_wrapper_epoch"),
+}
+
+
+def patched_module(diff: str) -> tuple[types.ModuleType, types.ModuleType]:
+    """The module the diff names, and a fresh copy of it with the diff's one line replaced."""
+    lines = diff.splitlines()
+    path = lines[0].removeprefix("--- ")
+    old, new = lines[2].removeprefix("-"), lines[3].removeprefix("+")
+    original = importlib.import_module("distsampling." + Path(path).stem)
+    source = Path(original.__file__).read_text()
+    assert source.count(old + "\n") == 1, f"the diff's line is not in {path} exactly once: {old!r}"
+    copy = types.ModuleType(original.__name__)
+    copy.__dict__.update(__package__="distsampling", __file__=original.__file__)
+    exec(compile(source.replace(old + "\n", new + "\n"), original.__file__, "exec"), copy.__dict__)
+    return original, copy
+
+
+def counterexample(error: BaseException) -> str:
+    """Hypothesis's report of the shrunk example: the falsifying call and its draws."""
+    notes = getattr(error, "__notes__", [])
+    start = next(
+        i
+        for i, note in enumerate(notes)
+        if note.startswith(("Falsifying example", "Failing test case"))
+    )
+    return "\n".join(n for n in notes[start:] if not n.startswith(("Explanation", "You can")))
+
+
+def failure_report(bug: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the bug's property on the buggy copy; return Hypothesis's report of the failure."""
+    test_module, property_name = CAUGHT_BY[bug]
+    tests = importlib.import_module(test_module)
+    original, copy = patched_module((BUGS / f"{bug}.diff").read_text())
+    # the property (and its helpers) now see the buggy copy wherever they used the module's names
+    for name, value in list(vars(tests).items()):
+        if getattr(original, name, None) is value and not isinstance(value, types.ModuleType):
+            monkeypatch.setattr(tests, name, getattr(copy, name))
+    prop = getattr(tests, property_name)
+    # derandomized whatever the profile: the same shrunk example on every run (restored after)
+    strict = settings(
+        max_examples=100,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        print_blob=False,
+        report_multiple_bugs=False,
+        phases=[Phase.explicit, Phase.generate, Phase.shrink],  # no explain: it names paths
+        suppress_health_check=list(HealthCheck),
+    )
+    monkeypatch.setattr(prop, "_hypothesis_internal_use_settings", strict)
+    with pytest.raises(Exception) as caught:  # an assert, or the error a bug raises
+        prop()
+    return counterexample(caught.value)
+
+
+@pytest.mark.parametrize("bug", sorted(CAUGHT_BY))
+def test_each_classic_bug_fails_its_property_with_the_documented_counterexample(bug, monkeypatch):
+    """Invariant: the property fails on the bug, with exactly the shrunk example the page shows."""
+    expected = (BUGS / f"{bug}.txt").read_text().rstrip("\n")
+    assert failure_report(bug, monkeypatch) == expected
