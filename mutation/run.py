@@ -43,6 +43,10 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "iteration": (["tests/test_iteration.py"], False),
     "pipeline": (["tests/test_pipeline.py"], False),
     "checks": (["tests/test_checks.py"], True),
+    "infinite": (["tests/test_infinite.py"], False),
+    "repeat_factor": (["tests/test_repeat_factor.py"], False),
+    "inference": (["tests/test_inference.py"], False),
+    "balanced": (["tests/test_balanced.py"], False),
 }
 
 # mutmut's exit codes per mutant (mutmut/stats.py), folded into the columns we report

@@ -75,8 +75,8 @@ def test_every_placeholder_is_filled_from_the_results(page: Path):
 
 def test_a_placeholder_shows_the_stored_number():
     """Invariant: the figure shown is the results file's number, in the unit asked for."""
-    mbs = figures.lookup("growing", ["medians", "distsampling", "0", "MB/s"])
-    text = '{{ bench("growing", "medians", "distsampling", "0", "MB/s", unit="GB/s") }}'
+    mbs = figures.lookup("growing", ["medians", "distsampling", "0-sequential", "MB/s"])
+    text = '{{ bench("growing", "medians", "distsampling", "0-sequential", "MB/s", unit="GB/s") }}'
     assert figures.render(text) == f"{mbs / 1000:.1f} GB/s"
 
 

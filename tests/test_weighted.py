@@ -306,7 +306,7 @@ def test_weights_as_class_sizes_and_length_n_draw_every_sample_once(data, weight
         handed_in(labels, form), handed_in(sizes, weight_form), len(labels)
     )
     assert ours.class_sizes == ours.samples_per_class == sizes.tolist()
-    idx_ours = ours.epoch_indices().numpy()
+    idx_ours = ours.epoch_order().numpy()
     assert np.array_equal(np.sort(idx_ours), np.arange(len(labels)))
     assert list(ours) == idx_ours.tolist()
 

@@ -3,10 +3,10 @@
 A page never types a measurement by hand. It writes a placeholder instead, which this hook
 replaces with the number read from ``benchmarks/results/<name>.json`` at every build:
 
-- ``{{ bench("growing", "medians", "distsampling", "0", "MB/s", unit="GB/s") }}``: the value at
+- ``{{ bench("growing", "medians", "distsampling", "0-sequential", "MB/s", unit="GB/s") }}``: the value at
   that key path, formatted in ``unit`` (``GB/s``/``MB/s`` from MB/s, ``ms`` from seconds, ``x``
   for a plain ratio);
-- ``{{ ratio("growing", ["medians", "distsampling", "0", "MB/s"], ["medians", "naive npy", "0",
+- ``{{ ratio("growing", ["medians", "distsampling", "0-sequential", "MB/s"], ["medians", "naive npy", "0",
   "MB/s"]) }}``: the first value over the second, as ``3.7``.
 
 A placeholder naming a file or key that does not exist stops the build, naming both. Tables of

@@ -78,6 +78,8 @@ def _global_order(sampler: Any) -> torch.Tensor | None:
         order = _epoch_order_of(s)
         if order is not None:
             return order
+        if isinstance(s, (list, tuple, range)):  # a fixed sequence is its own epoch: no draw
+            return torch.as_tensor(list(s), dtype=torch.int64)
     return None
 
 

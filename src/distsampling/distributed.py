@@ -75,6 +75,13 @@ def split_sizes(n: int, num_replicas: int, drop_last: bool) -> tuple[int, int]:
     return num_samples, num_samples * num_replicas
 
 
+def _index_dtype(size: int) -> torch.dtype:
+    # int32 halves the memory of the order (benchmarks/bench_distributed.py measures the peak);
+    # torch.randperm draws the same permutation whatever the dtype (tests/test_distributed.py
+    # checks it), so parity holds. int64 only once an index can reach 2**31 - 1 + 1.
+    return torch.int32 if size < 2**31 else torch.int64
+
+
 def rank_positions(
     n: int,
     num_replicas: int,
@@ -86,6 +93,8 @@ def rank_positions(
     drop_last: bool = False,
 ) -> torch.Tensor:
     r"""Return the indices into ``range(n)`` that ``rank`` reads this epoch, as a 1-D tensor.
+
+    The tensor is int32 (int64 once the padded epoch has ``2**31`` positions or more).
 
     Equal to ``list(torch.utils.data.DistributedSampler(range(n), ...))`` with the same
     arguments, without building the other ranks' indices as Python objects.
@@ -120,9 +129,7 @@ def rank_positions(
             f"num_replicas should leave a padded epoch below 2**63 positions, but got "
             f"num_replicas={num_replicas} for n={n}: total_size={total_size}"
         )
-    # int32 halves the memory of the order; torch.randperm draws the same permutation whatever
-    # the dtype (tests/test_distributed.py checks it), so parity holds. int64 only past 2**31.
-    dtype = torch.int32 if max(n, total_size) < 2**31 else torch.int64
+    dtype = _index_dtype(max(n, total_size))
     if shuffle:
         # the same generator, seed and call as torch: this is what makes the order identical
         g = torch.Generator()
@@ -135,7 +142,7 @@ def rank_positions(
         return order[rank:total_size:num_replicas]  # (num_samples,)
     # pad: position p >= n repeats the head of the order, wrapping as often as needed (n < W
     # repeats it several times), so the padded epoch at position p is order[p % n]
-    positions = torch.arange(rank, total_size, num_replicas, dtype=dtype)  # (num_samples,)
+    positions = torch.arange(rank, total_size, num_replicas)  # (num_samples,) int64
     return order[positions % n]  # (num_samples,)
 
 
