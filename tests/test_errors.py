@@ -21,6 +21,7 @@ NOT_LISTED = set(distsampling.growing.__all__) | {
     "assert_rank_consistent",
     "epoch_digest",
     "gather_by_index",
+    "shared_random_seed",  # takes no argument: nothing to call it wrongly with
 }
 
 

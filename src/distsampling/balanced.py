@@ -55,6 +55,12 @@ def distinct_draws(n: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         >>> distinct_draws(torch.tensor([5, 5]), u).tolist()
         [[2, 3, 4], [0, 3, 4]]
     """
+    if not (isinstance(n, torch.Tensor) and n.dim() == 1 and not n.is_floating_point()):
+        raise TypeError(f"n should be a 1-D integer tensor, but got n={n!r}")
+    if not (isinstance(u, torch.Tensor) and u.dim() == 2 and len(u) == len(n)):
+        raise ValueError(
+            f"u should be a tensor of shape (len(n), k) = ({len(n)}, k), but got u={u!r}"
+        )
     m, k = u.shape
     out = torch.empty(m, k, dtype=torch.int64)  # (m, k)
     for j in range(k):

@@ -43,6 +43,8 @@ def inference_shard(n: int, num_replicas: int, rank: int) -> range:
         >>> [inference_shard(10, 4, r) for r in range(4)]  # sizes 3, 3, 2, 2
         [range(0, 3), range(3, 6), range(6, 8), range(8, 10)]
     """
+    n = check_int("n", n, low=0)
+    num_replicas, rank = resolve_world(num_replicas, rank)  # both given: only checked
     size, extra = divmod(n, num_replicas)  # every rank gets `size`; ranks < extra one more
     begin = rank * size + min(rank, extra)  # the blocks of all ranks before this one
     return range(begin, begin + size + (rank < extra))
