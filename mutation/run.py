@@ -31,22 +31,24 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "mutation"
 WORK = ROOT / "mutants"
 
+# every sampler's state_dict / load_state_dict and epoch_order are proven in one file, side by side
+RESUME = "tests/test_resume.py"
 # module -> (its tests, whether its multi-process tests run too). Adding a module is one line.
 MODULES: dict[str, tuple[list[str], bool]] = {
-    "distributed": (["tests/test_distributed.py"], False),
-    "batch": (["tests/test_batch.py"], False),
-    "evaluation": (["tests/test_evaluation.py"], True),
-    "windowed": (["tests/test_windowed.py"], False),
-    "weighted": (["tests/test_weighted.py"], False),
-    "wrapper": (["tests/test_wrapper.py"], False),
-    "grouped": (["tests/test_grouped.py"], False),
-    "iteration": (["tests/test_iteration.py"], False),
-    "pipeline": (["tests/test_pipeline.py"], False),
-    "checks": (["tests/test_checks.py"], True),
-    "infinite": (["tests/test_infinite.py"], False),
-    "repeat_factor": (["tests/test_repeat_factor.py"], False),
-    "inference": (["tests/test_inference.py"], False),
-    "balanced": (["tests/test_balanced.py"], False),
+    "distributed": (["tests/test_distributed.py", RESUME], False),
+    "batch": (["tests/test_batch.py", RESUME], False),
+    "evaluation": (["tests/test_evaluation.py", RESUME], True),
+    "windowed": (["tests/test_windowed.py", "tests/test_windowed_series.py", RESUME], False),
+    "weighted": (["tests/test_weighted.py", RESUME], False),
+    "wrapper": (["tests/test_wrapper.py", RESUME], False),
+    "grouped": (["tests/test_grouped.py", RESUME], False),
+    "iteration": (["tests/test_iteration.py", RESUME], False),
+    "pipeline": (["tests/test_pipeline.py", RESUME], False),
+    "checks": (["tests/test_checks.py", RESUME], True),
+    "infinite": (["tests/test_infinite.py", RESUME], False),
+    "repeat_factor": (["tests/test_repeat_factor.py", RESUME], False),
+    "inference": (["tests/test_inference.py", RESUME], False),
+    "balanced": (["tests/test_balanced.py", RESUME], False),
 }
 
 # mutmut's exit codes per mutant (mutmut/stats.py), folded into the columns we report
