@@ -4,12 +4,16 @@ Throughput: 1024 samples of 1 MiB (32 shards of 32, 1 GiB), batch 32, warm page 
 ``num_workers`` 0 and 2 (persistent; the first epoch warms the workers up, the second is
 timed), read in order (sequential) or in a shuffled ``DistributedSampler`` order (each batch
 then spans many shards). The training loop copies every batch into a buffer of its own, so it
-reads every byte (as a copy to a GPU would). Contenders:
+reads every byte, with one memcpy on one thread (:func:`copy_out`), as a copy to a GPU is one
+stream of the training process. Contenders:
 
-- memcpy bound: copying the same bytes batch by batch between two tensors, in this process;
+- memcpy bound: copying the same bytes batch by batch between two tensors, in this process, with
+  torch's ``copy_`` on every core (what the machine can copy at most);
 - distsampling: :class:`~distsampling.SnapshotDataset` (``__getitems__``: one copy per run of
-  rows, ``os.pwrite`` into a reused shared-memory buffer in a worker) +
-  :func:`~distsampling.collate_batch`; and the same with ``buffers=0`` (a fresh block per batch);
+  rows, ``os.preadv`` into a reused shared-memory buffer in a worker) +
+  :func:`~distsampling.collate_batch`; the same with ``buffers=0`` (a fresh block per batch); and,
+  with workers, the same with a loop that copies with torch's ``copy_`` on every core, which then
+  competes with the workers for the cores;
 - naive npy: ``np.load(shard, mmap_mode="r")[row]`` per sample + ``default_collate``;
 - one pickle per sample: ``pickle.load`` of one file per sample + ``default_collate``.
 
@@ -144,7 +148,14 @@ def memcpy(timer, num_workers: int, order: str) -> dict:
     return _figures(timer, len(src), cpu0, 0.0)
 
 
-def throughput(timer, fmt: str, num_workers: int, order: str, buffers: int = 4) -> dict:
+def copy_out(out: torch.Tensor, batch: torch.Tensor) -> None:
+    """The training loop's read of a batch: one memcpy into its own buffer, on one thread."""
+    np.copyto(out[: len(batch)].numpy(), batch.numpy())
+
+
+def throughput(
+    timer, fmt: str, num_workers: int, order: str, buffers: int = 4, threads: bool = False
+) -> dict:
     """One epoch through a DataLoader, after a warm-up epoch, copying every batch out."""
     shards = _data()
     if fmt == "pickle":
@@ -167,8 +178,9 @@ def throughput(timer, fmt: str, num_workers: int, order: str, buffers: int = 4) 
     )
     out = torch.empty((BATCH, *SAMPLE))
     out.fill_(0)  # the training loop's own buffer (e.g. a pinned staging buffer), touched once
-    for batch in loader:  # warm-up epoch: workers started, memory maps opened, buffers made
-        out[: len(batch)].copy_(batch)  # and their pages touched here, as in a steady epoch
+    read = (lambda out, batch: out[: len(batch)].copy_(batch)) if threads else copy_out
+    for batch in loader:  # warm-up epoch: workers started, files opened, buffers made
+        read(out, batch)  # and their pages touched here, as in a steady epoch
     if sampler is not None:
         sampler.set_epoch(1)
     workers = WorkerMemory(_worker_pids(loader))
@@ -177,7 +189,7 @@ def throughput(timer, fmt: str, num_workers: int, order: str, buffers: int = 4) 
     timer.start()
     n = 0
     for batch in loader:  # the training loop reads every byte of every batch
-        out[: len(batch)].copy_(batch)
+        read(out, batch)
         n += len(batch)
     timer.stop()
     return _figures(timer, n, cpu0, workers.stop())
@@ -232,6 +244,10 @@ def suite(large: bool):
                 "distsampling": "bench_growing:throughput_ours",
                 "distsampling, a fresh block per batch": "bench_growing:throughput_ours_unpooled",
             }
+            if num_workers:  # the loop's copy_ on every core, against the workers
+                contenders["distsampling, the loop copies on every core"] = (
+                    "bench_growing:throughput_ours_threaded_loop"
+                )
             if order == "sequential":  # the naive readers gain nothing from order: once
                 contenders["naive npy + default_collate"] = "bench_growing:throughput_npy"
                 contenders["one pickle per sample"] = "bench_growing:throughput_pickle"
@@ -272,6 +288,10 @@ def throughput_ours(timer, num_workers: int, order: str) -> dict:
 
 def throughput_ours_unpooled(timer, num_workers: int, order: str) -> dict:
     return throughput(timer, "ours", num_workers, order, buffers=0)
+
+
+def throughput_ours_threaded_loop(timer, num_workers: int, order: str) -> dict:
+    return throughput(timer, "ours", num_workers, order, threads=True)
 
 
 def stall_rebuild(timer, step_s: float) -> dict:

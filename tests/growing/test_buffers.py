@@ -36,12 +36,9 @@ pool_actions = st.lists(
 )
 
 
-def fill(tensor: torch.Tensor, fd: int | None, value: float) -> None:
-    """Write ``value`` everywhere in a lent batch, as SnapshotDataset does (pwrite if shared)."""
-    if fd is None:
-        tensor.fill_(value)
-    else:
-        os.pwrite(fd, np.full(tensor.shape, value, np.float32).tobytes(), 0)
+def fill(tensor: torch.Tensor, value: float) -> None:
+    """Write ``value`` everywhere in a lent batch, in place, as SnapshotDataset does."""
+    tensor.numpy()[...] = value
 
 
 @given(capacity=st.integers(0, 3), shared=st.booleans(), actions=pool_actions)
@@ -52,8 +49,8 @@ def test_a_lent_buffer_is_never_overwritten_while_a_tensor_views_it(capacity, sh
     live: list[tuple[object, float]] = []  # (a tensor or array viewing a batch, its value)
     for step, (action, which, size) in enumerate(actions):
         if action == "take":
-            tensor, fd = pool.batch((size, 3), np.float32)
-            fill(tensor, fd, float(step))
+            tensor = pool.batch((size, 3), np.float32)
+            fill(tensor, float(step))
             live.append((tensor, float(step)))
         elif live:
             held, value = live.pop(which % len(live))
@@ -73,7 +70,7 @@ def test_a_lent_buffer_is_never_overwritten_while_a_tensor_views_it(capacity, sh
 def test_a_slot_comes_back_only_when_the_last_view_is_gone():
     """Invariant: a slot is lent while the batch or any view of it lives, and free after."""
     pool = BatchBuffers(1, shared=False)
-    batch, _ = pool.batch((4,), np.float32)
+    batch = pool.batch((4,), np.float32)
     view, array = batch[2:], batch.numpy()
     del batch
     assert pool.slots_lent() == 1
@@ -81,7 +78,7 @@ def test_a_slot_comes_back_only_when_the_last_view_is_gone():
     assert pool.slots_lent() == 1
     del array
     assert pool.slots_lent() == 0
-    _again, _ = pool.batch((4,), np.float32)
+    _again = pool.batch((4,), np.float32)
     assert pool.fresh == 0 and pool.slots_lent() == 1
 
 
@@ -89,10 +86,10 @@ def test_a_sent_batch_crosses_as_a_few_dozen_bytes_once_its_slot_is_mapped():
     """Invariant: after the first send of a slot (which carries its storage), a batch pickles
     to a small constant size, whatever its size in bytes."""
     pool = BatchBuffers(1, shared=True)
-    first, _ = pool.batch((1024, 256), np.float32)  # 1 MiB
+    first = pool.batch((1024, 256), np.float32)  # 1 MiB
     received = ForkingPickler.loads(ForkingPickler.dumps(first))
     del first, received
-    second, _ = pool.batch((1024, 256), np.float32)
+    second = pool.batch((1024, 256), np.float32)
     assert len(ForkingPickler.dumps(second)) < 200
 
 

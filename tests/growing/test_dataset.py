@@ -13,6 +13,8 @@ import json
 import os
 import pickle
 import re
+import subprocess
+import sys
 import tempfile
 import warnings
 
@@ -174,7 +176,7 @@ def in_a_worker(monkeypatch):
 
 @given(layout=snapshot_layouts.filter(any), data=st.data())
 def test_in_a_worker_getitems_reads_the_same_rows(layout, data):
-    """Invariant: the shared-memory path (pwrite per run of rows) equals the model, any indices."""
+    """Invariant: the shared-memory path (preadv per run of rows) equals the model, any indices."""
     with tempfile.TemporaryDirectory() as root, pytest.MonkeyPatch.context() as mp:
         mp.setattr(dataset, "get_worker_info", lambda: object())
         snapshot, model = write_snapshot(root, layout, (2, 3))
@@ -197,21 +199,68 @@ def test_runs_cover_the_batch_with_maximal_runs_of_consecutive_rows(pairs):
         assert (k0, r0 + n0) != (k1, r1)  # the next run does not continue this one
 
 
-def test_a_full_dev_shm_in_a_worker_raises_enospc_naming_the_batch(
-    tmp_path, in_a_worker, monkeypatch
-):
-    """Invariant: no room for a batch in shared memory is an OSError(ENOSPC) saying what to do."""
+#: run in a private mount namespace: /dev/shm a real 4 MiB tmpfs, an 8 MiB batch in one worker
+FILL_A_SMALL_DEV_SHM = r"""
+import os, subprocess, sys
+import numpy as np
+import torch.utils.data as tud
+from distsampling import SnapshotDataset, collate_batch
+from distsampling.growing.snapshot import Snapshot
+
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", "/dev/shm"], check=True)
+path = os.path.join(sys.argv[1], "s.npy")
+np.save(path, np.zeros((8, 1 << 18), np.float32))  # 8 samples of 1 MiB
+loader = tud.DataLoader(SnapshotDataset(Snapshot(0, ((path, 8),))), batch_size=8,
+                        num_workers=1, collate_fn=collate_batch)
+try:
+    next(iter(loader))
+except OSError as err:  # re-raised by the DataLoader with the worker's traceback as its text
+    print(type(err).__name__, err)
+"""
+
+
+def test_a_full_dev_shm_in_a_worker_raises_enospc_naming_the_batch(tmp_path):
+    """Invariant: on a real full /dev/shm, a worker's batch is an OSError(ENOSPC) saying what to
+    do, raised in the training process (never a SIGBUS when a page of the batch is written)."""
+    from test_writer import SRC, _namespace  # the private mount namespace of the full-disk test
+
+    run = subprocess.run(
+        [*_namespace(), sys.executable, "-c", FILL_A_SMALL_DEV_SHM, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.path.abspath(SRC)},
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("OSError "), run.stdout + run.stderr
+    assert (
+        f"OSError: [Errno {errno.ENOSPC}] no space left in shared memory (/dev/shm) for a batch "
+        "of 8388608 bytes: enlarge it (docker run --shm-size=...)" in run.stdout
+    ), run.stdout
+
+
+def test_a_shard_truncated_after_its_check_is_a_corrupt_shard_in_a_worker(tmp_path, in_a_worker):
+    """Invariant: a worker reading past the end of a shard that shrank raises CorruptShardError
+    naming the file, never returns a batch with stale or missing bytes."""
     snapshot, _ = write_snapshot(str(tmp_path), [4], (8,))
+    ds = SnapshotDataset(snapshot)
+    ds.__getitems__([0])  # checked and opened
+    path = snapshot.shards[0][0]
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) - 40)  # cut into the last sample
+    with pytest.raises(CorruptShardError, match=re.escape(path) + r" is truncated or corrupt"):
+        ds.__getitems__([3])
 
-    def full(*args):
-        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(dataset.os, "pwrite", full)
-    with pytest.raises(
-        OSError, match=r"no space left in shared memory \(/dev/shm\) for a batch of 64 bytes"
-    ) as err:
-        SnapshotDataset(snapshot).__getitems__([0, 1])
-    assert err.value.errno == errno.ENOSPC
+def test_a_worker_reads_an_evicted_shard_it_has_opened(tmp_path, in_a_worker):
+    """Invariant: once a worker has opened a shard, removing its file (the cache evicting it)
+    changes nothing this snapshot reads."""
+    snapshot, model = write_snapshot(str(tmp_path), [3, 2], (4,))
+    ds = SnapshotDataset(snapshot)
+    ds.__getitems__([0, 3])  # both shards opened
+    for path, _ in snapshot.shards:
+        os.remove(path)
+    assert torch.equal(ds.__getitems__([4, 1, 2]), torch.from_numpy(model[[4, 1, 2]]))
 
 
 def test_pickling_carries_the_snapshot_not_the_memory_maps(tmp_path):

@@ -36,6 +36,7 @@ References:
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import secrets
@@ -68,13 +69,13 @@ class BatchBuffers:
 
     Examples:
         >>> pool = BatchBuffers(capacity=2, shared=False)
-        >>> a, _ = pool.batch((2, 3), np.float32)  # slot 0, lent while ``a`` lives
-        >>> b, _ = pool.batch((2, 3), np.float32)  # slot 1
-        >>> c, _ = pool.batch((2, 3), np.float32)  # no slot free: a fresh block
+        >>> a = pool.batch((2, 3), np.float32)  # slot 0, lent while ``a`` lives
+        >>> b = pool.batch((2, 3), np.float32)  # slot 1
+        >>> c = pool.batch((2, 3), np.float32)  # no slot free: a fresh block
         >>> pool.slots_lent(), pool.fresh
         (2, 1)
         >>> del a  # slot 0 comes back once nothing views it
-        >>> d, _ = pool.batch((2, 3), np.float32)
+        >>> d = pool.batch((2, 3), np.float32)
         >>> pool.slots_lent(), pool.fresh
         (2, 1)
     """
@@ -115,18 +116,15 @@ class BatchBuffers:
             return None
         i = free[-1]  # a new slot, or a free one too small: (re)allocate it at this size
         if self.shared:
-            self._storages[i] = torch.UntypedStorage._new_shared(nbytes)  # private torch API
+            self._storages[i] = _new_shared_block(nbytes)
             self._arrays[i] = _as_bytes(self._storages[i])
             self._ctrl[MAPPED, i] = 0  # the receiver must map the new storage
         else:
             self._arrays[i] = np.empty(nbytes, np.uint8)
         return i
 
-    def batch(self, shape: tuple[int, ...], dtype: np.dtype) -> tuple[torch.Tensor, int | None]:
-        r"""Lend a batch tensor of ``shape`` and ``dtype``; return it and a descriptor to fill it.
-
-        The descriptor (``None`` unless ``shared``) is the slot's shared-memory file: writing
-        there (``os.pwrite``) fills the tensor without faulting its pages in here.
+    def batch(self, shape: tuple[int, ...], dtype: np.dtype) -> torch.Tensor:
+        r"""Lend a batch tensor of ``shape`` and ``dtype``, to be filled in place.
 
         Args:
             shape: the batch's shape, ``(B, *sample_shape)``.
@@ -135,30 +133,47 @@ class BatchBuffers:
         dtype = np.dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
         if not nbytes:  # nothing to hold
-            return torch.from_numpy(np.empty(shape, dtype)), None
+            return torch.from_numpy(np.empty(shape, dtype))
         i = self._slot_for(nbytes)
         if i is None:  # no slot: a fresh block, freed as usual
             self.fresh += 1
             if not self.shared:
-                return torch.from_numpy(np.empty(shape, dtype)), None
-            storage = torch.UntypedStorage._new_shared(nbytes)
+                return torch.from_numpy(np.empty(shape, dtype))
             out = torch.empty(0, dtype=torch.from_numpy(np.empty(0, dtype)).dtype)
-            return out.set_(storage).view(shape), storage._share_fd_cpu_()[0]
+            return out.set_(_new_shared_block(nbytes)).view(shape)
         array = self._arrays[i][:nbytes].view(dtype).reshape(shape)  # a new array object
         self._held[i] = True
         weakref.finalize(array, self._held.__setitem__, i, False)  # when no tensor views it
         tensor = torch.from_numpy(array)  # its storage owns `array`: the finalizer waits for it
         if not self.shared:
-            return tensor, None
+            return tensor
         tensor = tensor.as_subclass(_LentBatch)
         tensor._lent = (self, i, shape, dtype.str)
-        return tensor, self._storages[i]._share_fd_cpu_()[0]  # the slot's own fd: not ours
+        return tensor
 
     def _send(self, i: int, shape: tuple[int, ...], dtype: str) -> tuple:
         """Pickle slot ``i``'s batch: count it as sent; attach storages until it is mapped."""
         self._ctrl[SENT, i] += 1
         storages = None if self._ctrl[MAPPED, i] else (self._ctrl_storage, self._storages[i])
         return _receive, (self.token, self.pid, i, shape, dtype, storages)
+
+
+def _new_shared_block(nbytes: int) -> torch.UntypedStorage:
+    """A shared-memory storage of ``nbytes``; ENOSPC, saying what to do, where /dev/shm is full.
+
+    torch reserves every page of a shared block when it makes it (``posix_fallocate`` in its
+    MapAllocator), so a full ``/dev/shm`` fails here, not as a SIGBUS when a page is written.
+    """
+    try:
+        return torch.UntypedStorage._new_shared(nbytes)  # private torch API, as default_collate's
+    except RuntimeError as err:
+        if "No space left on device" not in str(err):
+            raise
+        raise OSError(  # /dev/shm is full (a container's default is 64 MB)
+            errno.ENOSPC,
+            f"no space left in shared memory (/dev/shm) for a batch of {nbytes} bytes: "
+            "enlarge it (docker run --shm-size=...) or lower batch_size or prefetch_factor",
+        ) from err
 
 
 class _LentBatch(torch.Tensor):

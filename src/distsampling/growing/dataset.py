@@ -10,8 +10,8 @@ What crosses a process boundary, with ``num_workers > 0``:
   The memory maps are never pickled; each process opens its own on first use.
 - back to the main process, per batch: which buffer holds it. :meth:`SnapshotDataset.__getitems__`
   fills one of the worker's few reused shared-memory buffers
-  (:class:`~distsampling.BatchBuffers`) with ``os.pwrite`` on its file
-  descriptor: the kernel copies page cache -> shared pages, with no page fault in the worker.
+  (:class:`~distsampling.BatchBuffers`) with ``os.preadv`` from the shard files: the kernel
+  copies page cache -> shared pages, with no memory map of the shards in the worker.
   The main process maps each buffer once; a batch then crosses as a few dozen bytes, with no
   copy and no unpickling of sample bytes in the training process. A buffer is reused only once
   no tensor views the batch it held.
@@ -25,7 +25,7 @@ References:
 
 from __future__ import annotations
 
-import errno
+import io
 import math
 import os
 import warnings
@@ -38,8 +38,8 @@ from torch.utils.data import Dataset, get_worker_info
 from torch.utils.data._utils.collate import default_collate
 
 from .._validate import check_int, check_state
-from .buffers import BatchBuffers
-from .snapshot import Snapshot
+from .buffers import BatchBuffers, _new_shared_block
+from .snapshot import CorruptShardError, Snapshot
 
 __all__ = ["SnapshotDataset", "collate_batch"]
 
@@ -85,8 +85,11 @@ class SnapshotDataset(Dataset[torch.Tensor]):
         self._starts = np.asarray(snapshot.starts(), dtype=np.int64)
         self._ends = self._starts + np.asarray([n for _, n in snapshot.shards], dtype=np.int64)
         self._len = int(self._ends[-1]) if len(self._ends) else 0
-        # shard number -> (its memory map as a tensor, the same bytes as a memoryview), per process
-        self._maps: dict[int, tuple[torch.Tensor, memoryview]] = {}
+        # shard number -> its memory map as a tensor, per process (the training process reads these)
+        self._maps: dict[int, torch.Tensor] = {}
+        # shard number -> (its open file, where its sample bytes start), per process (workers)
+        self._files: dict[int, tuple[io.FileIO, int]] = {}
+        self._offsets: dict[int, int] = {}  # shard number -> where its sample bytes start
         # batch buffers lent and reused per process (growing/buffers.py), made on first read
         self.buffers = check_int("buffers", buffers, low=0)
         self._pool: BatchBuffers | None = None
@@ -97,24 +100,36 @@ class SnapshotDataset(Dataset[torch.Tensor]):
 
     # --- reading --------------------------------------------------------------------------------
 
-    def _shard(self, k: int) -> tuple[torch.Tensor, memoryview]:
+    def _shard(self, k: int) -> torch.Tensor:
         """Shard ``k`` (``(n_k, *sample_shape)``) over its memory map, opened once per process."""
         if k not in self._maps:
             path = self.snapshot.shards[k][0]
             array = self.snapshot.load(k)  # np.memmap, read-only; CorruptShardError if damaged
+            self._offsets[k] = array.offset  # where its sample bytes start in the file
             with warnings.catch_warnings():  # torch warns that the map is read-only: only read here
                 warnings.simplefilter("ignore", UserWarning)
                 shard = torch.from_numpy(array)  # no copy: a view of the page cache
             if self._maps:  # every shard of a snapshot must hold the same kind of sample
-                first = next(iter(self._maps.values()))[0]
+                first = next(iter(self._maps.values()))
                 if (shard.shape[1:], shard.dtype) != (first.shape[1:], first.dtype):
                     raise ValueError(
                         f"shards of one snapshot should share sample_shape {tuple(first.shape[1:])} "
                         f"and dtype {first.dtype}, but shard {path} has "
                         f"{tuple(shard.shape[1:])}, {shard.dtype}"
                     )
-            self._maps[k] = shard, memoryview(array).cast("B")  # load_shard checked C order
+            self._maps[k] = shard  # load_shard checked C order: a row is one byte range
         return self._maps[k]
+
+    def _file(self, k: int) -> tuple[io.FileIO, int]:
+        """Shard ``k``'s file, open for ``preadv``, and where its samples start; once per process.
+
+        Like a map, an open file stays readable after the cache evicts (unlinks) the shard.
+        """
+        if k not in self._files:
+            f = open(self.snapshot.shards[k][0], "rb", buffering=0)  # kept open: read per batch
+            self._shard(k)  # checks the shard (CorruptShardError) and notes its data offset
+            self._files[k] = f, self._offsets[k]
+        return self._files[k]
 
     def _locate(self, indices: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Return ``(shard numbers, rows in those shards)`` for ``indices``, both ``(B,)``."""
@@ -131,7 +146,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
         (k,), (row,) = self._locate([index])
         self.position += 1
         # clone copies the row out of the page cache: the tensor owns writable memory
-        return self._shard(int(k))[0][row].clone()
+        return self._shard(int(k))[row].clone()
 
     def __getitems__(self, indices: Sequence[int]) -> torch.Tensor:
         r"""Read a whole batch into one tensor of shape ``(len(indices), *sample_shape)``.
@@ -144,27 +159,26 @@ class SnapshotDataset(Dataset[torch.Tensor]):
         if len(indices) == 0:  # (0, *sample_shape) in the shards' dtype, as stacking would give
             if not self._len:  # no shard, so no sample shape or dtype to give
                 return torch.empty(0)
-            return torch.empty((0, *self._shard(0)[0].shape[1:]), dtype=self._shard(0)[0].dtype)
-        first = self._shard(int(shard[0]))[0]
+            return torch.empty((0, *self._shard(0).shape[1:]), dtype=self._shard(0).dtype)
+        first = self._shard(int(shard[0]))
         shape = (len(indices), *first.shape[1:])
         dtype = torch.empty(0, dtype=first.dtype).numpy().dtype
         runs = list(_runs(shard, rows))
         in_worker = get_worker_info() is not None
         if in_worker and get_sharing_strategy() != "file_descriptor":  # no fd: a fresh block
-            # (_new_shared is private torch API; default_collate allocates its batches this way)
-            storage = torch.UntypedStorage._new_shared(math.prod(shape) * first.element_size())
+            storage = _new_shared_block(math.prod(shape) * first.element_size())
             out = torch.empty(0, dtype=first.dtype).set_(storage).view(shape)
-            self._copy(runs, out)
+            self._read(runs, out)
             return out
         # a buffer of this process's pool: in shared memory in a worker, so that torch sends
         # the main process only which buffer it is (see growing/buffers.py for when it is reused)
         if self._pool is None or self._pool.pid != os.getpid():  # a new (or forked) process
             self._pool = BatchBuffers(self.buffers, shared=in_worker)
-        out, fd = self._pool.batch(shape, dtype)
-        if fd is None:  # in the training process: plain memory, torch's copy_ on every thread
+        out = self._pool.batch(shape, dtype)
+        if in_worker:  # the kernel copies page cache -> shared pages (one core, no map)
+            self._read(runs, out)
+        else:  # in the training process: plain memory, torch's copy_ on every thread
             self._copy(runs, out)
-        else:  # in a worker: the kernel copies page cache -> shared pages
-            self._pwrite(runs, fd, out.nbytes // len(indices), out.nbytes)
         return out
 
     def _copy(self, runs: list[tuple[int, int, int, int]], out: torch.Tensor) -> None:
@@ -177,36 +191,31 @@ class SnapshotDataset(Dataset[torch.Tensor]):
         """
         row_bytes = out[0].nbytes if len(out) else 0
         for j, k, row, n in runs:
-            src = self._shard(k)[0][row : row + n]  # (n, *sample_shape)
+            src = self._shard(k)[row : row + n]  # (n, *sample_shape)
             if n * row_bytes >= _THREADED_COPY_BYTES:
                 out[j : j + n].copy_(src)
             else:
                 np.copyto(out[j : j + n].numpy(), src.numpy())
 
-    def _pwrite(
-        self, runs: list[tuple[int, int, int, int]], fd: int, row_bytes: int, nbytes: int
-    ) -> None:
-        """Write each run into the shared block through its file descriptor (``os.pwrite``).
+    def _read(self, runs: list[tuple[int, int, int, int]], out: torch.Tensor) -> None:
+        """Read each run from its shard file straight into ``out`` (``os.preadv``).
 
-        The kernel copies page cache -> shared pages (allocating them on a block's first use):
-        unlike a copy into the mapping, no page fault per 4 KiB page here.
+        The kernel copies page cache -> the batch's pages: one copy per run, and the worker never
+        maps the shards (a copy out of a map first faults in each 4 KiB page of it).
         """
-        try:
-            for j, k, row, n in runs:
-                data = self._shard(k)[1][row * row_bytes : (row + n) * row_bytes]
-                offset = j * row_bytes
-                while data:  # pwrite may write less than asked (e.g. past 2 GiB): go on
-                    written = os.pwrite(fd, data, offset)
-                    data, offset = data[written:], offset + written
-        except OSError as err:
-            if err.errno == errno.ENOSPC:  # /dev/shm is full (a container's default is 64 MB)
-                raise OSError(
-                    errno.ENOSPC,
-                    f"no space left in shared memory (/dev/shm) for a batch of "
-                    f"{nbytes} bytes: enlarge it (docker run --shm-size=...) or lower "
-                    "batch_size or prefetch_factor",
-                ) from err
-            raise
+        dst = memoryview(out.numpy()).cast("B")  # the whole batch, (B * row_bytes,)
+        row_bytes = len(dst) // len(out)
+        for j, k, row, n in runs:
+            f, start = self._file(k)
+            view, offset = dst[j * row_bytes : (j + n) * row_bytes], start + row * row_bytes
+            while view:  # preadv may read less than asked (e.g. past 2 GiB): go on
+                got = os.preadv(f.fileno(), [view], offset)
+                if not got:  # the file shrank since it was checked
+                    raise CorruptShardError(
+                        f"shard {self.snapshot.shards[k][0]} is truncated or corrupt: it ends "
+                        f"at byte {offset}, inside sample {row} of {self.snapshot.shards[k][1]}"
+                    )
+                view, offset = view[got:], offset + got
 
     # --- resuming: which epoch's snapshot, and how far this process has read in it -----------
 
@@ -258,7 +267,7 @@ class SnapshotDataset(Dataset[torch.Tensor]):
     # --- pickling: the snapshot crosses process boundaries, the memory maps never do ------------
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_maps": {}, "_pool": None}
+        return {**self.__dict__, "_maps": {}, "_files": {}, "_pool": None}
 
     def __repr__(self) -> str:
         return f"SnapshotDataset(epoch={self.snapshot.epoch}, shards={len(self.snapshot.shards)}, samples={self._len})"
