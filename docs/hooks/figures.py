@@ -7,7 +7,7 @@ replaces with the number read from ``benchmarks/results/<name>.json`` at every b
   that key path, formatted in ``unit`` (``GB/s``/``MB/s`` from MB/s, ``ms`` from seconds, ``x``
   for a plain ratio);
 - ``{{ ratio("growing", ["medians", "distsampling", "0-sequential", "MB/s"], ["medians", "naive npy", "0",
-  "MB/s"]) }}``: the first value over the second, as ``3.7``.
+  "MB/s"]) }}``: the first value over the second, as ``3.7`` (``digits=2``: ``3.71``).
 
 A placeholder naming a file or key that does not exist stops the build, naming both. Tables of
 results are included whole with ``--8<-- "benchmarks/results/<name>.md"``.
@@ -49,8 +49,8 @@ def bench(name: str, *keys: str, unit: str = "x") -> str:
     return UNITS[unit](lookup(name, list(keys)))
 
 
-def ratio(name: str, over: list[str], under: list[str]) -> str:
-    return f"{lookup(name, over) / lookup(name, under):.1f}"
+def ratio(name: str, over: list[str], under: list[str], digits: int = 1) -> str:
+    return f"{lookup(name, over) / lookup(name, under):.{digits}f}"
 
 
 def render(markdown: str, where: str = "page") -> str:
