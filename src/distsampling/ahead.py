@@ -132,8 +132,12 @@ class OrderAhead(Sampler[int]):
 
     It holds one drawn order (this rank's share of the next epoch) besides the one being read,
     and runs at most one thread, which ends with its draw (a program that ends during a draw
-    waits for it). The sampler stays in the main process: with a
-    DataLoader (any ``num_workers``) pass ``sampler=OrderAhead(...)`` as usual.
+    waits for it). The sampler stays in the main process: with a DataLoader (any
+    ``num_workers``) pass ``sampler=OrderAhead(...)`` as usual. Workers forked while a draw
+    still runs (an epoch shorter than the draw) inherit no part of it; Python 3.12+ warns
+    about any fork beside a running thread, which ``persistent_workers=True`` avoids.
+    Change the sampler only through this wrapper (or its own ``set_epoch`` and
+    ``load_state_dict``): its settings are copied when a draw starts.
 
     Args:
         sampler: a sampler with ``set_epoch()``, ``epoch_order()``, ``state_dict()`` and
