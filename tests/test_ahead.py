@@ -1,4 +1,4 @@
-"""Properties of OrderAhead: the wrapped sampler's indices exactly, only drawn a epoch early.
+"""Properties of OrderAhead: the wrapped sampler's indices exactly, only drawn an epoch early.
 
 Against torch's DistributedSampler and against the wrapped sampler itself, for any sequence of
 set_epoch calls (repeats, skips, going back), partial reads, state_dict/load_state_dict and
