@@ -25,6 +25,11 @@ def _fmt(key: str, value: float) -> str:
     return f"{value:,.1f}"
 
 
+def _ratio(r: float) -> str:
+    # two decimals; below 0.01 the first significant digit, never a "0.00x" that says nothing
+    return f"{r:.2f}" if r >= 0.01 else f"{r:.1g}"
+
+
 def report(comparison: Comparison, figures: dict[str, dict[str, Spread]]) -> str:
     """A markdown table: one row per contender, each figure's median (min-max) and its ratio."""
     keys = list(comparison.columns or next(iter(figures.values())))
@@ -41,7 +46,7 @@ def report(comparison: Comparison, figures: dict[str, dict[str, Spread]]) -> str
             cell = f"{mid} ({low} – {high})"
             ratio_wanted = key in ratios and key != "load_1m"
             if label != comparison.baseline and ratio_wanted and base[key]["median"]:
-                cell += f" **{spreads[key]['median'] / base[key]['median']:.2f}x**"
+                cell += f" **{_ratio(spreads[key]['median'] / base[key]['median'])}x**"
             cells.append(cell)
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -49,6 +49,7 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "repeat_factor": (["tests/test_repeat_factor.py", RESUME], False),
     "inference": (["tests/test_inference.py", RESUME], False),
     "balanced": (["tests/test_balanced.py", RESUME], False),
+    "ahead": (["tests/test_ahead.py"], False),
 }
 
 # mutmut's exit codes per mutant (mutmut/stats.py), folded into the columns we report

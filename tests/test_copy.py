@@ -32,6 +32,7 @@ BULLET = re.compile(r"^- `(?P<name>\w+)`: (?P<files>`[\w.]+\.py`(?:, `[\w.]+\.py
 #: the property each listed name runs in its copied set: (test module, property)
 PROPERTY = {
     "DistributedSampler": ("test_distributed", "test_matches_torch_indices_order_and_len_for_all_arguments"),
+    "OrderAhead": ("test_ahead", "test_yields_torchs_distributed_sampler_epochs_for_any_sequence_of_set_epoch"),
     "BatchSampler": ("test_batch", "test_matches_torch_batches_and_len_over_a_sequential_sampler"),
     "UnpaddedDistributedSampler": ("test_evaluation", "test_unpadded_is_torchs_split_with_the_padding_removed"),
     "SequentialWindowedDataset": ("test_windowed", "test_consecutive_starts_differ_by_exactly_window_modulo_size"),

@@ -5,6 +5,7 @@ proven against torch by the Hypothesis properties in ``tests/``.
 """
 
 # one line per module: the code, its tests and its tutorial share the module's stem
+from .ahead import OrderAhead
 from .balanced import BatchBalanceClassSampler, distinct_draws
 from .batch import BatchSampler
 from .checks import RankMismatchError, assert_rank_consistent, epoch_digest
@@ -55,6 +56,7 @@ __all__ = [
     "IterationBasedBatchSampler",
     "ManifestError",
     "NodeFeed",
+    "OrderAhead",
     "Producer",
     "RankMismatchError",
     "RemoteSource",

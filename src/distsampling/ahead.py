@@ -1,0 +1,265 @@
+r"""OrderAhead: draw the next epoch's order in the background, so ``iter()`` after ``set_epoch`` is instant.
+
+A shuffled epoch starts with ``torch.randperm(N)``: at ``N = 10^8`` the first index of every
+epoch waits seconds for it. That draw depends on nothing but the sampler's settings and the
+epoch number, so it can be made while the previous epoch trains. ``torch.randperm`` releases
+the GIL, so a Python thread draws it next to the training loop without slowing the loop's
+Python code (it takes a core, not the interpreter).
+
+:class:`OrderAhead` wraps a sampler. When the loop reads epoch ``e``, it starts drawing epoch
+``e + 1`` on a background thread, from a copy of the sampler set to that epoch. At the next
+``iter()`` it hands out that order only if the sampler is exactly where the copy was: its
+``state_dict()`` equals the copy's (same epoch, nothing loaded or read, same settings, the
+contract resuming already relies on: equal states, equal rest of the epoch). Anything else (a
+skipped, repeated or earlier epoch, a loaded checkpoint) is read from the sampler itself, as if
+there were no wrapper. So the indices are always the sampler's own, only sometimes drawn early.
+
+References:
+    torch/utils/data/distributed.py (DistributedSampler: set_epoch, then iter reads the epoch);
+    torch's generated Python bindings (tools/autograd: the GIL is released around the op)
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import threading
+from collections.abc import Iterator
+from itertools import chain, islice
+from typing import Any
+
+import torch
+from torch.utils.data import Sampler
+
+from ._validate import check_int
+from .distributed import _Reader
+from .wrapper import DatasetFromSampler, DistributedSamplerWrapper
+
+__all__ = ["OrderAhead"]
+
+#: what OrderAhead calls on the sampler (and on a DistributedSamplerWrapper's inner sampler)
+_NEEDED = ("set_epoch", "epoch_order", "state_dict")
+
+
+def _check_sampler(sampler: object, name: str = "sampler") -> None:
+    """Refuse a sampler whose epoch OrderAhead cannot draw on a copy, naming what it lacks."""
+    missing = [f"{m}()" for m in _NEEDED if not callable(getattr(sampler, m, None))]
+    if not hasattr(sampler, "epoch"):
+        missing.append("an epoch attribute")
+    if missing:
+        raise TypeError(
+            f"{name} should have set_epoch(), epoch_order(), state_dict() and an epoch attribute "
+            "(DistributedSampler, UnpaddedDistributedSampler, WeightedBalanceClassSampler, "
+            f"DistributedSamplerWrapper), but got {name}={sampler!r} of type "
+            f"{type(sampler).__name__}, which lacks {', '.join(missing)}"
+        )
+    # a subclass that overrides __iter__ but not epoch_order yields something else than its
+    # epoch_order(): only trust epoch_order when the class that defines __iter__ defines it too
+    owner = next((c for c in type(sampler).__mro__ if "__iter__" in vars(c)), None)
+    if owner is None or "epoch_order" not in vars(owner):
+        why = "it has no __iter__" if owner is None else f"{owner.__name__} overrides __iter__"
+        raise TypeError(
+            f"{name} should yield its epoch_order(), but got {name}={sampler!r}: "
+            f"{why} without epoch_order()"
+        )
+    if isinstance(sampler, DistributedSamplerWrapper):  # its inner sampler is drawn on a copy too
+        inner = sampler.sampler
+        if callable(getattr(inner, "set_epoch", None)):  # an epoch of its own: the same rules
+            _check_sampler(inner, f"{name}.sampler")
+    try:
+        sampler.state_dict()  # type: ignore[attr-defined]
+    except TypeError as err:  # e.g. a wrapper around torch's RandomSampler: no state to compare
+        raise TypeError(
+            f"{name} should describe its epoch by state_dict(), which OrderAhead compares to "
+            f"know a drawn order is the one iter() would yield, but {name}.state_dict() of "
+            f"{name}={sampler!r} raised: {err}"
+        ) from err
+
+
+def _twin(sampler: Any) -> Any:
+    """A copy of ``sampler`` that ``set_epoch`` and ``epoch_order`` can use without touching it.
+
+    A shallow copy: this package's samplers only rebind their own attributes in ``set_epoch``,
+    ``load_state_dict`` and ``epoch_order``, never write into what the copy shares with them
+    (the dataset, the labels). DistributedSamplerWrapper forwards ``set_epoch`` to its inner
+    sampler, through its DatasetFromSampler: both are copied for the twin too.
+    """
+    twin = copy.copy(sampler)
+    if isinstance(sampler, DistributedSamplerWrapper):
+        has_epoch = callable(getattr(sampler.sampler, "set_epoch", None))
+        twin.sampler = _twin(sampler.sampler) if has_epoch else sampler.sampler
+        twin.dataset = DatasetFromSampler(twin.sampler)  # draws nothing until asked
+    return twin
+
+
+class _Draw:
+    """One epoch's order, drawn by ``twin.epoch_order()`` on a thread of its own.
+
+    ``key`` is the twin's ``state_dict()`` before the draw: the order is the next ``iter()``
+    of any sampler in that state. A draw that raises leaves ``None``: the sampler then draws
+    (and raises) on the loop's own thread, where the error belongs.
+    """
+
+    def __init__(self, key: dict[str, Any], twin: Any) -> None:
+        self.key, self.order = key, None
+        name = f"OrderAhead epoch {twin.epoch}"  # threading.enumerate() says what it draws
+        self._thread = threading.Thread(target=self._run, args=(twin,), name=name)
+        # not a daemon: the interpreter waits for it at exit (at most one draw). A daemon
+        # thread still inside torch's randperm when Python shuts down aborts the process
+        self._thread.daemon = False
+        self._thread.start()
+
+    def _run(self, twin: Any) -> None:
+        try:
+            # contiguous: keep only this rank's share, not the whole permutation it is a view of
+            self.order = twin.epoch_order().contiguous()
+        except Exception:  # the sampler raises it again, in the loop, if that epoch is asked for
+            self.order = None
+
+    def result(self) -> torch.Tensor | None:
+        self._thread.join()  # an instant once the draw is done; the rest of it otherwise
+        return self.order
+
+
+class OrderAhead(Sampler[int]):
+    r"""Yield ``sampler``'s indices, with each next epoch's order drawn while this one is read.
+
+    Reading epoch ``e`` starts drawing epoch ``e + 1`` on a background thread (after the first
+    index of ``e`` is out). After ``set_epoch(e + 1)``, ``iter()`` hands out that order at once.
+    Any other sequence (another epoch, the same one again, a loaded checkpoint) reads the
+    sampler as it is, so the indices are always exactly ``list(sampler)``: the drawn order is
+    used only when ``sampler.state_dict()`` equals the state it was drawn for.
+
+    It holds one drawn order (this rank's share of the next epoch) besides the one being read,
+    and runs at most one thread, which ends with its draw (a program that ends during a draw
+    waits for it). The sampler stays in the main process: with a DataLoader (any
+    ``num_workers``) pass ``sampler=OrderAhead(...)`` as usual. Workers forked while a draw
+    still runs (an epoch shorter than the draw) inherit no part of it; Python 3.12+ warns
+    about any fork beside a running thread, which ``persistent_workers=True`` avoids.
+    Change the sampler only through this wrapper (or its own ``set_epoch`` and
+    ``load_state_dict``): its settings are copied when a draw starts.
+
+    Args:
+        sampler: a sampler with ``set_epoch()``, ``epoch_order()``, ``state_dict()`` and
+            ``epoch`` whose order depends on its settings and state only, as this package's
+            :class:`~distsampling.DistributedSampler`, :class:`~distsampling.UnpaddedDistributedSampler`,
+            :class:`~distsampling.WeightedBalanceClassSampler` and
+            :class:`~distsampling.DistributedSamplerWrapper` (around one of them or a fixed list).
+
+    Examples:
+        >>> from distsampling import DistributedSampler
+        >>> s = OrderAhead(DistributedSampler(range(10), num_replicas=2, rank=0, seed=0))
+        >>> list(s)  # epoch 0; epoch 1 is drawn meanwhile
+        [4, 7, 3, 0, 6]
+        >>> s.set_epoch(1)
+        >>> list(s)  # the order drawn in the background: DistributedSampler's epoch 1
+        [5, 1, 0, 9, 7]
+    """
+
+    def __init__(self, sampler: Sampler[int]) -> None:
+        _check_sampler(sampler)
+        self.sampler = sampler
+        self._next: _Draw | None = None  # the order drawn (or being drawn) for the next epoch
+        # (state, reader) while iter() hands out a drawn order; None: the sampler's own iter()
+        self._own: tuple[dict[str, Any], _Reader] | None = None
+
+    @property
+    def epoch(self) -> int:
+        r"""The wrapped sampler's epoch."""
+        return self.sampler.epoch  # type: ignore[attr-defined]
+
+    def _take(self, state: dict[str, Any]) -> torch.Tensor | None:
+        # the drawn order if it was drawn for exactly this state (waiting for the rest of the
+        # draw if needed), else None; a taken order is handed over, never kept here as well
+        draw = self._next
+        if draw is None or draw.key != state:
+            return None
+        self._next = None
+        return draw.result()
+
+    def _draw(self, epoch: int) -> None:
+        # start drawing `epoch` on a copy, unless that very state is drawn (or drawing) already
+        twin = _twin(self.sampler)
+        twin.set_epoch(epoch)
+        key = twin.state_dict()
+        if self._next is not None and self._next.key == key:
+            return
+        if self._next is not None:  # another epoch's draw: let it end, so one thread at most
+            self._next.result()
+        self._next = _Draw(key, twin)
+
+    def _then_draw(self, ints: Iterator[int], epoch: int) -> Iterator[Iterator[int]]:
+        # the first index, then start drawing the next epoch, then the rest (chained in C)
+        yield islice(ints, 1)
+        self._draw(epoch + 1)
+        yield ints
+
+    def __iter__(self) -> Iterator[int]:
+        state = self.sampler.state_dict()  # type: ignore[attr-defined]
+        order, epoch = self._take(state), self.epoch
+        if order is None:  # not drawn for this state: the sampler's own iter(), as without us
+            self._own = None
+            ints = iter(self.sampler)
+        else:  # drawn for this state: hand it out, counting for state_dict
+            reader = _Reader(lambda: order)
+            self._own = (state, reader)
+            ints = reader.ints
+        return chain.from_iterable(self._then_draw(ints, epoch))
+
+    def __len__(self) -> int:
+        return len(self.sampler)  # type: ignore[arg-type]
+
+    def set_epoch(self, epoch: int) -> None:
+        r"""Set the sampler's epoch: ``iter()`` then hands out the order drawn for it, if any.
+
+        Args:
+            epoch: epoch number (whatever the sampler's ``set_epoch`` takes).
+        """
+        before = self.epoch
+        self.sampler.set_epoch(epoch)  # type: ignore[attr-defined]
+        if self.epoch != before:  # as the samplers do: another epoch forgets the last iter()
+            self._own = None
+
+    def epoch_order(self) -> torch.Tensor:
+        r"""The indices the next ``iter()`` yields, as a 1-D tensor: the sampler's ``epoch_order()``."""
+        draw = self._next
+        if draw is not None and draw.key == self.sampler.state_dict():  # type: ignore[attr-defined]
+            order = draw.result()
+            if order is not None:
+                return order.clone()  # a copy: the caller may write into it, iter() reads it
+        return self.sampler.epoch_order()  # type: ignore[attr-defined]
+
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        r"""The sampler's ``state_dict()``, as if it had handed out the indices itself.
+
+        Args:
+            consumed: samples of the current ``iter()`` the loop has used (DistributedSampler's
+                argument, for a DataLoader whose workers prefetch; see its ``state_dict``).
+        """
+        params = inspect.signature(self.sampler.state_dict).parameters  # type: ignore[attr-defined]
+        if consumed is not None and "consumed" not in params:
+            raise TypeError(
+                f"consumed is DistributedSampler.state_dict's argument, but sampler="
+                f"{self.sampler!r} has a state_dict() without it; got consumed={consumed!r}"
+            )
+        if self._own is None:  # the sampler read its own epoch: its state is the state
+            args = () if consumed is None else (consumed,)
+            return self.sampler.state_dict(*args)  # type: ignore[attr-defined]
+        state, reader = self._own  # its state when iter() began, `position` later by what we read
+        count = reader.yielded
+        if consumed is not None:
+            count = check_int("consumed", consumed, low=0, high=count)
+        return {**state, "position": state["position"] + count}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        r"""Load ``state`` into the sampler; the next ``iter()`` resumes there.
+
+        Args:
+            state: a ``state_dict()`` of this wrapper or of the sampler (they are the same).
+        """
+        self.sampler.load_state_dict(state)  # type: ignore[attr-defined]
+        self._own = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a thread cannot be pickled or copied: a copy draws its next epoch itself
+        return {**vars(self), "_next": None}

@@ -1,0 +1,348 @@
+"""Properties of OrderAhead: the wrapped sampler's indices exactly, only drawn an epoch early.
+
+Against torch's DistributedSampler and against the wrapped sampler itself, for any sequence of
+set_epoch calls (repeats, skips, going back), partial reads, state_dict/load_state_dict and
+epoch_order; the order after set_epoch(e + 1) really is the one drawn in the background; at
+most one thread, which the interpreter waits for at exit; DataLoader with and without workers; errors that name the sampler.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import subprocess
+import sys
+import threading
+from itertools import islice
+from typing import Any
+
+import pytest
+import torch
+import torch.utils.data as tud
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distsampling import (
+    DistributedSampler,
+    DistributedSamplerWrapper,
+    OrderAhead,
+    UnpaddedDistributedSampler,
+    WeightedBalanceClassSampler,
+)
+from strategies import flags, sampler_args, seeds, world_sizes
+
+LABELS = [0] * 7 + [1] * 3 + [2] * 2  # 12 samples in 3 classes, for the weighted sampler
+
+#: epoch sequences a loop may call set_epoch with: repeats, skips and going back included
+epoch_sequences = st.lists(st.integers(min_value=0, max_value=5), min_size=1, max_size=8)
+#: the kinds of sampler OrderAhead takes, each built alike by ``build``
+ahead_kinds = st.sampled_from(
+    [
+        "DistributedSampler",
+        "UnpaddedDistributedSampler",
+        "DistributedSamplerWrapper(WeightedBalanceClassSampler)",
+        "DistributedSamplerWrapper(list)",
+        "WeightedBalanceClassSampler",
+    ]
+)
+#: the epoch a loop sets before reading: the next one (None, the usual loop) or any one
+epoch_choices = st.one_of(st.none(), st.integers(min_value=0, max_value=5))
+#: what a loop does after reading part of an epoch: (what, its number)
+after_reads = st.one_of(
+    st.tuples(st.just("more"), st.integers(min_value=0, max_value=45)),  # read on
+    st.tuples(st.just("state"), st.none()),
+    st.tuples(st.just("consumed"), st.integers(min_value=0, max_value=45)),
+    st.tuples(st.just("order"), st.none()),
+    st.tuples(st.just("len"), st.none()),
+    st.tuples(st.just("load"), st.integers(min_value=0, max_value=9)),  # a state saved before
+    st.tuples(st.just("set_epoch"), st.integers(min_value=0, max_value=5)),
+)
+#: one round of a training loop: set an epoch, iter() and read k indices, then more steps
+loop_rounds = st.tuples(
+    epoch_choices, st.integers(min_value=0, max_value=45), st.lists(after_reads, max_size=3)
+)
+#: what a training loop does, round after round
+loops = st.lists(loop_rounds, min_size=1, max_size=6)
+
+
+def build(kind: str, n: int, world: int, rank: int, shuffle: bool, seed: int, drop_last: bool):
+    """A sampler of ``kind``, built alike on every call."""
+    if kind == "DistributedSampler":
+        return DistributedSampler(range(n), world, rank, shuffle, seed, drop_last)
+    if kind == "UnpaddedDistributedSampler":
+        return UnpaddedDistributedSampler(range(n), world, rank, shuffle, seed)
+    if kind == "DistributedSamplerWrapper(WeightedBalanceClassSampler)":
+        inner = WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=n, seed=seed)
+        return DistributedSamplerWrapper(inner, world, rank, shuffle, seed, drop_last)
+    if kind == "DistributedSamplerWrapper(list)":
+        inner = [(7 * i) % 11 for i in range(n)]  # a fixed inner epoch, repeats included
+        return DistributedSamplerWrapper(inner, world, rank, shuffle, seed, drop_last)
+    if kind == "WeightedBalanceClassSampler":
+        return WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=n, seed=seed)
+    raise AssertionError(kind)
+
+
+def outcome(call) -> tuple:
+    """What a call answered: its value (a tensor as a list), or the error it raised."""
+    try:
+        value = call()
+    except (TypeError, ValueError, RuntimeError) as err:
+        return ("raised", type(err), str(err))
+    return ("value", value.tolist() if isinstance(value, torch.Tensor) else value)
+
+
+def ahead_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("OrderAhead")]
+
+
+def wait_for_draws() -> None:
+    """Let draws left by earlier tests end, so that a count of threads is this test's own."""
+    for t in ahead_threads():
+        t.join(timeout=60)
+
+
+def step(what: str, j: int, plain, ahead, its: dict, saved: list, kind: str) -> tuple | None:
+    """Do ``what`` to both samplers; None if they answered alike, else both answers."""
+    if what == "more":
+        got = [list(islice(its[name], j)) for name in ("plain", "ahead")]
+    elif what == "state":
+        got = [plain.state_dict(), ahead.state_dict()]
+        saved.append(got[0])
+    elif what == "consumed" and kind in ("DistributedSampler", "UnpaddedDistributedSampler"):
+        got = [outcome(lambda s=s: s.state_dict(consumed=j)) for s in (plain, ahead)]
+    elif what == "consumed":  # the others have no such argument: refused alike, not ignored
+        got = [outcome(lambda s=s: s.state_dict(consumed=j))[:2] for s in (plain, ahead)]
+    elif what == "order":
+        got = [outcome(s.epoch_order) for s in (plain, ahead)]
+    elif what == "len":
+        got = [len(plain), len(ahead)]
+    elif what == "set_epoch":
+        got = [outcome(lambda s=s: s.set_epoch(j)) for s in (plain, ahead)]
+    else:  # load a state saved earlier in the loop
+        state = saved[j % len(saved)]
+        got = [outcome(lambda s=s: s.load_state_dict(state)) for s in (plain, ahead)]
+    return None if got[0] == got[1] else tuple(got)
+
+
+@given(n=st.integers(min_value=0, max_value=60), args=sampler_args(), epochs=epoch_sequences)
+def test_yields_torchs_distributed_sampler_epochs_for_any_sequence_of_set_epoch(n, args, epochs):
+    """Invariant: for any sequence of set_epoch calls, each epoch of OrderAhead(DistributedSampler)
+    is index for index torch's DistributedSampler's epoch, and len is torch's."""
+    ours = OrderAhead(DistributedSampler(range(n), **args))
+    torchs = tud.DistributedSampler(range(n), **args)
+    for epoch in epochs:
+        ours.set_epoch(epoch)
+        torchs.set_epoch(epoch)
+        assert list(ours) == list(torchs)
+        assert len(ours) == len(torchs)
+
+
+@given(
+    kind=ahead_kinds,
+    n=st.integers(min_value=0, max_value=40),
+    world=world_sizes,
+    shuffle=flags,
+    seed=seeds,
+    drop_last=flags,
+    rounds=loops,
+    data=st.data(),
+)
+def test_every_step_of_a_loop_answers_as_the_wrapped_sampler_does(
+    kind, n, world, shuffle, seed, drop_last, rounds, data
+):
+    """Invariant: whatever a loop does (set_epoch to any epoch, partial reads, reading on, state
+    and consumed, epoch_order, len, loading an earlier state), OrderAhead answers each step
+    exactly as the sampler it wraps would, errors included."""
+    rank = data.draw(st.integers(min_value=0, max_value=world - 1), label="rank")
+    plain = build(kind, n, world, rank, shuffle, seed, drop_last)
+    ahead = OrderAhead(build(kind, n, world, rank, shuffle, seed, drop_last))
+    saved = [plain.state_dict()]
+    for epoch, k, steps in rounds:
+        epoch = plain.epoch + 1 if epoch is None else epoch
+        plain.set_epoch(epoch)
+        ahead.set_epoch(epoch)
+        its = {"plain": iter(plain), "ahead": iter(ahead)}
+        assert list(islice(its["plain"], k)) == list(islice(its["ahead"], k))
+        for what, j in steps:
+            assert step(what, j, plain, ahead, its, saved, kind) is None, (what, j)
+    # and the rest of the last iter(), then the state after it
+    assert list(its["plain"]) == list(its["ahead"])
+    assert plain.state_dict() == ahead.state_dict()
+
+
+class Spy(DistributedSampler):
+    """A DistributedSampler that notes which thread draws each epoch, and where iter() runs."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: list[tuple[str, int, str]] = []  # shared with copies: every call is noted
+
+    def epoch_order(self) -> torch.Tensor:
+        self.calls.append(("epoch_order", self.epoch, threading.current_thread().name))
+        return super().epoch_order()
+
+    def __iter__(self):
+        self.calls.append(("iter", self.epoch, threading.current_thread().name))
+        return super().__iter__()
+
+
+@given(n=st.integers(min_value=1, max_value=60), args=sampler_args(), epochs=epoch_sequences)
+def test_after_set_epoch_e_plus_1_the_order_drawn_in_the_background_is_handed_out(n, args, epochs):
+    """Invariant: an epoch that follows the one read before it (set_epoch(e + 1) after reading
+    e) is drawn by epoch_order() on a background thread and never by the sampler's own iter();
+    any other epoch (first, repeated, skipped, earlier) is read by the sampler's own iter()."""
+    spy = Spy(range(n), **args)
+    ahead, last = OrderAhead(spy), None
+    main = threading.current_thread().name
+    for epoch in epochs:
+        ahead.set_epoch(epoch)
+        start = len(spy.calls)
+        list(ahead)
+        own = [c for c in spy.calls[start:] if c[0] == "iter"]
+        if last is not None and epoch == last + 1:  # predicted: drawn ahead, not read again
+            assert own == []
+        else:
+            assert own == [("iter", epoch, main)]
+        last = epoch
+    wait_for_draws()  # the last epoch's draw of the one after it, too
+    draws = [c for c in spy.calls if c[0] == "epoch_order"]
+    assert draws and all(name == f"OrderAhead epoch {e}" for _, e, name in draws)
+
+
+@given(n=st.integers(min_value=1, max_value=60), args=sampler_args(), epochs=epoch_sequences)
+def test_at_most_one_drawing_thread_runs_and_none_outlives_its_draw(n, args, epochs):
+    """Invariant: at every step at most one OrderAhead thread is alive, and once its draw is
+    done it ends: none is left behind when the sampler is dropped."""
+    wait_for_draws()
+    ahead = OrderAhead(DistributedSampler(range(n), **args))
+    for epoch in epochs:
+        ahead.set_epoch(epoch)
+        it = iter(ahead)
+        for _ in it:  # a draw starts after the first index: count while the epoch is read
+            assert len(ahead_threads()) <= 1
+    del ahead, it
+    gc.collect()
+    wait_for_draws()
+    assert ahead_threads() == []
+
+
+@pytest.mark.timeout(120)
+def test_a_program_that_ends_while_a_draw_runs_exits_cleanly():
+    """Invariant: a script whose loop ends while the next epoch is being drawn exits with
+    status 0 and nothing on stderr: the interpreter waits for the draw (a thread killed inside
+    torch's randperm at exit would abort the process)."""
+    script = (
+        "from distsampling import DistributedSampler, OrderAhead\n"
+        "s = OrderAhead(DistributedSampler(range(2_000_000), num_replicas=1, rank=0))\n"
+        "it = iter(s); next(it); next(it)\n"  # epoch 1 is being drawn: end the program now
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=100
+    )
+    assert (proc.returncode, proc.stderr) == (0, "")
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_dataloader_reads_the_wrapped_samplers_batches_with_any_number_of_workers(workers):
+    """Invariant: a DataLoader over OrderAhead(sampler), with or without worker processes,
+    yields the batches of a DataLoader over the sampler alone, epoch after epoch (the sampler
+    lives in the main process: workers only fetch)."""
+    data = list(range(103))
+    epochs = [0, 1, 2, 2, 5, 4, 5, 6]
+
+    def batches(sampler) -> list[list[list[int]]]:
+        loader = tud.DataLoader(data, batch_size=8, sampler=sampler, num_workers=workers)
+        out = []
+        for epoch in epochs:
+            sampler.set_epoch(epoch)
+            out.append([b.tolist() for b in loader])
+        return out
+
+    args = {"num_replicas": 3, "rank": 1, "seed": 7}
+    plain = batches(tud.DistributedSampler(data, **args))  # torch's, the reference
+    assert batches(OrderAhead(DistributedSampler(data, **args))) == plain
+
+
+def test_a_copy_taken_while_a_draw_runs_reads_the_same_epochs():
+    """Invariant: copy.deepcopy (what a framework may do to a sampler) works while a thread is
+    drawing, and the copy reads the same epochs as the original."""
+    ahead = OrderAhead(DistributedSampler(range(1000), num_replicas=2, rank=1, seed=3))
+    first = list(ahead)  # epoch 1 is being drawn now
+    twin = copy.deepcopy(ahead)
+    for s in (ahead, twin):
+        s.set_epoch(1)
+    assert list(twin) == list(ahead) != first
+
+
+def test_a_draw_that_fails_raises_the_samplers_own_error_in_the_loop():
+    """Invariant: when the next epoch cannot be drawn (seed + epoch beyond torch.Generator's
+    range), the background draw raises nothing; iter() raises the sampler's own error, where
+    the loop calls it."""
+    seed = 2**64 - 1  # epoch 0 is the last epoch this seed can draw
+    ahead = OrderAhead(DistributedSampler(range(10), num_replicas=1, rank=0, seed=seed))
+    assert sorted(ahead) == list(range(10))  # epoch 1's draw fails meanwhile
+    ahead.set_epoch(1)
+    plain = DistributedSampler(range(10), num_replicas=1, rank=0, seed=seed)
+    plain.set_epoch(1)
+    with pytest.raises(ValueError, match="seed \\+ epoch should be in") as ours:
+        iter(ahead)
+    with pytest.raises(ValueError) as theirs:
+        iter(plain)
+    assert str(ours.value) == str(theirs.value)
+
+
+class OwnIter(DistributedSampler):
+    """Overrides __iter__ only: its epoch_order() no longer says what it yields."""
+
+    def __iter__(self):
+        return iter(reversed(list(super().__iter__())))
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: [3, 1, 2], r"sampler=\[3, 1, 2\] of type list, which lacks set_epoch\(\), epoch_order\(\)"),
+        (lambda: tud.RandomSampler(range(4)), r"of type RandomSampler, which lacks set_epoch\(\)"),
+        (lambda: tud.DistributedSampler(range(4), 1, 0), r"of type DistributedSampler, which lacks epoch_order\(\)"),
+        (lambda: DistributedSamplerWrapper(tud.DistributedSampler(range(4), 1, 0), 1, 0),
+         r"sampler.sampler should have set_epoch\(\).* which lacks epoch_order\(\)"),
+        (lambda: DistributedSamplerWrapper(tud.RandomSampler(range(4)), 1, 0),
+         r"sampler.state_dict\(\) of sampler=.* raised: DistributedSamplerWrapper can save"),
+        (lambda: OwnIter(range(4), 1, 0), r"OwnIter overrides __iter__ without epoch_order\(\)"),
+    ],
+    ids=["list", "RandomSampler", "torch DistributedSampler", "inner without epoch_order",
+         "inner RandomSampler", "own __iter__"],
+)  # fmt: skip
+def test_a_sampler_it_cannot_draw_ahead_is_refused_naming_it(make, match):
+    """Invariant: a sampler without set_epoch/epoch_order/state_dict (or whose epoch_order is
+    not what it yields) is refused at construction, with the sampler and what it lacks named."""
+    with pytest.raises(TypeError, match=match):
+        OrderAhead(make())
+
+
+def test_writing_into_epoch_order_changes_nothing_iter_yields():
+    """Invariant: epoch_order() hands out a tensor of its own, also when the next epoch was
+    drawn ahead: a caller writing into it changes nothing that iter() yields."""
+    ahead = OrderAhead(DistributedSampler(range(20), num_replicas=2, rank=0))
+    plain = DistributedSampler(range(20), num_replicas=2, rank=0)
+    list(ahead)  # epoch 1 is drawn meanwhile
+    for s in (ahead, plain):
+        s.set_epoch(1)
+    ahead.epoch_order().fill_(-1)
+    assert list(ahead) == list(plain)
+
+
+def test_consumed_beyond_what_a_drawn_order_handed_out_is_refused():
+    """Invariant: state_dict(consumed=...) while a drawn order is read takes 0..handed out,
+    as DistributedSampler does, and names the value otherwise."""
+    ahead = OrderAhead(DistributedSampler(range(20), num_replicas=2, rank=0))
+    list(ahead)
+    ahead.set_epoch(1)
+    it = iter(ahead)
+    next(it), next(it)
+    assert ahead.state_dict(consumed=1)["position"] == 1
+    with pytest.raises(
+        ValueError, match=r"consumed should be in the interval \[0, 2\], but got consumed=3"
+    ):
+        ahead.state_dict(consumed=3)
