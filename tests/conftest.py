@@ -1,4 +1,4 @@
-"""Hypothesis profiles and shared fixtures.
+"""Hypothesis profiles, and the hooks that keep the suite's parallel run honest.
 
 Profiles (pick one with ``HYPOTHESIS_PROFILE=...``; ``make test`` uses ``ci``):
 
@@ -6,12 +6,17 @@ Profiles (pick one with ``HYPOTHESIS_PROFILE=...``; ``make test`` uses ``ci``):
   red CI is reproducible and a green one is not luck.
 - ``dev``: a smaller budget and a random seed, for quick local loops.
 - ``thorough``: ten times the ``ci`` budget with a random seed, for a deep search before a release.
+
+Hooks: ``pytest -n N`` runs the tests of one ``xdist_group`` on one worker (so a fixture they
+share, such as one 2-node torchrun run or one site build, runs once); under ``CI=true`` the
+tests that took over ``DISTSAMPLING_SLOW_TEST_SECONDS`` (10 by default) are listed at the end.
 """
 
 from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.differing_executors]
@@ -26,3 +31,74 @@ settings.register_profile(
     "thorough", max_examples=1000, deadline=None, print_blob=True, suppress_health_check=_SUPPRESS
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+# --- xdist groups: the tests of one ``xdist_group`` run on one worker -----------------------------
+
+
+def pytest_configure(config):
+    """``pytest -n N`` without ``--dist``: distribute by group, as ``make test`` does.
+
+    A group holds the tests that share an expensive fixture (one real process group, one
+    2-node torchrun run): split over workers, each worker would start it again.
+    """
+    given = config.invocation_params.args
+    explicit = any(str(a).startswith(("--dist", "-d")) for a in given)
+    if getattr(config.option, "numprocesses", None) and not explicit:
+        if config.option.dist == "load":  # xdist's default once -n is given
+            config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """Tell each xdist worker whether the controller distributes by group (the worker parses
+    the command line again, so it would not know when ``pytest_configure`` chose it)."""
+    node.workerinput["loadgroup"] = node.config.option.dist == "loadgroup"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """On an xdist worker under ``--dist loadgroup``: give each grouped test its ``@group`` id.
+
+    xdist (3.8) renames ``item._nodeid``; pytest 9.2 keeps the id in ``item._id`` instead, so
+    xdist's renaming is lost and every group is spread over the workers. Renamed here, once.
+    """
+    worker = getattr(config, "workerinput", {})  # what the controller sent this worker
+    if not worker.get("loadgroup"):
+        return
+    for item in items:
+        groups = sorted(
+            {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+             for m in item.iter_markers("xdist_group")}
+        )  # fmt: skip
+        suffix = "@" + "_".join(groups)
+        if not groups or item.nodeid.endswith(suffix):  # ungrouped, or xdist renamed it
+            continue
+        if hasattr(item, "_id"):  # pytest >= 9.2: a structured id, its string form cached
+            item._id = type(item._id).parse(item.nodeid + suffix)
+        else:
+            item._nodeid = item.nodeid + suffix
+
+
+# --- a guard on the suite's speed: tests over 10 s are named at the end under CI -----------------
+
+SLOW_TEST_SECONDS = float(os.environ.get("DISTSAMPLING_SLOW_TEST_SECONDS", "10"))
+_durations: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Sum each test's setup, call and teardown (a shared fixture counts for its first user)."""
+    _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Under ``CI=true``, list the tests that took over ``SLOW_TEST_SECONDS``: a report, not a
+    failure (a loaded machine is no bug), so that a slow test is seen the day it lands."""
+    if os.environ.get("CI", "").lower() != "true" or hasattr(config, "workerinput"):
+        return
+    slow = sorted(((d, n) for n, d in _durations.items() if d > SLOW_TEST_SECONDS), reverse=True)
+    if slow:
+        title = f"tests over {SLOW_TEST_SECONDS:g} s (setup + call + teardown)"
+        terminalreporter.section(title)
+        for seconds, nodeid in slow:
+            terminalreporter.write_line(f"{seconds:6.1f}s {nodeid}")

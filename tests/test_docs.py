@@ -152,6 +152,15 @@ def test_every_fence_is_run_or_checked(page: Path):
             pytest.fail(f"{where}: a ```{block.lang} block is neither run nor checked")
 
 
+def starts_a_process_group(body: str) -> bool:
+    """Whether a console block starts a real process group: ``torchrun``, or an example script
+    that starts torchrun agents or ranks itself (``run_nodes``, ``run_world``)."""
+    scripts = re.findall(r"docs/examples/[\w/]+\.py", body)
+    return "torchrun" in body or any(
+        re.search(r"\brun_(nodes|world)\(", (ROOT / script).read_text()) for script in scripts
+    )
+
+
 def console_blocks() -> list:
     """Every ```` ```console ```` block of the docs, one test each: they start processes
     (torchrun, the CLI), so a page of them would be one long test."""
@@ -159,8 +168,10 @@ def console_blocks() -> list:
         pytest.param(
             block,
             id=f"{page.relative_to(ROOT)}:{block.line}",
-            # torchrun starts a real process group
-            marks=[pytest.mark.multiprocess] if "torchrun" in block.body else [],
+            # a real process group: one at a time with the other worlds (2 cores hold one)
+            marks=[pytest.mark.multiprocess, pytest.mark.xdist_group("worlds")]
+            if starts_a_process_group(block.body)
+            else [],
         )
         for page in PAGES
         for block in fences(page.read_text())

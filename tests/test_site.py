@@ -1,6 +1,7 @@
 """The built site, as a reader sees it: every docstring role a link, no internal jargon anywhere.
 
-The site is built once per session (``mkdocs build --strict`` into a temporary folder); the
+The site is built once per run (``mkdocs build --strict`` into a temporary folder: the tests
+that read it form one xdist group, so one worker builds it); the
 words readers see are also read from ``src/``, ``docs/``, the README and the CLI/demo output.
 """
 
@@ -39,6 +40,7 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.xdist_group("site")
 def test_no_docstring_role_is_left_as_literal_text(site: Path):
     """Invariant: every ``:class:``/``:func:``/``:meth:``/``:attr:`` role of a rendered
     docstring became a link; none shows as literal text on any page."""
@@ -49,6 +51,7 @@ def test_no_docstring_role_is_left_as_literal_text(site: Path):
     assert not literal, "literal roles in the built pages:\n" + "\n".join(literal)
 
 
+@pytest.mark.xdist_group("site")
 def test_docstring_roles_become_links_to_their_objects(site: Path):
     """Invariant: a role renders as a link to the anchor of the object it names."""
     api = (site / "api" / "index.html").read_text()
