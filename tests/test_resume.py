@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from distsampling import (
     resumed_positions,
     run_world,
 )
+from distsampling.distributed import _epoch_order_of
 from strategies import (
     elastic_kinds,
     elastic_world_sizes,
@@ -214,6 +216,165 @@ def test_the_rank_check_over_a_wrapped_random_sampler_epoch_order_draws_once():
     plain, looked_at = wrapper(), wrapper()
     looked_at.epoch_order()
     assert list(looked_at) == list(plain)
+
+
+@given(kind=resumable_kinds, p=params(), world=world_sizes, epoch=epochs, data=st.data())
+def test_a_loaded_state_is_saved_back_unchanged_and_epoch_order_shows_the_rest(
+    kind, p, world, epoch, data
+):
+    """Invariant: on the world it was saved on, a loaded state is what state_dict() returns
+    before the next iter() (a checkpoint of a checkpoint is the same checkpoint), and
+    epoch_order() after the load is exactly what the resumed iter() yields."""
+    rank = data.draw(ranks_for(world))
+    if kind == "IterationBasedBatchSampler(BatchSampler(DistributedSampler))" and p["n"] < world:
+        p["n"] = world  # a rank with no sample can never reach num_iterations (tested elsewhere)
+    if kind == "WeightedBalanceClassSampler":
+        world, rank = 1, 0
+    interrupted = build(kind, world, rank, p)
+    set_epoch(interrupted, epoch)
+    k = data.draw(stop_points(len(list(interrupted))), label="k")
+    set_epoch(interrupted, epoch)
+    take(interrupted, k)
+    state = roundtrip(interrupted.state_dict())
+    resumed = build(kind, world, rank, p)
+    resumed.load_state_dict(state)
+    assert roundtrip(resumed.state_dict()) == state
+    sampler = resumed if hasattr(resumed, "epoch_order") else getattr(resumed, "sampler", None)
+    if hasattr(sampler, "epoch_order"):
+        assert sampler.epoch_order().tolist() == list(sampler)
+
+
+@given(n=st.integers(0, 12), world=world_sizes, data=st.data())
+def test_resumed_positions_defaults_are_torchs_padded_split(n, world, data):
+    """Invariant: drop_last and pad left out are torch's defaults (pad, keep the tail): from
+    stream 0 every rank's positions are torch's unshuffled indices, padding wrapped mod n
+    (one sample on many ranks included), and from any start the same as passing
+    drop_last=False, pad=True."""
+    start = data.draw(st.integers(0, n), label="start")
+    for rank in range(world):
+        theirs = list(DistributedSampler(range(n), world, rank, shuffle=False))
+        assert resumed_positions(n, world, rank, 0).tolist() == theirs
+        assert torch.equal(
+            resumed_positions(n, world, rank, start),
+            resumed_positions(n, world, rank, start, drop_last=False, pad=True),
+        )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "error"),
+    [
+        ("n", -1, ValueError),
+        ("n", 2.0, TypeError),
+        ("num_replicas", 0, ValueError),
+        ("num_replicas", "2", TypeError),
+        ("rank", 2, ValueError),
+        ("start", -1, ValueError),
+        ("start", 11, ValueError),
+        ("start", 1.5, TypeError),
+        ("drop_last", 1, TypeError),
+        ("pad", 1, TypeError),
+    ],
+)
+def test_resumed_positions_refuses_bad_arguments_naming_the_value(name, value, error):
+    """Invariant: each argument of resumed_positions is checked in the sampler's words: the
+    error names the argument and the value (start in [0, n], at least one rank)."""
+    args = {"n": 10, "num_replicas": 2, "rank": 1, "start": 4, "drop_last": False, "pad": True}
+    args[name] = value
+    with pytest.raises(error, match=rf"\b{name} should be .*but got {name}={value!r}"):
+        resumed_positions(**args)
+
+
+@given(
+    n=st.integers(0, 30),
+    world=world_sizes,
+    drop_last=flags,
+    unpadded=st.booleans(),
+    data=st.data(),
+)
+def test_a_loaded_position_is_accepted_exactly_up_to_rank_zeros_count_from_its_start(
+    n, world, drop_last, unpadded, data
+):
+    """Invariant: a state's position is at most what rank 0 reads from its stream start
+    (resumed_positions' count: floor with drop_last, no padding when unpadded); one more is
+    refused naming the position."""
+    start = data.draw(st.integers(0, n), label="start")
+    position = data.draw(st.integers(0, n + 1), label="position")
+    if unpadded:
+        drop_last = False
+        sampler = UnpaddedDistributedSampler(range(n), world, 0)
+    else:
+        sampler = DistributedSampler(range(n), world, 0, drop_last=drop_last)
+    state = {**sampler.state_dict(), "start": start, "position": position}
+    most = len(resumed_positions(n, world, 0, start, drop_last=drop_last, pad=not unpadded))
+    if position <= most:
+        sampler.load_state_dict(state)
+        assert sampler.state_dict()["position"] == position
+    else:
+        with pytest.raises(
+            ValueError, match=rf"^position should be .*but got position={position}$"
+        ):
+            sampler.load_state_dict(state)
+
+
+@given(n=st.integers(0, 30), world=world_sizes, data=st.data())
+def test_state_dict_takes_a_consumed_count_exactly_up_to_what_was_handed_out(n, world, data):
+    """Invariant: state_dict(consumed=c) accepts c in [0, handed out] and saves position c; a
+    fresh sampler or one just loaded has handed out nothing (only 0, which keeps the loaded
+    position); anything else is refused naming consumed."""
+    rank = data.draw(ranks_for(world), label="rank")
+    s = DistributedSampler(range(n), world, rank, seed=1)
+
+    def accepts(sampler: DistributedSampler, handed_out: int, position: int) -> None:
+        for c in (-1, 0, handed_out, handed_out + 1):
+            if 0 <= c <= handed_out:
+                assert sampler.state_dict(consumed=c)["position"] == position + c
+            else:
+                with pytest.raises(
+                    ValueError, match=rf"^consumed should be .*but got consumed={c}$"
+                ):
+                    sampler.state_dict(consumed=c)
+
+    accepts(s, 0, 0)  # no iter() yet
+    k = data.draw(stop_points(len(s)), label="k")
+    take(s, k)
+    accepts(s, k, 0)
+    loaded = DistributedSampler(range(n), world, rank, seed=1)
+    loaded.load_state_dict(s.state_dict())
+    accepts(loaded, 0, k)  # loaded, not yet read: the loaded position, nothing consumed
+
+
+@pytest.mark.parametrize("k", [0, 65535, 65536, 65537, 131072, 131073, 2 * 65536 + 11])
+def test_the_position_counts_every_sample_handed_out_across_long_epochs(k):
+    """Invariant: state_dict()'s position is the number of samples the iterator handed out,
+    however long the share (indices become Python ints in chunks of 65,536) and after the
+    iterator is exhausted."""
+    n = 2 * 65536 + 11
+    s = DistributedSampler(range(n), 1, 0, shuffle=False)
+    it = iter(s)
+    assert list(islice(it, k)) == list(range(k))
+    if k == n:
+        assert next(it, None) is None  # exhausted: the count stays the whole share
+    assert s.state_dict()["position"] == k
+
+
+def test_epoch_order_is_trusted_only_where_the_iterating_class_defines_it():
+    """Invariant: a sampler's epoch_order() stands for its epoch only if the class that
+    defines __iter__ defines epoch_order too: a subclass that iterates otherwise, or an object
+    that does not iterate at all, has no trusted order (None)."""
+
+    class Reversed(DistributedSampler):
+        def __iter__(self):
+            return reversed(list(super().__iter__()))
+
+    class NotIterable:
+        def epoch_order(self) -> torch.Tensor:
+            return torch.arange(3)
+
+    plain = DistributedSampler(range(7), 2, 1, seed=3)
+    assert _epoch_order_of(plain).tolist() == list(plain)
+    assert _epoch_order_of(Reversed(range(7), 2, 1, seed=3)) is None
+    assert _epoch_order_of(NotIterable()) is None
+    assert _epoch_order_of([3, 1, 2]) is None
 
 
 # --- elastic -----------------------------------------------------------------------------------
@@ -404,6 +565,10 @@ def _fresh(**kw: Any) -> DistributedSampler:
         ({"start": 11}, ValueError, "start=11"),
         ({"start": -2}, ValueError, "start=-2"),
         ({"num_replicas": 0}, ValueError, "num_replicas=0"),
+        ({"num_replicas": 0, "start": 11}, ValueError, "num_replicas=0"),  # the first bad field
+        ({"num_replicas": "2"}, TypeError, "num_replicas='2'"),
+        ({"start": 4, "position": 4}, ValueError, "position=4"),  # 6 left on 2 ranks: 3 each
+        ({"start": 10, "position": 1}, ValueError, "position=1"),  # nothing left to read
         ({"epoch": "1"}, TypeError, "epoch='1'"),
     ],
 )
@@ -421,7 +586,7 @@ def test_a_state_missing_a_key_is_refused_naming_it(key):
     """Invariant: every field the sampler reads is required, by name."""
     state = _state()
     del state[key]
-    with pytest.raises(KeyError, match=repr(key)):
+    with pytest.raises(KeyError, match=f"state has no {key!r}: it is not a DistributedSampler"):
         _fresh().load_state_dict(state)
 
 
