@@ -1,10 +1,13 @@
-"""Single-process properties of the rank-consistency digest (the collective runs in test_multiprocess)."""
+"""Properties of the rank-consistency digest, and the collective check on one rank and over a subgroup (more worlds in test_multiprocess)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
 import torch.utils.data.distributed as torch_distributed
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,7 +19,9 @@ from distsampling import (
     DistributedSamplerWrapper,
     RankMismatchError,
     UnpaddedDistributedSampler,
+    assert_rank_consistent,
     epoch_digest,
+    run_world,
 )
 from distsampling.checks import _CAUSES, _raise_if_ranks_differ
 from strategies import dataset_lengths, epochs, seeds, world_sizes
@@ -215,3 +220,36 @@ def test_the_order_of_any_sampler_is_the_hash_of_the_epoch_it_yields(n, world, s
     assert epoch_digest(s)["order"] == plain["order"]
     if n >= 2:  # another order, another hash
         assert epoch_digest(list(whole)[::-1])["order"] != plain["order"]
+
+
+def test_the_check_on_a_one_rank_group_returns_this_ranks_digest():
+    """Invariant: in a one-process group, assert_rank_consistent agrees with itself and returns
+    exactly epoch_digest(sampler), for a plain, an unpadded and a batched sampler."""
+    samplers = [
+        DistributedSampler(range(10), 1, 0, seed=3),
+        UnpaddedDistributedSampler(range(7), 1, 0, seed=1),
+        BatchSampler(DistributedSampler(range(5), 1, 0), 2, drop_last=False),
+    ]
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        for sampler in samplers:
+            assert assert_rank_consistent(sampler) == epoch_digest(sampler)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.multiprocess
+@pytest.mark.xdist_group("worlds")
+@pytest.mark.parametrize("world", [2, 3])
+def test_the_check_over_a_subgroup_compares_exactly_its_ranks(world):
+    """Invariant: assert_rank_consistent(group=g) gathers over g alone: ranks 1..W-1 of a W-rank
+    world, splitting the data among themselves, agree; rank 0, outside g, takes no part. (The
+    one-rank check first, in this process, is the same call.)"""
+    test_the_check_on_a_one_rank_group_returns_this_ranks_digest()
+    tests = str(Path(__file__).parent)
+    results = run_world("worlds:check_in_a_subgroup", world, 11, timeout=90, pythonpath=[tests])
+    assert results[0] is None
+    for member, digest in enumerate(results[1:]):
+        sampler = DistributedSampler(range(11), world - 1, member, seed=4)
+        sampler.set_epoch(2)
+        assert digest == epoch_digest(sampler)
