@@ -472,3 +472,20 @@ def test_the_offset_is_the_seed_sequences_128_bits_of_seed_and_epoch_modulo_size
     128-bit number (first word high), modulo size; no other state enters."""
     high, low = np.random.SeedSequence([seed, epoch]).generate_state(2, dtype=np.uint64)
     assert epoch_offset(size, seed, epoch) == (int(high) * 2**64 + int(low)) % size
+
+
+@given(
+    args=windowed_args(),
+    dtype=st.sampled_from(
+        [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+    ),
+    data=st.data(),
+)
+def test_window_indices_take_starts_of_every_integer_dtype(args, dtype, data):
+    """Invariant: starts as a numpy array of any integer dtype (unsigned ones included, which
+    torch cannot add to int64 directly) give the same int64 windows as a list of ints."""
+    size, window = args["size"], args["window"]
+    starts = data.draw(st.lists(st.integers(0, size - 1), max_size=6), label="starts")
+    expected = window_indices(starts, window, size)
+    got = window_indices(np.array(starts, dtype=dtype), window, size)
+    assert got.dtype == torch.int64 and torch.equal(got, expected)
