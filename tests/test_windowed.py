@@ -489,3 +489,15 @@ def test_window_indices_take_starts_of_every_integer_dtype(args, dtype, data):
     expected = window_indices(starts, window, size)
     got = window_indices(np.array(starts, dtype=dtype), window, size)
     assert got.dtype == torch.int64 and torch.equal(got, expected)
+
+
+@given(bad=st.sets(st.sampled_from(["size", "window", "seed", "drop_last"]), min_size=1))
+def test_the_first_bad_argument_is_the_one_named(bad):
+    """Invariant: SequentialWindowedDataset checks size, window, seed and drop_last in that
+    order: whichever others are wrong too, the error names the first bad one."""
+    good = {"size": 10, "window": 3, "seed": 0, "drop_last": False}
+    wrong = {"size": 0, "window": 11, "seed": -1, "drop_last": 1}
+    args = {k: wrong[k] if k in bad else v for k, v in good.items()}
+    first = next(k for k in good if k in bad)
+    with pytest.raises((ValueError, TypeError), match=rf"^{first} should be "):
+        SequentialWindowedDataset(**args)
