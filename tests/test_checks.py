@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -217,6 +218,10 @@ def test_the_order_of_any_sampler_is_the_hash_of_the_epoch_it_yields(n, world, s
     whole.set_epoch(epoch)
     plain = epoch_digest(list(whole))
     assert plain == {"type": "list", "len": n, "position": None, "order": plain["order"]}
+    # the order's hash: the first 16 hex digits of SHA-1 over the epoch as int64 bytes, so any
+    # index dtype (int32 here, int64 in a list) hashes alike
+    as_bytes = np.asarray(list(whole), dtype=np.int64).tobytes()
+    assert plain["order"] == hashlib.sha1(as_bytes).hexdigest()[:16]
     assert epoch_digest(s)["order"] == plain["order"]
     if n >= 2:  # another order, another hash
         assert epoch_digest(list(whole)[::-1])["order"] != plain["order"]
