@@ -651,6 +651,44 @@ def test_samplers_that_cannot_be_drawn_again_refuse_to_save():
         _fresh().load_state_dict([("position", 1)])
 
 
+@given(batch_size=st.integers(1, 4), drop_last=flags, k=st.integers(0, 2))
+def test_a_batch_samplers_state_is_its_sampler_state_and_must_match_its_batching(
+    batch_size, drop_last, k
+):
+    """Invariant: BatchSampler's state is the inner sampler's, under its own kind, version,
+    batch_size and drop_last; a state of other batching is refused naming the field, and a
+    batch sampler over a plain iterable refuses to save or resume, naming the iterable."""
+    inner = DistributedSampler(range(20), 2, 1, seed=2)
+    batches = BatchSampler(inner, batch_size, drop_last)
+    take(batches, k)
+    state = batches.state_dict()
+    assert state == {"kind": "BatchSampler", "version": 1, "batch_size": batch_size,
+                     "drop_last": drop_last, "sampler": inner.state_dict()}  # fmt: skip
+    for field, other in (("batch_size", batch_size + 1), ("drop_last", not drop_last)):
+        changed = BatchSampler(DistributedSampler(range(20), 2, 1, seed=2), batch_size, drop_last)
+        with pytest.raises(ValueError) as error:
+            changed.load_state_dict({**state, field: other})
+        assert str(error.value) == (
+            f"state does not match this sampler: {field} was {other!r} when saved, "
+            f"but is {state[field]!r} now"
+        )
+    plain = BatchSampler([1, 2, 3], batch_size, drop_last)
+    with pytest.raises(TypeError) as error:
+        plain.state_dict()
+    assert str(error.value) == (
+        "BatchSampler can save its position only through its sampler's state_dict(), "
+        "but got sampler=[1, 2, 3] of type list"
+    )
+    with pytest.raises(TypeError) as error:
+        plain.load_state_dict(state)
+    assert str(error.value) == (
+        "BatchSampler can resume only through its sampler's load_state_dict(), "
+        "but got sampler=[1, 2, 3] of type list"
+    )
+    with pytest.raises(KeyError, match="state has no 'sampler': it is not a BatchSampler"):
+        plain.load_state_dict({k: v for k, v in state.items() if k != "sampler"})
+
+
 def test_consumed_beyond_what_was_handed_out_is_refused():
     """Invariant: state_dict(consumed=...) cannot claim samples the iterator never gave out."""
     s = _fresh()
