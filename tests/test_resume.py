@@ -689,6 +689,44 @@ def test_a_batch_samplers_state_is_its_sampler_state_and_must_match_its_batching
         plain.load_state_dict({k: v for k, v in state.items() if k != "sampler"})
 
 
+@given(world=world_sizes, num_iterations=st.integers(0, 12), data=st.data())
+def test_an_iteration_samplers_state_is_its_count_on_its_world(world, num_iterations, data):
+    """Invariant: IterationBasedBatchSampler's state is its kind, version, num_iterations, the
+    world of the sampler inside (None for a plain iterable) and the batches done; loading it
+    is building with start_iter=iteration; an iteration beyond num_iterations, or another
+    world, is refused with the field and both values named."""
+    rank = data.draw(ranks_for(world), label="rank")
+
+    def build_on(w: int, r: int) -> IterationBasedBatchSampler:
+        inner = BatchSampler(DistributedSampler(range(3 * w), w, r, seed=1), 2, False)
+        return IterationBasedBatchSampler(inner, num_iterations)
+
+    k = data.draw(st.integers(0, num_iterations), label="k")
+    run = build_on(world, rank)
+    take(run, k)
+    state = roundtrip(run.state_dict())
+    assert state == {"kind": "IterationBasedBatchSampler", "version": 1,
+                     "num_iterations": num_iterations, "num_replicas": world, "iteration": k}  # fmt: skip
+    resumed = build_on(world, rank)
+    resumed.load_state_dict(state)
+    fresh = IterationBasedBatchSampler(build_on(world, rank).batch_sampler, num_iterations, k)
+    assert list(resumed) == list(fresh)
+    for bad in (-1, num_iterations + 1):
+        with pytest.raises(ValueError, match=rf"^iteration should be .*but got iteration={bad}$"):
+            build_on(world, rank).load_state_dict({**state, "iteration": bad})
+    with pytest.raises(ValueError) as error:
+        build_on(world + 1, 0).load_state_dict(state)
+    assert str(error.value) == (
+        "IterationBasedBatchSampler resumes only on the number of ranks it was saved on: "
+        f"num_replicas was {world!r} when saved, but is {world + 1!r} now (an iteration count "
+        "means other batches on another world)"
+    )
+    plain = IterationBasedBatchSampler([[0, 1], [2]], num_iterations)
+    assert plain.state_dict()["num_replicas"] is None
+    with pytest.raises(ValueError, match=f"num_replicas was {world!r} when saved, but is None now"):
+        plain.load_state_dict(state)
+
+
 def test_consumed_beyond_what_was_handed_out_is_refused():
     """Invariant: state_dict(consumed=...) cannot claim samples the iterator never gave out."""
     s = _fresh()
