@@ -48,6 +48,7 @@ from strategies import (
     resumable_kinds,
     seeds,
     stop_points,
+    windowed_args,
     world_sizes,
 )
 
@@ -619,6 +620,26 @@ def test_the_windowed_dataset_refuses_another_seed():
     state = SequentialWindowedDataset(30, 3, seed=1).state_dict()
     with pytest.raises(ValueError, match="seed was 1 when saved, but is 2 now"):
         SequentialWindowedDataset(30, 3, seed=2).load_state_dict(state)
+
+
+@given(args=windowed_args(), epoch=epochs)
+def test_the_windowed_datasets_state_is_its_arguments_and_epoch(args, epoch):
+    """Invariant: SequentialWindowedDataset's state is its kind, version, arguments and epoch;
+    loading it sets that epoch (and so the offset); a state of other arguments is refused
+    naming the field, one without an epoch naming the epoch."""
+    ds = SequentialWindowedDataset(**args)
+    ds.set_epoch(epoch)
+    state = roundtrip(ds.state_dict())
+    assert state == {"kind": "SequentialWindowedDataset", "version": 1, **args, "epoch": epoch}
+    loaded = SequentialWindowedDataset(**args)
+    loaded.load_state_dict(state)
+    assert (loaded.epoch, loaded.offset) == (epoch, ds.offset)
+    for field in ("size", "window", "drop_last"):
+        other = not args[field] if field == "drop_last" else args[field] + 1
+        with pytest.raises(ValueError, match=f"{field} was {other!r} when saved, but is"):
+            loaded.load_state_dict({**state, field: other})
+    with pytest.raises(KeyError, match="state has no 'epoch': it is not a SequentialWindowed"):
+        loaded.load_state_dict({k: v for k, v in state.items() if k != "epoch"})
 
 
 def test_grouped_and_iteration_samplers_refuse_another_world_mid_pass():
