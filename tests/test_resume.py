@@ -742,6 +742,9 @@ def test_an_iteration_samplers_state_is_its_count_on_its_world(world, num_iterat
         f"num_replicas was {world!r} when saved, but is {world + 1!r} now (an iteration count "
         "means other batches on another world)"
     )
+    for key in ("num_replicas", "iteration"):
+        with pytest.raises(KeyError, match=f"state has no {key!r}: it is not a IterationBased"):
+            build_on(world, rank).load_state_dict({k: v for k, v in state.items() if k != key})
     plain = IterationBasedBatchSampler([[0, 1], [2]], num_iterations)
     assert plain.state_dict()["num_replicas"] is None
     with pytest.raises(ValueError, match=f"num_replicas was {world!r} when saved, but is None now"):
