@@ -18,8 +18,10 @@ from distsampling import (
     BatchSampler,
     DistributedSampler,
     DistributedSamplerWrapper,
+    IterationBasedBatchSampler,
     RankMismatchError,
     UnpaddedDistributedSampler,
+    WeightedBalanceClassSampler,
     assert_rank_consistent,
     epoch_digest,
     run_world,
@@ -258,3 +260,61 @@ def test_the_check_over_a_subgroup_compares_exactly_its_ranks(world):
         sampler = DistributedSampler(range(11), world - 1, member, seed=4)
         sampler.set_epoch(2)
         assert digest == epoch_digest(sampler)
+
+
+def _order_hash(indices: list[int]) -> str:
+    """The digest's order: SHA-1 of the indices as int64 bytes, 16 hex digits."""
+    return hashlib.sha1(np.asarray(indices, dtype=np.int64).tobytes()).hexdigest()[:16]
+
+
+@given(n=dataset_lengths, seed=seeds, epoch=epochs, shuffle=st.booleans(), k=st.integers(0, 3))
+def test_the_digest_reads_through_batch_samplers_and_iteration_runs(n, seed, epoch, shuffle, k):
+    """Invariant: through a BatchSampler (``.sampler``) and an IterationBasedBatchSampler
+    (``.batch_sampler``) the digest sees the DistributedSampler inside: its seed, epoch, the
+    hash of its epoch order (unshuffled too) and its resume position (nested in the state)."""
+    ds = DistributedSampler(range(n), 1, 0, shuffle=shuffle, seed=seed)
+    ds.set_epoch(epoch)
+    batches = BatchSampler(ds, 2, drop_last=False)
+    k = min(k, len(batches))
+    take = iter(batches)
+    for _ in range(k):
+        next(take)
+    run = IterationBasedBatchSampler(batches, 5)
+    same = DistributedSampler(range(n), 1, 0, shuffle=shuffle, seed=seed)
+    same.set_epoch(epoch)
+    order = _order_hash(list(same))  # the whole epoch: one rank
+    for outer in (batches, run):
+        digest = epoch_digest(outer)
+        assert (digest["seed"], digest["epoch"], digest["shuffle"]) == (seed, epoch, shuffle)
+        assert digest["order"] == order
+    assert epoch_digest(batches)["position"] == {"start": 0, "position": min(2 * k, n)}
+
+
+def test_the_digest_reads_an_epoch_order_of_any_sampler():
+    """Invariant: a sampler that is not a DistributedSampler but has epoch_order() (the weighted
+    sampler) is digested by the hash of the epoch it yields."""
+    s = WeightedBalanceClassSampler([0, 0, 1, 1, 1, 2], [1, 2, 3], length=9, seed=4)
+    assert epoch_digest(s)["order"] == _order_hash(list(s))
+
+
+class _Link:
+    """A sampler-like link of a chain: ``.sampler`` is the next one."""
+
+    def __init__(self, inner: object) -> None:
+        self.sampler = inner
+
+    def __len__(self) -> int:
+        return 0
+
+
+def test_the_digest_follows_a_chain_sixteen_samplers_deep_and_no_deeper():
+    """Invariant: the digest follows .sampler through 16 samplers (the outer one included), so
+    a chain that loops back on itself still ends; a field 17 deep is not read."""
+    loop = _Link(None)
+    loop.sampler = loop
+    assert epoch_digest(loop)["type"] == "_Link"  # ends
+    for depth, seen in ((15, True), (16, False)):
+        outer: object = DistributedSampler(range(4), 1, 0, seed=9)
+        for _ in range(depth):
+            outer = _Link(outer)
+        assert ("seed" in epoch_digest(outer)) is seen
