@@ -78,17 +78,20 @@ def equivalents() -> dict[tuple[str, str], str]:
 
 
 def prepare(module: str) -> Path:
-    """A fresh copy of src/, tests/ and pyproject.toml under mutants/<module>/, set up for mutmut."""
+    """A fresh copy of src/, tests/, docs/examples/ and pyproject.toml under mutants/<module>/, for mutmut."""
     tests, multiprocess = MODULES[module]
     work = WORK / module
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(ROOT / "src", work / "src", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    # tutorials some tests run (tests/test_windowed_series.py runs docs/examples/windowed_series.py)
+    shutil.copytree(ROOT / "docs" / "examples", work / "docs" / "examples")
     text = (ROOT / "pyproject.toml").read_text()
     # only this module is mutated, and only its same-stem tests are run against it
     marker = [] if multiprocess else ["-m", "not multiprocess"]
     text += (
         f"only_mutate = {json.dumps([f'src/distsampling/{module}.py'])}\n"
+        'also_copy = ["docs/examples"]\n'
         f"pytest_add_cli_args_test_selection = {json.dumps(tests + marker)}\n"
     )
     assert text.rfind("\n[") == text.find("\n[tool.mutmut]"), "[tool.mutmut] must come last"

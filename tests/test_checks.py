@@ -1,10 +1,14 @@
-"""Single-process properties of the rank-consistency digest (the collective runs in test_multiprocess)."""
+"""Properties of the rank-consistency digest, and the collective check on one rank and over a subgroup (more worlds in test_multiprocess)."""
 
 from __future__ import annotations
+
+import hashlib
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
 import torch.utils.data.distributed as torch_distributed
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,9 +18,13 @@ from distsampling import (
     BatchSampler,
     DistributedSampler,
     DistributedSamplerWrapper,
+    IterationBasedBatchSampler,
     RankMismatchError,
     UnpaddedDistributedSampler,
+    WeightedBalanceClassSampler,
+    assert_rank_consistent,
     epoch_digest,
+    run_world,
 )
 from distsampling.checks import _CAUSES, _raise_if_ranks_differ
 from strategies import dataset_lengths, epochs, seeds, world_sizes
@@ -212,6 +220,101 @@ def test_the_order_of_any_sampler_is_the_hash_of_the_epoch_it_yields(n, world, s
     whole.set_epoch(epoch)
     plain = epoch_digest(list(whole))
     assert plain == {"type": "list", "len": n, "position": None, "order": plain["order"]}
+    # the order's hash: the first 16 hex digits of SHA-1 over the epoch as int64 bytes, so any
+    # index dtype (int32 here, int64 in a list) hashes alike
+    as_bytes = np.asarray(list(whole), dtype=np.int64).tobytes()
+    assert plain["order"] == hashlib.sha1(as_bytes).hexdigest()[:16]
     assert epoch_digest(s)["order"] == plain["order"]
     if n >= 2:  # another order, another hash
         assert epoch_digest(list(whole)[::-1])["order"] != plain["order"]
+
+
+def test_the_check_on_a_one_rank_group_returns_this_ranks_digest():
+    """Invariant: in a one-process group, assert_rank_consistent agrees with itself and returns
+    exactly epoch_digest(sampler), for a plain, an unpadded and a batched sampler."""
+    samplers = [
+        DistributedSampler(range(10), 1, 0, seed=3),
+        UnpaddedDistributedSampler(range(7), 1, 0, seed=1),
+        BatchSampler(DistributedSampler(range(5), 1, 0), 2, drop_last=False),
+    ]
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        for sampler in samplers:
+            assert assert_rank_consistent(sampler) == epoch_digest(sampler)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.multiprocess
+@pytest.mark.xdist_group("worlds")
+@pytest.mark.parametrize("world", [2, 3])
+def test_the_check_over_a_subgroup_compares_exactly_its_ranks(world):
+    """Invariant: assert_rank_consistent(group=g) gathers over g alone: ranks 1..W-1 of a W-rank
+    world, splitting the data among themselves, agree; rank 0, outside g, takes no part. (The
+    one-rank check first, in this process, is the same call.)"""
+    test_the_check_on_a_one_rank_group_returns_this_ranks_digest()
+    tests = str(Path(__file__).parent)
+    results = run_world("worlds:check_in_a_subgroup", world, 11, timeout=90, pythonpath=[tests])
+    assert results[0] is None
+    for member, digest in enumerate(results[1:]):
+        sampler = DistributedSampler(range(11), world - 1, member, seed=4)
+        sampler.set_epoch(2)
+        assert digest == epoch_digest(sampler)
+
+
+def _order_hash(indices: list[int]) -> str:
+    """The digest's order: SHA-1 of the indices as int64 bytes, 16 hex digits."""
+    return hashlib.sha1(np.asarray(indices, dtype=np.int64).tobytes()).hexdigest()[:16]
+
+
+@given(n=dataset_lengths, seed=seeds, epoch=epochs, shuffle=st.booleans(), k=st.integers(0, 3))
+def test_the_digest_reads_through_batch_samplers_and_iteration_runs(n, seed, epoch, shuffle, k):
+    """Invariant: through a BatchSampler (``.sampler``) and an IterationBasedBatchSampler
+    (``.batch_sampler``) the digest sees the DistributedSampler inside: its seed, epoch, the
+    hash of its epoch order (unshuffled too) and its resume position (nested in the state)."""
+    ds = DistributedSampler(range(n), 1, 0, shuffle=shuffle, seed=seed)
+    ds.set_epoch(epoch)
+    batches = BatchSampler(ds, 2, drop_last=False)
+    k = min(k, len(batches))
+    take = iter(batches)
+    for _ in range(k):
+        next(take)
+    run = IterationBasedBatchSampler(batches, 5)
+    same = DistributedSampler(range(n), 1, 0, shuffle=shuffle, seed=seed)
+    same.set_epoch(epoch)
+    order = _order_hash(list(same))  # the whole epoch: one rank
+    for outer in (batches, run):
+        digest = epoch_digest(outer)
+        assert (digest["seed"], digest["epoch"], digest["shuffle"]) == (seed, epoch, shuffle)
+        assert digest["order"] == order
+    assert epoch_digest(batches)["position"] == {"start": 0, "position": min(2 * k, n)}
+
+
+def test_the_digest_reads_an_epoch_order_of_any_sampler():
+    """Invariant: a sampler that is not a DistributedSampler but has epoch_order() (the weighted
+    sampler) is digested by the hash of the epoch it yields."""
+    s = WeightedBalanceClassSampler([0, 0, 1, 1, 1, 2], [1, 2, 3], length=9, seed=4)
+    assert epoch_digest(s)["order"] == _order_hash(list(s))
+
+
+class _Link:
+    """A sampler-like link of a chain: ``.sampler`` is the next one."""
+
+    def __init__(self, inner: object) -> None:
+        self.sampler = inner
+
+    def __len__(self) -> int:
+        return 0
+
+
+def test_the_digest_follows_a_chain_sixteen_samplers_deep_and_no_deeper():
+    """Invariant: the digest follows .sampler through 16 samplers (the outer one included), so
+    a chain that loops back on itself still ends; a field 17 deep is not read."""
+    loop = _Link(None)
+    loop.sampler = loop
+    assert epoch_digest(loop)["type"] == "_Link"  # ends
+    for depth, seen in ((15, True), (16, False)):
+        outer: object = DistributedSampler(range(4), 1, 0, seed=9)
+        for _ in range(depth):
+            outer = _Link(outer)
+        assert ("seed" in epoch_digest(outer)) is seen

@@ -423,3 +423,59 @@ def test_split_sizes_checks_its_arguments_naming_the_value(name, value):
         error = ValueError if kind(value) else TypeError
         with pytest.raises(error, match=rf"^{name} should be .*, but got {name}="):
             split_sizes(**args)
+
+
+@given(value=st.one_of(st.integers(max_value=-1), non_integers), bad_rank=st.booleans())
+def test_rank_positions_names_a_bad_length_first(value, bad_rank):
+    """Invariant: n, the first argument, is checked first: a negative or non-integer length is
+    refused naming n, even when a later argument (the rank) is wrong too."""
+    error = ValueError if isinstance(value, int) and not isinstance(value, bool) else TypeError
+    with pytest.raises(error, match=r"^n should be .*, but got n="):
+        rank_positions(value, 2, 5 if bad_rank else 0)
+
+
+@pytest.mark.parametrize("seed", [GENERATOR_SEED_LOW - 1, GENERATOR_SEED_HIGH + 1])
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_rank_positions_refuses_a_seed_outside_the_generator_range_even_unshuffled(seed, shuffle):
+    """Invariant: rank_positions takes the seeds the sampler takes: one torch.Generator can
+    never take is refused naming the seed, with or without shuffle (as the sampler refuses it
+    when built)."""
+    with pytest.raises(
+        ValueError, match=rf"^seed should be in the interval .*but got seed={seed}$"
+    ):
+        rank_positions(4, 1, 0, shuffle=shuffle, seed=seed)
+
+
+@given(seed=seeds_at_generator_bounds, epoch=st.integers(-2, 2))
+def test_rank_positions_refuses_seed_plus_epoch_outside_the_generator_range(seed, epoch):
+    """Invariant: with shuffle, seed + epoch must be a torch.Generator seed: out of range it is
+    refused with both values named, in the sampler's words."""
+    if GENERATOR_SEED_LOW <= seed + epoch <= GENERATOR_SEED_HIGH:
+        assert len(rank_positions(3, 1, 0, seed=seed, epoch=epoch)) == 3
+    else:
+        with pytest.raises(ValueError) as error:
+            rank_positions(3, 1, 0, seed=seed, epoch=epoch)
+        assert str(error.value) == (
+            f"seed + epoch should be in [{GENERATOR_SEED_LOW}, {GENERATOR_SEED_HIGH}] "
+            f"(torch.Generator's range), but got seed={seed}, epoch={epoch}"
+        )
+
+
+@pytest.mark.parametrize(
+    ("n", "num_replicas"), [(1, 2**63), (2**63 - 1, 2), (2**63, 1), (2**64, 3), (2**63 - 1, 1)]
+)
+def test_rank_positions_refuses_exactly_the_padded_epochs_of_2_to_the_63_positions(n, num_replicas):
+    """Invariant: positions are int64, so a padded epoch of 2**63 positions or more is refused
+    naming num_replicas, n and total_size; one of 2**63 - 1 passes the check (only memory can
+    refuse it: torch cannot allocate it, with an error of its own)."""
+    total_size = split_sizes(n, num_replicas, drop_last=False)[1]
+    if total_size > 2**63 - 1:
+        with pytest.raises(ValueError) as error:
+            rank_positions(n, num_replicas, 0, shuffle=False)
+        assert str(error.value) == (
+            "num_replicas should leave a padded epoch below 2**63 positions, but got "
+            f"num_replicas={num_replicas} for n={n}: total_size={total_size}"
+        )
+    else:
+        with pytest.raises(RuntimeError):  # torch's allocation, after every check passed
+            rank_positions(n, num_replicas, 0, shuffle=False)

@@ -7,11 +7,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
 import torch.utils.data.distributed as torch_distributed
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distsampling import UnpaddedDistributedSampler, merge_by_index, run_world
+from distsampling import (
+    DistributedSampler,
+    UnpaddedDistributedSampler,
+    gather_by_index,
+    merge_by_index,
+    run_world,
+)
 from strategies import dataset_lengths, epochs, sampler_args_some_omitted, seeds, world_sizes
 
 
@@ -197,3 +204,39 @@ def test_a_metric_gathered_across_real_ranks_is_exact(world):
         assert (
             r["naive_padded_accuracy"] != sum(exact) / 23 or 23 % world == 0
         )  # padding biases the naive mean
+
+
+def test_gathering_on_a_one_rank_group_is_merging_its_own_results():
+    """Invariant: in a one-process group, gather_by_index returns merge_by_index of this
+    rank's own (indices, values): every index once, in dataset order, padding dropped, for
+    empty data, fewer samples than ranks and many ranks' shares alike."""
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        for n, world, seed in [(0, 1, 0), (1, 3, 5), (5, 2, 3), (11, 3, -1), (23, 9, 2)]:
+            shares = [list(DistributedSampler(range(n), world, r, seed=seed)) for r in range(world)]
+            indices = [i for share in shares for i in share]  # this process evaluated them all
+            values = [(i, "result") for i in indices]
+            gathered = gather_by_index(indices, values, n)
+            assert gathered == merge_by_index([(indices, values)], n)
+            assert gathered == [(i, "result") for i in range(n)]
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.multiprocess
+@pytest.mark.xdist_group("worlds")
+@pytest.mark.parametrize("world", [2, 3])
+def test_gathering_over_a_subgroup_collects_exactly_its_ranks(world):
+    """Invariant: gather_by_index(group=g) gathers over g alone: ranks 1..W-1 of a W-rank world
+    gather their unpadded shares, each index from the one member that evaluated it; rank 0,
+    outside g, takes no part. (The one-rank gather first, in this process, is the same call.)"""
+    test_gathering_on_a_one_rank_group_is_merging_its_own_results()
+    tests = str(Path(__file__).parent)
+    results = run_world("worlds:gather_in_a_subgroup", world, 11, timeout=90, pythonpath=[tests])
+    owner = {
+        i: member + 1
+        for member in range(world - 1)
+        for i in UnpaddedDistributedSampler(range(11), world - 1, member, seed=4)
+    }
+    expected = [(owner[i], i) for i in range(11)]
+    assert results == [None] + [expected] * (world - 1)

@@ -223,3 +223,6 @@ def test_a_run_longer_than_len_can_count_is_rejected_naming_it():
     """Invariant: num_iterations must fit len() (sys.maxsize), or len() would overflow later."""
     with pytest.raises(ValueError, match=rf"num_iterations should be <= {sys.maxsize}, but got"):
         IterationBasedBatchSampler([[0]], sys.maxsize + 1)
+    # the bound is exact: sys.maxsize iterations is a run len() can count
+    longest = IterationBasedBatchSampler([[0]], sys.maxsize, start_iter=1)
+    assert len(longest) == sys.maxsize - 1 and next(iter(longest)) == [0]

@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from distsampling import (
     resumed_positions,
     run_world,
 )
+from distsampling.distributed import _epoch_order_of
 from strategies import (
     elastic_kinds,
     elastic_world_sizes,
@@ -46,6 +48,7 @@ from strategies import (
     resumable_kinds,
     seeds,
     stop_points,
+    windowed_args,
     world_sizes,
 )
 
@@ -214,6 +217,165 @@ def test_the_rank_check_over_a_wrapped_random_sampler_epoch_order_draws_once():
     plain, looked_at = wrapper(), wrapper()
     looked_at.epoch_order()
     assert list(looked_at) == list(plain)
+
+
+@given(kind=resumable_kinds, p=params(), world=world_sizes, epoch=epochs, data=st.data())
+def test_a_loaded_state_is_saved_back_unchanged_and_epoch_order_shows_the_rest(
+    kind, p, world, epoch, data
+):
+    """Invariant: on the world it was saved on, a loaded state is what state_dict() returns
+    before the next iter() (a checkpoint of a checkpoint is the same checkpoint), and
+    epoch_order() after the load is exactly what the resumed iter() yields."""
+    rank = data.draw(ranks_for(world))
+    if kind == "IterationBasedBatchSampler(BatchSampler(DistributedSampler))" and p["n"] < world:
+        p["n"] = world  # a rank with no sample can never reach num_iterations (tested elsewhere)
+    if kind == "WeightedBalanceClassSampler":
+        world, rank = 1, 0
+    interrupted = build(kind, world, rank, p)
+    set_epoch(interrupted, epoch)
+    k = data.draw(stop_points(len(list(interrupted))), label="k")
+    set_epoch(interrupted, epoch)
+    take(interrupted, k)
+    state = roundtrip(interrupted.state_dict())
+    resumed = build(kind, world, rank, p)
+    resumed.load_state_dict(state)
+    assert roundtrip(resumed.state_dict()) == state
+    sampler = resumed if hasattr(resumed, "epoch_order") else getattr(resumed, "sampler", None)
+    if hasattr(sampler, "epoch_order"):
+        assert sampler.epoch_order().tolist() == list(sampler)
+
+
+@given(n=st.integers(0, 12), world=world_sizes, data=st.data())
+def test_resumed_positions_defaults_are_torchs_padded_split(n, world, data):
+    """Invariant: drop_last and pad left out are torch's defaults (pad, keep the tail): from
+    stream 0 every rank's positions are torch's unshuffled indices, padding wrapped mod n
+    (one sample on many ranks included), and from any start the same as passing
+    drop_last=False, pad=True."""
+    start = data.draw(st.integers(0, n), label="start")
+    for rank in range(world):
+        theirs = list(DistributedSampler(range(n), world, rank, shuffle=False))
+        assert resumed_positions(n, world, rank, 0).tolist() == theirs
+        assert torch.equal(
+            resumed_positions(n, world, rank, start),
+            resumed_positions(n, world, rank, start, drop_last=False, pad=True),
+        )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "error"),
+    [
+        ("n", -1, ValueError),
+        ("n", 2.0, TypeError),
+        ("num_replicas", 0, ValueError),
+        ("num_replicas", "2", TypeError),
+        ("rank", 2, ValueError),
+        ("start", -1, ValueError),
+        ("start", 11, ValueError),
+        ("start", 1.5, TypeError),
+        ("drop_last", 1, TypeError),
+        ("pad", 1, TypeError),
+    ],
+)
+def test_resumed_positions_refuses_bad_arguments_naming_the_value(name, value, error):
+    """Invariant: each argument of resumed_positions is checked in the sampler's words: the
+    error names the argument and the value (start in [0, n], at least one rank)."""
+    args = {"n": 10, "num_replicas": 2, "rank": 1, "start": 4, "drop_last": False, "pad": True}
+    args[name] = value
+    with pytest.raises(error, match=rf"\b{name} should be .*but got {name}={value!r}"):
+        resumed_positions(**args)
+
+
+@given(
+    n=st.integers(0, 30),
+    world=world_sizes,
+    drop_last=flags,
+    unpadded=st.booleans(),
+    data=st.data(),
+)
+def test_a_loaded_position_is_accepted_exactly_up_to_rank_zeros_count_from_its_start(
+    n, world, drop_last, unpadded, data
+):
+    """Invariant: a state's position is at most what rank 0 reads from its stream start
+    (resumed_positions' count: floor with drop_last, no padding when unpadded); one more is
+    refused naming the position."""
+    start = data.draw(st.integers(0, n), label="start")
+    position = data.draw(st.integers(0, n + 1), label="position")
+    if unpadded:
+        drop_last = False
+        sampler = UnpaddedDistributedSampler(range(n), world, 0)
+    else:
+        sampler = DistributedSampler(range(n), world, 0, drop_last=drop_last)
+    state = {**sampler.state_dict(), "start": start, "position": position}
+    most = len(resumed_positions(n, world, 0, start, drop_last=drop_last, pad=not unpadded))
+    if position <= most:
+        sampler.load_state_dict(state)
+        assert sampler.state_dict()["position"] == position
+    else:
+        with pytest.raises(
+            ValueError, match=rf"^position should be .*but got position={position}$"
+        ):
+            sampler.load_state_dict(state)
+
+
+@given(n=st.integers(0, 30), world=world_sizes, data=st.data())
+def test_state_dict_takes_a_consumed_count_exactly_up_to_what_was_handed_out(n, world, data):
+    """Invariant: state_dict(consumed=c) accepts c in [0, handed out] and saves position c; a
+    fresh sampler or one just loaded has handed out nothing (only 0, which keeps the loaded
+    position); anything else is refused naming consumed."""
+    rank = data.draw(ranks_for(world), label="rank")
+    s = DistributedSampler(range(n), world, rank, seed=1)
+
+    def accepts(sampler: DistributedSampler, handed_out: int, position: int) -> None:
+        for c in (-1, 0, handed_out, handed_out + 1):
+            if 0 <= c <= handed_out:
+                assert sampler.state_dict(consumed=c)["position"] == position + c
+            else:
+                with pytest.raises(
+                    ValueError, match=rf"^consumed should be .*but got consumed={c}$"
+                ):
+                    sampler.state_dict(consumed=c)
+
+    accepts(s, 0, 0)  # no iter() yet
+    k = data.draw(stop_points(len(s)), label="k")
+    take(s, k)
+    accepts(s, k, 0)
+    loaded = DistributedSampler(range(n), world, rank, seed=1)
+    loaded.load_state_dict(s.state_dict())
+    accepts(loaded, 0, k)  # loaded, not yet read: the loaded position, nothing consumed
+
+
+@pytest.mark.parametrize("k", [0, 65535, 65536, 65537, 131072, 131073, 2 * 65536 + 11])
+def test_the_position_counts_every_sample_handed_out_across_long_epochs(k):
+    """Invariant: state_dict()'s position is the number of samples the iterator handed out,
+    however long the share (indices become Python ints in chunks of 65,536) and after the
+    iterator is exhausted."""
+    n = 2 * 65536 + 11
+    s = DistributedSampler(range(n), 1, 0, shuffle=False)
+    it = iter(s)
+    assert list(islice(it, k)) == list(range(k))
+    if k == n:
+        assert next(it, None) is None  # exhausted: the count stays the whole share
+    assert s.state_dict()["position"] == k
+
+
+def test_epoch_order_is_trusted_only_where_the_iterating_class_defines_it():
+    """Invariant: a sampler's epoch_order() stands for its epoch only if the class that
+    defines __iter__ defines epoch_order too: a subclass that iterates otherwise, or an object
+    that does not iterate at all, has no trusted order (None)."""
+
+    class Reversed(DistributedSampler):
+        def __iter__(self):
+            return reversed(list(super().__iter__()))
+
+    class NotIterable:
+        def epoch_order(self) -> torch.Tensor:
+            return torch.arange(3)
+
+    plain = DistributedSampler(range(7), 2, 1, seed=3)
+    assert _epoch_order_of(plain).tolist() == list(plain)
+    assert _epoch_order_of(Reversed(range(7), 2, 1, seed=3)) is None
+    assert _epoch_order_of(NotIterable()) is None
+    assert _epoch_order_of([3, 1, 2]) is None
 
 
 # --- elastic -----------------------------------------------------------------------------------
@@ -404,6 +566,10 @@ def _fresh(**kw: Any) -> DistributedSampler:
         ({"start": 11}, ValueError, "start=11"),
         ({"start": -2}, ValueError, "start=-2"),
         ({"num_replicas": 0}, ValueError, "num_replicas=0"),
+        ({"num_replicas": 0, "start": 11}, ValueError, "num_replicas=0"),  # the first bad field
+        ({"num_replicas": "2"}, TypeError, "num_replicas='2'"),
+        ({"start": 4, "position": 4}, ValueError, "position=4"),  # 6 left on 2 ranks: 3 each
+        ({"start": 10, "position": 1}, ValueError, "position=1"),  # nothing left to read
         ({"epoch": "1"}, TypeError, "epoch='1'"),
     ],
 )
@@ -421,7 +587,7 @@ def test_a_state_missing_a_key_is_refused_naming_it(key):
     """Invariant: every field the sampler reads is required, by name."""
     state = _state()
     del state[key]
-    with pytest.raises(KeyError, match=repr(key)):
+    with pytest.raises(KeyError, match=f"state has no {key!r}: it is not a DistributedSampler"):
         _fresh().load_state_dict(state)
 
 
@@ -456,6 +622,26 @@ def test_the_windowed_dataset_refuses_another_seed():
         SequentialWindowedDataset(30, 3, seed=2).load_state_dict(state)
 
 
+@given(args=windowed_args(), epoch=epochs)
+def test_the_windowed_datasets_state_is_its_arguments_and_epoch(args, epoch):
+    """Invariant: SequentialWindowedDataset's state is its kind, version, arguments and epoch;
+    loading it sets that epoch (and so the offset); a state of other arguments is refused
+    naming the field, one without an epoch naming the epoch."""
+    ds = SequentialWindowedDataset(**args)
+    ds.set_epoch(epoch)
+    state = roundtrip(ds.state_dict())
+    assert state == {"kind": "SequentialWindowedDataset", "version": 1, **args, "epoch": epoch}
+    loaded = SequentialWindowedDataset(**args)
+    loaded.load_state_dict(state)
+    assert (loaded.epoch, loaded.offset) == (epoch, ds.offset)
+    for field in ("size", "window", "drop_last"):
+        other = not args[field] if field == "drop_last" else args[field] + 1
+        with pytest.raises(ValueError, match=f"{field} was {other!r} when saved, but is"):
+            loaded.load_state_dict({**state, field: other})
+    with pytest.raises(KeyError, match="state has no 'epoch': it is not a SequentialWindowed"):
+        loaded.load_state_dict({k: v for k, v in state.items() if k != "epoch"})
+
+
 def test_grouped_and_iteration_samplers_refuse_another_world_mid_pass():
     """Invariant: a grouped pass or an iteration count cannot be split over another world: the
     error says what is supported (same world, or a grouped pass boundary)."""
@@ -484,6 +670,85 @@ def test_samplers_that_cannot_be_drawn_again_refuse_to_save():
         BatchSampler([1, 2, 3], 2, False).state_dict()
     with pytest.raises(TypeError, match="state should be a dict"):
         _fresh().load_state_dict([("position", 1)])
+
+
+@given(batch_size=st.integers(1, 4), drop_last=flags, k=st.integers(0, 2))
+def test_a_batch_samplers_state_is_its_sampler_state_and_must_match_its_batching(
+    batch_size, drop_last, k
+):
+    """Invariant: BatchSampler's state is the inner sampler's, under its own kind, version,
+    batch_size and drop_last; a state of other batching is refused naming the field, and a
+    batch sampler over a plain iterable refuses to save or resume, naming the iterable."""
+    inner = DistributedSampler(range(20), 2, 1, seed=2)
+    batches = BatchSampler(inner, batch_size, drop_last)
+    take(batches, k)
+    state = batches.state_dict()
+    assert state == {"kind": "BatchSampler", "version": 1, "batch_size": batch_size,
+                     "drop_last": drop_last, "sampler": inner.state_dict()}  # fmt: skip
+    for field, other in (("batch_size", batch_size + 1), ("drop_last", not drop_last)):
+        changed = BatchSampler(DistributedSampler(range(20), 2, 1, seed=2), batch_size, drop_last)
+        with pytest.raises(ValueError) as error:
+            changed.load_state_dict({**state, field: other})
+        assert str(error.value) == (
+            f"state does not match this sampler: {field} was {other!r} when saved, "
+            f"but is {state[field]!r} now"
+        )
+    plain = BatchSampler([1, 2, 3], batch_size, drop_last)
+    with pytest.raises(TypeError) as error:
+        plain.state_dict()
+    assert str(error.value) == (
+        "BatchSampler can save its position only through its sampler's state_dict(), "
+        "but got sampler=[1, 2, 3] of type list"
+    )
+    with pytest.raises(TypeError) as error:
+        plain.load_state_dict(state)
+    assert str(error.value) == (
+        "BatchSampler can resume only through its sampler's load_state_dict(), "
+        "but got sampler=[1, 2, 3] of type list"
+    )
+    with pytest.raises(KeyError, match="state has no 'sampler': it is not a BatchSampler"):
+        plain.load_state_dict({k: v for k, v in state.items() if k != "sampler"})
+
+
+@given(world=world_sizes, num_iterations=st.integers(0, 12), data=st.data())
+def test_an_iteration_samplers_state_is_its_count_on_its_world(world, num_iterations, data):
+    """Invariant: IterationBasedBatchSampler's state is its kind, version, num_iterations, the
+    world of the sampler inside (None for a plain iterable) and the batches done; loading it
+    is building with start_iter=iteration; an iteration beyond num_iterations, or another
+    world, is refused with the field and both values named."""
+    rank = data.draw(ranks_for(world), label="rank")
+
+    def build_on(w: int, r: int) -> IterationBasedBatchSampler:
+        inner = BatchSampler(DistributedSampler(range(3 * w), w, r, seed=1), 2, False)
+        return IterationBasedBatchSampler(inner, num_iterations)
+
+    k = data.draw(st.integers(0, num_iterations), label="k")
+    run = build_on(world, rank)
+    take(run, k)
+    state = roundtrip(run.state_dict())
+    assert state == {"kind": "IterationBasedBatchSampler", "version": 1,
+                     "num_iterations": num_iterations, "num_replicas": world, "iteration": k}  # fmt: skip
+    resumed = build_on(world, rank)
+    resumed.load_state_dict(state)
+    fresh = IterationBasedBatchSampler(build_on(world, rank).batch_sampler, num_iterations, k)
+    assert list(resumed) == list(fresh)
+    for bad in (-1, num_iterations + 1):
+        with pytest.raises(ValueError, match=rf"^iteration should be .*but got iteration={bad}$"):
+            build_on(world, rank).load_state_dict({**state, "iteration": bad})
+    with pytest.raises(ValueError) as error:
+        build_on(world + 1, 0).load_state_dict(state)
+    assert str(error.value) == (
+        "IterationBasedBatchSampler resumes only on the number of ranks it was saved on: "
+        f"num_replicas was {world!r} when saved, but is {world + 1!r} now (an iteration count "
+        "means other batches on another world)"
+    )
+    for key in ("num_replicas", "iteration"):
+        with pytest.raises(KeyError, match=f"state has no {key!r}: it is not a IterationBased"):
+            build_on(world, rank).load_state_dict({k: v for k, v in state.items() if k != key})
+    plain = IterationBasedBatchSampler([[0, 1], [2]], num_iterations)
+    assert plain.state_dict()["num_replicas"] is None
+    with pytest.raises(ValueError, match=f"num_replicas was {world!r} when saved, but is None now"):
+        plain.load_state_dict(state)
 
 
 def test_consumed_beyond_what_was_handed_out_is_refused():

@@ -472,3 +472,32 @@ def test_the_offset_is_the_seed_sequences_128_bits_of_seed_and_epoch_modulo_size
     128-bit number (first word high), modulo size; no other state enters."""
     high, low = np.random.SeedSequence([seed, epoch]).generate_state(2, dtype=np.uint64)
     assert epoch_offset(size, seed, epoch) == (int(high) * 2**64 + int(low)) % size
+
+
+@given(
+    args=windowed_args(),
+    dtype=st.sampled_from(
+        [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+    ),
+    data=st.data(),
+)
+def test_window_indices_take_starts_of_every_integer_dtype(args, dtype, data):
+    """Invariant: starts as a numpy array of any integer dtype (unsigned ones included, which
+    torch cannot add to int64 directly) give the same int64 windows as a list of ints."""
+    size, window = args["size"], args["window"]
+    starts = data.draw(st.lists(st.integers(0, size - 1), max_size=6), label="starts")
+    expected = window_indices(starts, window, size)
+    got = window_indices(np.array(starts, dtype=dtype), window, size)
+    assert got.dtype == torch.int64 and torch.equal(got, expected)
+
+
+@given(bad=st.sets(st.sampled_from(["size", "window", "seed", "drop_last"]), min_size=1))
+def test_the_first_bad_argument_is_the_one_named(bad):
+    """Invariant: SequentialWindowedDataset checks size, window, seed and drop_last in that
+    order: whichever others are wrong too, the error names the first bad one."""
+    good = {"size": 10, "window": 3, "seed": 0, "drop_last": False}
+    wrong = {"size": 0, "window": 11, "seed": -1, "drop_last": 1}
+    args = {k: wrong[k] if k in bad else v for k, v in good.items()}
+    first = next(k for k in good if k in bad)
+    with pytest.raises((ValueError, TypeError), match=rf"^{first} should be "):
+        SequentialWindowedDataset(**args)

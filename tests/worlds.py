@@ -333,3 +333,32 @@ def shared_seed_streams(reads: int) -> dict[str, tuple[int, list[int]]]:
     ):
         out[name] = (sampler.seed, list(islice(sampler, reads)))
     return out
+
+
+def gather_in_a_subgroup(n: int) -> Any:
+    """Ranks 1..W-1 form a subgroup, split range(n) among themselves without padding and gather
+    ``(rank, i)`` per sample over it; rank 0 stays out. Returns the gathered list (None on 0)."""
+    from distsampling import gather_by_index
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    sub = dist.new_group(list(range(1, world)))  # every rank takes part in creating it
+    out = None
+    if rank > 0:
+        indices = list(UnpaddedDistributedSampler(range(n), world - 1, rank - 1, seed=4))
+        out = gather_by_index(indices, [(rank, i) for i in indices], n, group=sub)
+    dist.barrier()
+    return out
+
+
+def check_in_a_subgroup(n: int) -> Any:
+    """Ranks 1..W-1 form a subgroup and run assert_rank_consistent over it on a sampler split
+    among themselves; rank 0 stays out. Returns the digest (None on rank 0)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    sub = dist.new_group(list(range(1, world)))
+    out = None
+    if rank > 0:
+        sampler = DistributedSampler(range(n), world - 1, rank - 1, seed=4)
+        sampler.set_epoch(2)
+        out = assert_rank_consistent(sampler, group=sub)
+    dist.barrier()
+    return out

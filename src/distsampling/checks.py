@@ -79,15 +79,14 @@ def _global_order(sampler: Any) -> torch.Tensor | None:
         if order is not None:
             return order
         if isinstance(s, (list, tuple, range)):  # a fixed sequence is its own epoch: no draw
-            return torch.as_tensor(list(s), dtype=torch.int64)
+            return torch.as_tensor(list(s))  # hashed as int64 whatever dtype it infers
     return None
 
 
 def _position(sampler: Any) -> dict[str, int] | None:
     # the resume position fields of the outermost state_dict(), its nested sampler state too
-    get = getattr(sampler, "state_dict", None)
-    try:
-        state = get() if callable(get) else None
+    try:  # no state_dict (None is not callable) raises TypeError too
+        state = getattr(sampler, "state_dict", None)()
     except TypeError:  # a sampler that cannot save its position (see its state_dict)
         return None
     out: dict[str, int] = {}

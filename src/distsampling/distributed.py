@@ -67,8 +67,9 @@ def split_sizes(n: int, num_replicas: int, drop_last: bool) -> tuple[int, int]:
     """
     n = check_int("n", n, low=0)
     num_replicas = check_int("num_replicas", num_replicas, low=1)
-    if check_bool("drop_last", drop_last) and n % num_replicas != 0:
-        # torch writes ceil((n - W) / W); for n % W != 0 that is floor(n / W), 0 when n < W
+    if check_bool("drop_last", drop_last):
+        # torch writes ceil((n - W) / W) when n % W != 0: that is floor(n / W), 0 when n < W;
+        # when W divides n torch takes n / W, which floor(n / W) is too
         num_samples = n // num_replicas
     else:
         num_samples = -(-n // num_replicas)  # ceil(n / W) in exact integer arithmetic
@@ -195,14 +196,8 @@ def _share_at(
     return whole[resumed_positions(n, num_replicas, rank, start, drop_last=drop_last, pad=pad)]
 
 
-def _as_ints(indices: torch.Tensor, chunk: int = 1 << 16) -> Iterator[int]:
-    # Python ints cost ~36 bytes each: convert a chunk at a time, never the whole rank at once;
-    # chain.from_iterable walks the chunks in C (a generator's `yield from` costs ~40% more)
-    return chain.from_iterable(map(torch.Tensor.tolist, indices.split(chunk)))
-
-
 def _resume_point(
-    state: dict[str, Any], n: int, num_replicas: int, drop_last: bool, pad: bool = True
+    state: dict[str, Any], n: int, num_replicas: int, drop_last: bool
 ) -> tuple[int, int]:
     """``(start, skip)`` for the next ``iter()`` on ``num_replicas`` ranks, from a checked state.
 
@@ -211,8 +206,9 @@ def _resume_point(
     """
     saved_world = check_int("num_replicas", state["num_replicas"], low=1)
     start = check_int("start", state["start"], low=0, high=n)
-    rest = max(n - start, 0)  # the most a rank can have read: rank 0's count from `start`
-    most = split_sizes(rest, saved_world, drop_last)[0] if pad else -(-rest // saved_world)
+    # the most a rank can have read is rank 0's count from `start`: ceil(rest / W1), floor with
+    # drop_last (an unpadded sampler has drop_last=False: its rank 0 reads the ceiling too)
+    most = split_sizes(n - start, saved_world, drop_last)[0]
     position = check_int("position", state["position"], low=0, high=most)
     if saved_world == num_replicas:
         return start, position
@@ -450,5 +446,5 @@ class DistributedSampler(Sampler[int]):
         )
         epoch = check_int("epoch", state["epoch"])
         n = len(self.dataset)
-        self._pending = _resume_point(state, n, self.num_replicas, self.drop_last, self._pad)
+        self._pending = _resume_point(state, n, self.num_replicas, self.drop_last)
         self.epoch, self._reading = epoch, None

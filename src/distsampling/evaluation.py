@@ -52,7 +52,7 @@ class UnpaddedDistributedSampler(DistributedSampler):
         shuffle: bool = True,
         seed: int = 0,
     ) -> None:
-        super().__init__(dataset, num_replicas, rank, shuffle, seed, drop_last=False)
+        super().__init__(dataset, num_replicas, rank, shuffle, seed)  # drop_last: False
         # positions rank, rank + W, ... below N: ceil((N - rank) / W) of them, no padding
         self.total_size = len(dataset)
         self.num_samples = len(range(self.rank, self.total_size, self.num_replicas))

@@ -114,15 +114,15 @@ class IterationBasedBatchSampler(Sampler[list[int]]):
         # 2. yield pass after pass; the first one starts `skip` batches in
         while remaining:
             self._set_epoch(epoch)
-            yielded = 0
+            empty = True  # no batch from this pass yet
             for batch in islice(iter(self.batch_sampler), skip, None):
                 self._iteration += 1
                 yield batch
-                yielded += 1
+                empty = False
                 remaining -= 1
                 if not remaining:
                     return
-            if not yielded and not skip:
+            if empty and not skip:
                 raise self._empty_pass(epoch)
             skip, epoch = 0, epoch + 1
 

@@ -200,11 +200,8 @@ class SequentialWindowedDataset(Dataset[int]):
         # O(1): window i starts i windows after this epoch's offset, wrapped into [0, size)
         return (self._view.item(1) + (i % self._len) * self.window) % self.size
 
-    def __getstate__(self) -> dict:
-        # a numpy view would pickle as a copy; the shared tensor pickles as shared memory
-        return {k: v for k, v in self.__dict__.items() if k != "_view"}
-
     def __setstate__(self, state: dict) -> None:
+        # the shared tensor pickles as shared memory, the numpy view as a copy: view it again
         self.__dict__.update(state)
         self._view = self._state.numpy()
 
