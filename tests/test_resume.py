@@ -150,7 +150,8 @@ def params(draw: st.DrawFn) -> dict:
 def test_first_k_then_the_resumed_rest_is_the_uninterrupted_epoch(kind, p, world, epoch, data):
     """Invariant: for every sampler, epoch and stop point k (0, the end, mid-batch included),
     first k + the rest read after load_state_dict(json round trip) == the uninterrupted epoch,
-    element for element; the next epoch is the uninterrupted next epoch too."""
+    element for element (epoch_order() names that rest before it is read, and state_dict()
+    saves the loaded place again); the next epoch is the uninterrupted next epoch too."""
     rank = data.draw(ranks_for(world))
     if kind == "IterationBasedBatchSampler(BatchSampler(DistributedSampler))" and p["n"] < world:
         p["n"] = world  # a rank with no sample can never reach num_iterations (tested elsewhere)
@@ -170,12 +171,41 @@ def test_first_k_then_the_resumed_rest_is_the_uninterrupted_epoch(kind, p, world
 
     resumed = build(kind, world, rank, p)
     resumed.load_state_dict(state)
+    assert roundtrip(resumed.state_dict()) == state  # loaded, not read yet: the same place
     set_epoch(resumed, epoch)  # as a training loop does on resume: the position survives it
+    if hasattr(resumed, "epoch_order"):  # what the next iter() yields: the rest, nothing else
+        assert resumed.epoch_order().tolist() == idx_epoch[k:]
     idx_resumed = first + list(resumed)
     set_epoch(resumed, epoch + 1)
     assert idx_resumed == idx_epoch
     if not kind.startswith("IterationBased"):  # one run, no next epoch: it keeps start_iter
         assert list(resumed) == idx_next
+
+
+@given(kind=resumable_kinds, p=params(), epoch=epochs, data=st.data())
+def test_a_fresh_sampler_or_one_moved_to_another_epoch_saves_the_start_of_its_epoch(
+    kind, p, epoch, data
+):
+    """Invariant: a sampler never iterated saves the start of its epoch, and set_epoch to another
+    epoch in the middle of one forgets the position read: either state resumes the whole epoch
+    (the iteration sampler, one run with no epochs of its own, is left out)."""
+    if kind.startswith("IterationBased"):
+        return
+    fresh = build(kind, 3, 1, p)  # at epoch 0, never iterated
+    resumed = build(kind, 3, 1, p)
+    resumed.load_state_dict(roundtrip(fresh.state_dict()))
+    assert list(resumed) == list(fresh)
+
+    moved = build(kind, 3, 1, p)
+    set_epoch(moved, epoch)
+    take(moved, data.draw(stop_points(len(list(moved))), label="k"))
+    set_epoch(moved, epoch + 1)
+    resumed = build(kind, 3, 1, p)
+    resumed.load_state_dict(roundtrip(moved.state_dict()))
+    set_epoch(resumed, epoch + 1)
+    uninterrupted = build(kind, 3, 1, p)
+    set_epoch(uninterrupted, epoch + 1)
+    assert list(resumed) == list(uninterrupted)
 
 
 @given(kind=resumable_kinds, p=params(), epoch=epochs)
@@ -449,6 +479,31 @@ def test_every_sampler_refuses_another_samplers_state_and_a_negative_position(ki
         build(kind, 2, 0, p).load_state_dict(state)
 
 
+_MISSING = object()  # a field left out of the state
+
+
+@pytest.mark.parametrize(
+    ("inner", "n", "change", "error", "match"),
+    [
+        ("WeightedBalanceClassSampler", 10, {}, TypeError, r"=\[0, 7, .*\] has no load_state_dict"),
+        ("list", 11, {}, ValueError, r"sampler_len was 10 when saved, but is 11 now$"),
+        ("list", 10, {"epoch": "1"}, TypeError, r"^epoch should be an integer, but got epoch='1'"),
+        ("list", 10, {"sampler_len": _MISSING}, KeyError, r"state has no 'sampler_len': it is not"),
+        ("list", 10, {"sampler": _MISSING}, KeyError, r"state has no 'sampler': it is not a"),
+        ("list", 10, {"start": _MISSING}, KeyError, r"state has no 'start': it is not a"),
+    ],
+)
+def test_the_wrapper_refuses_a_state_it_cannot_resume_naming_why(inner, n, change, error, match):
+    """Invariant: a wrapper over a list (of n indices) refuses an inner sampler's state, another
+    length, a non-integer epoch and a state missing a field; each error names field and value."""
+    state = _state(f"DistributedSamplerWrapper({inner})")  # saved over 10 indices
+    state.update(change)
+    state = {key: value for key, value in state.items() if value is not _MISSING}
+    p = {"n": n, "seed": 0, "shuffle": True, "drop_last": False, "batch_size": 2}
+    with pytest.raises(error, match=match):
+        build("DistributedSamplerWrapper(list)", 2, 0, p).load_state_dict(state)
+
+
 def test_the_windowed_dataset_refuses_another_seed():
     """Invariant: SequentialWindowedDataset's state names its seed when it does not match."""
     state = SequentialWindowedDataset(30, 3, seed=1).state_dict()
@@ -475,10 +530,32 @@ def test_grouped_and_iteration_samplers_refuse_another_world_mid_pass():
         ).load_state_dict(iteration.state_dict())
 
 
+WRAPPER_CANNOT_SAVE = (
+    r"^DistributedSamplerWrapper can save its position only if its epoch can be drawn again: "
+    r"the inner sampler needs state_dict\(\)/load_state_dict\(\) \(this project's samplers "
+    r"have them\) or a fixed order \(SequentialSampler, a list\), but got "
+    r"sampler=<torch\.utils\.data\.sampler\.RandomSampler object at 0x\w+> of type RandomSampler$"
+)
+
+
+def test_a_wrapper_refuses_a_state_whose_inner_sampler_was_built_otherwise():
+    """Invariant: the wrapper's state carries its inner sampler's state, so a wrapper around an
+    inner sampler of another seed refuses it (naming the inner seed), though its own seed matches."""
+
+    def wrapper(inner_seed: int) -> DistributedSamplerWrapper:
+        inner = WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=10, seed=inner_seed)
+        return DistributedSamplerWrapper(inner, 2, 0, seed=5)
+
+    saved = wrapper(1)
+    take(saved, 2)
+    with pytest.raises(ValueError, match="seed was 1 when saved, but is 2 now"):
+        wrapper(2).load_state_dict(roundtrip(saved.state_dict()))
+
+
 def test_samplers_that_cannot_be_drawn_again_refuse_to_save():
     """Invariant: a position that could not be resumed exactly is never written."""
     wrapper = DistributedSamplerWrapper(RandomSampler(range(5)), 2, 0)
-    with pytest.raises(TypeError, match="inner sampler needs state_dict"):
+    with pytest.raises(TypeError, match=WRAPPER_CANNOT_SAVE):
         wrapper.state_dict()
     with pytest.raises(TypeError, match="through its sampler's state_dict"):
         BatchSampler([1, 2, 3], 2, False).state_dict()
