@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import RandomSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
@@ -42,6 +42,7 @@ from strategies import (
     elastic_world_sizes,
     epochs,
     flags,
+    labelled_datasets,
     ranks_for,
     resumable_kinds,
     seeds,
@@ -54,6 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated:UserWarning")
 TESTS = str(Path(__file__).parent)
 LABELS = [0] * 7 + [1] * 3 + [2] * 2  # 12 samples in 3 classes, for the weighted sampler
+_MISSING = object()  # a field left out of a state
 
 
 class WindowedReading:
@@ -206,6 +208,47 @@ def test_a_fresh_sampler_or_one_moved_to_another_epoch_saves_the_start_of_its_ep
     uninterrupted = build(kind, 3, 1, p)
     set_epoch(uninterrupted, epoch + 1)
     assert list(resumed) == list(uninterrupted)
+
+
+@settings(max_examples=50)  # a whole labelled dataset per example: keep it quick
+@given(args=labelled_datasets(), seed=seeds, epoch=epochs, data=st.data())
+def test_the_weighted_sampler_resumed_anywhere_yields_the_rest_of_its_epoch(
+    args, seed, epoch, data
+):
+    """Invariant: a weighted sampler stopped after k indices saves position k; one loaded from that
+    state saves it again, names the rest in epoch_order(), and yields it, also after set_epoch of
+    the same epoch."""
+    sampler = WeightedBalanceClassSampler(**args, seed=seed)
+    sampler.set_epoch(epoch)
+    whole = list(sampler)
+    k = data.draw(stop_points(len(whole)), label="k")
+    first = take(sampler, k)
+    state = roundtrip(sampler.state_dict())
+    assert (state["epoch"], state["position"]) == (epoch, k)
+    resumed = WeightedBalanceClassSampler(**args, seed=seed)
+    resumed.load_state_dict(state)
+    assert resumed.state_dict() == state
+    assert resumed.epoch_order().tolist() == whole[k:]
+    resumed.set_epoch(epoch)
+    assert first + list(resumed) == whole
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "match"),
+    [
+        ({"position": 11}, ValueError, r"position should be in the interval \[0, 10\], but got "),
+        ({"epoch": "1"}, TypeError, r"^epoch should be an integer, but got epoch='1'"),
+        ({"position": _MISSING}, KeyError, r"state has no 'position': it is not a Weighted"),
+        ({"epoch": _MISSING}, KeyError, r"state has no 'epoch': it is not a WeightedBalance"),
+    ],
+)
+def test_the_weighted_sampler_refuses_a_bad_position_or_epoch_naming_it(change, error, match):
+    """Invariant: a position past the epoch's length, a non-integer epoch or a missing field
+    fails, naming the field and its value."""
+    state = {**_state("WeightedBalanceClassSampler"), **change}  # length 10
+    state = {key: value for key, value in state.items() if value is not _MISSING}
+    with pytest.raises(error, match=match):
+        WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=10, seed=0).load_state_dict(state)
 
 
 @given(kind=resumable_kinds, p=params(), epoch=epochs)
@@ -477,9 +520,6 @@ def test_every_sampler_refuses_another_samplers_state_and_a_negative_position(ki
     holder[field] = -1
     with pytest.raises(ValueError, match=f"{field}=-1"):
         build(kind, 2, 0, p).load_state_dict(state)
-
-
-_MISSING = object()  # a field left out of the state
 
 
 @pytest.mark.parametrize(

@@ -59,6 +59,24 @@ def test_counts_are_non_negative_ints_summing_to_exactly_total(weights, total):
     assert sum(counts) == total and len(counts) == len(weights)
 
 
+@given(m=st.integers(min_value=2**53, max_value=2**80))
+def test_integer_weights_are_exact_at_any_size(m):
+    """Invariant: integer weights are never rounded to floats: m + 1 outweighs m however large
+    (as floats, 2**53 + 1 == 2**53 and the tie would go to the first class)."""
+    assert largest_remainder_counts([m, m + 1], 1) == [0, 1]
+    u = m % (2**64 - 1)  # numpy's unsigned 64-bit ints too, up to their largest
+    assert largest_remainder_counts([np.uint64(u), np.uint64(u + 1)], 1) == [0, 1]
+
+
+@given(weights=class_weight_lists, total=epoch_lengths)
+def test_weights_as_a_numpy_array_or_a_tensor_get_the_counts_of_the_list(weights, total):
+    """Invariant: the weights' container does not matter: a list, a numpy array and a float64
+    tensor of the same values get the same counts."""
+    counts = largest_remainder_counts(weights, total)
+    assert largest_remainder_counts(np.array(weights, dtype=np.float64), total) == counts
+    assert largest_remainder_counts(torch.tensor(weights, dtype=torch.float64), total) == counts
+
+
 @given(weights=class_weight_lists, total=epoch_lengths)
 def test_each_count_is_the_floor_or_the_ceiling_of_its_quota(weights, total):
     """Invariant: the quota rule: every count is within 1 of its exact quota, rounded down or up."""
@@ -356,6 +374,22 @@ def test_bad_weight_is_rejected_naming_the_value(weight, error, message):
     or missing keys fail at construction, naming the entry and its value."""
     with pytest.raises(error, match=message):
         WeightedBalanceClassSampler(["a", "b", "a"], weight, length=4)
+
+
+@pytest.mark.parametrize(
+    ("num_classes", "shown"),
+    [
+        (10, r"\[0, 1, 2, 3, 4, 5, 6, 7, 8, 9\]"),
+        (11, r"\[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, '\.\.\.'\]"),
+        (1000, r"\[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, '\.\.\.'\]"),
+    ],
+)
+def test_a_weight_error_shows_at_most_ten_labels(num_classes, shown):
+    """Invariant: an error about the labels names up to 10 of them, then '...' (ImageNet's 1,000
+    classes would flood the message)."""
+    message = rf"one entry per distinct label \({num_classes}: {shown}\), but got 3 entries"
+    with pytest.raises(ValueError, match=message):
+        WeightedBalanceClassSampler(list(range(num_classes)), [1, 1, 1], length=4)
 
 
 def test_a_zero_weight_for_an_absent_class_is_accepted():
