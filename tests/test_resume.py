@@ -544,6 +544,44 @@ def test_the_wrapper_refuses_a_state_it_cannot_resume_naming_why(inner, n, chang
         build("DistributedSamplerWrapper(list)", 2, 0, p).load_state_dict(state)
 
 
+@settings(max_examples=50)
+@given(
+    groups=st.lists(st.integers(0, 2), max_size=30), batch_size=st.integers(1, 4), data=st.data()
+)
+def test_a_grouped_sampler_over_a_plain_list_resumes_after_any_batch(groups, batch_size, data):
+    """Invariant: over a list of indices (no state_dict, no epoch) the grouped sampler saves only
+    its batch count (its sampler state is None) and resumes the rest of its batches exactly."""
+    order = data.draw(st.permutations(range(len(groups))), label="the inner list")
+    whole = list(GroupedBatchSampler(order, groups, batch_size))
+    k = data.draw(stop_points(len(whole)), label="k")
+    sampler = GroupedBatchSampler(order, groups, batch_size)
+    first = take(sampler, k)
+    state = roundtrip(sampler.state_dict())
+    assert (state["sampler"], state["position"]) == (None, k)
+    resumed = GroupedBatchSampler(order, groups, batch_size)
+    resumed.load_state_dict(state)
+    assert first + list(resumed) == whole
+
+
+@pytest.mark.parametrize(
+    ("change", "world", "error", "match"),
+    [
+        ({"position": -1}, 3, ValueError, r"position should be .*but got position=-1"),
+        ({"sampler": _MISSING}, 2, KeyError, r"state has no 'sampler': it is not a GroupedBatch"),
+        ({"position": _MISSING}, 2, KeyError, r"state has no 'position': it is not a Grouped"),
+    ],
+)
+def test_the_grouped_sampler_refuses_a_bad_position_naming_it(change, world, error, match):
+    """Invariant: a negative position is refused as such, on any world (not as another world's
+    state), and so is a state without its sampler or position field."""
+    kind = "GroupedBatchSampler(DistributedSampler)"
+    state = {**_state(kind), **change}
+    state = {key: value for key, value in state.items() if value is not _MISSING}
+    p = {"n": 10, "seed": 0, "shuffle": True, "drop_last": False, "batch_size": 2}
+    with pytest.raises(error, match=match):
+        build(kind, world, 0, p).load_state_dict(state)
+
+
 def test_the_windowed_dataset_refuses_another_seed():
     """Invariant: SequentialWindowedDataset's state names its seed when it does not match."""
     state = SequentialWindowedDataset(30, 3, seed=1).state_dict()
