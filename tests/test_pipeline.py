@@ -377,6 +377,7 @@ def test_aspect_ratios_of_another_length_than_the_dataset_are_rejected():
         ({"batch_size": 0}, ValueError, "batch_size should be >= 1, but got batch_size=0"),
         ({"batch_size": "2"}, TypeError, "batch_size should be an integer, but got batch_size='2'"),
         ({"start_iter": 3}, ValueError, "start_iter needs num_iters (the length of the run), "),
+        ({"start_iter": -1}, ValueError, "start_iter should be >= 0, but got start_iter=-1"),
         (
             {"num_iters": 4, "start_iter": -1},
             ValueError,
@@ -467,3 +468,17 @@ def test_something_that_is_neither_ratios_nor_an_image_dataset_is_rejected(bad):
     """Invariant: only get_img_info datasets or 1-D numbers are read as aspect ratios."""
     with pytest.raises(TypeError, match=r"get_img_info\(i\) or a 1-D list, array or tensor"):
         make_batch_data_sampler(bad, range(2), [1.0], 2)
+
+
+def test_the_aspect_ratio_errors_name_the_type_and_the_argument():
+    """Invariant: the error names what was passed (its type and value), and an image dataset
+    without __len__ is refused as the dataset it is."""
+    with pytest.raises(TypeError, match=r"but got float dataset_or_aspect_ratios=1\.5$"):
+        aspect_ratios(1.5)
+
+    class Unsized:
+        def get_img_info(self, i):
+            return {"height": 1, "width": 1}
+
+    with pytest.raises(TypeError, match=r"^dataset should have __len__ .*of type Unsized$"):
+        aspect_ratios(Unsized())
