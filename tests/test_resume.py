@@ -560,6 +560,7 @@ def test_a_grouped_sampler_over_a_plain_list_resumes_after_any_batch(groups, bat
     assert (state["sampler"], state["position"]) == (None, k)
     resumed = GroupedBatchSampler(order, groups, batch_size)
     resumed.load_state_dict(state)
+    assert roundtrip(resumed.state_dict()) == state  # loaded, not read yet: the same place
     assert first + list(resumed) == whole
 
 
@@ -567,6 +568,7 @@ def test_a_grouped_sampler_over_a_plain_list_resumes_after_any_batch(groups, bat
     ("change", "world", "error", "match"),
     [
         ({"position": -1}, 3, ValueError, r"position should be .*but got position=-1"),
+        ({"position": 4}, 2, ValueError, r"^position should be in the interval \[0, 3\], but got "),
         ({"sampler": _MISSING}, 2, KeyError, r"state has no 'sampler': it is not a GroupedBatch"),
         ({"position": _MISSING}, 2, KeyError, r"state has no 'position': it is not a Grouped"),
     ],
@@ -589,13 +591,20 @@ def test_the_windowed_dataset_refuses_another_seed():
         SequentialWindowedDataset(30, 3, seed=2).load_state_dict(state)
 
 
+GROUPED_OTHER_WORLD = (
+    r"^GroupedBatchSampler resumes mid-pass only on the number of ranks it was saved on: "
+    r"num_replicas was 2 when saved, but is 3 now \(position=2 batches\)\. Resume on 2 ranks, "
+    r"or from the start of a pass \(a state saved at position 0 loads on any number of ranks\)\.$"
+)
+
+
 def test_grouped_and_iteration_samplers_refuse_another_world_mid_pass():
     """Invariant: a grouped pass or an iteration count cannot be split over another world: the
     error says what is supported (same world, or a grouped pass boundary)."""
     p = {"n": 20, "seed": 0, "shuffle": True, "drop_last": False, "batch_size": 2}
     grouped = build("GroupedBatchSampler(DistributedSampler)", 2, 0, p)
     take(grouped, 2)
-    with pytest.raises(ValueError, match="resumes mid-pass only on the number of ranks"):
+    with pytest.raises(ValueError, match=GROUPED_OTHER_WORLD):
         build("GroupedBatchSampler(DistributedSampler)", 3, 0, p).load_state_dict(
             grouped.state_dict()
         )
