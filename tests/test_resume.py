@@ -553,6 +553,7 @@ def test_a_grouped_sampler_over_a_plain_list_resumes_after_any_batch(groups, bat
     its batch count (its sampler state is None) and resumes the rest of its batches exactly."""
     order = data.draw(st.permutations(range(len(groups))), label="the inner list")
     whole = list(GroupedBatchSampler(order, groups, batch_size))
+    assert GroupedBatchSampler(order, groups, batch_size).state_dict()["position"] == 0  # fresh
     k = data.draw(stop_points(len(whole)), label="k")
     sampler = GroupedBatchSampler(order, groups, batch_size)
     first = take(sampler, k)
