@@ -26,6 +26,7 @@ from strategies import (
     bin_edges,
     epochs,
     flags,
+    image_sides,
     num_iterations,
     seeds,
     world_sizes,
@@ -288,6 +289,21 @@ def test_aspect_ratios_are_read_from_get_img_info():
     assert list(batches) == [[0], [1, 2]]
 
 
+@given(sizes=st.lists(st.tuples(image_sides, image_sides), min_size=1, max_size=5))
+def test_any_positive_finite_image_size_gives_its_height_over_width(sizes):
+    """Invariant: heights and widths of any positive finite size (below 1 too: normalised sizes)
+    are read as height / width, image by image."""
+
+    class Images:
+        def __len__(self):
+            return len(sizes)
+
+        def get_img_info(self, i):
+            return {"height": sizes[i][0], "width": sizes[i][1]}
+
+    assert aspect_ratios(Images()).tolist() == [h / w for h, w in sizes]
+
+
 @pytest.mark.parametrize("ratios", [1.5, None, "1.0", [[1.0]], [1.0, "a"]])
 def test_aspect_ratio_groups_rejects_ratios_that_are_not_a_1d_list_of_numbers(ratios):
     """Invariant: ratios that are not a 1-D tensor, list or array of numbers raise a TypeError
@@ -313,6 +329,7 @@ def test_aspect_ratio_groups_bins_integer_and_list_ratios_by_their_values():
         ({"height": -480, "width": 640}, ValueError),
         ({"height": 480, "width": float("nan")}, ValueError),
         ({"height": 480, "width": float("inf")}, ValueError),
+        ({"height": float("inf"), "width": 640}, ValueError),
         ({"height": 480}, TypeError),
         ({"height": "480", "width": 640}, TypeError),
         ({"height": True, "width": 640}, TypeError),
