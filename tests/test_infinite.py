@@ -125,6 +125,31 @@ def test_seed_none_in_a_process_group_is_rank_0s_draw_below_2_31(tmp_path):
         dist.destroy_process_group()
 
 
+def test_seed_none_in_a_group_of_num_replicas_ranks_is_drawn_and_shared(monkeypatch):
+    """Invariant: with a process group of exactly num_replicas ranks, seed=None is accepted and
+    shared (the group is faked here: one process cannot hold a group of two)."""
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
+    monkeypatch.setattr(dist, "broadcast_object_list", lambda box, src=0: None)  # rank 0 here
+    np.random.seed(5)
+    s = InfiniteSampler(range(4), num_replicas=2, rank=1, seed=None)
+    assert s.seed == np.random.RandomState(5).randint(2**31)
+
+
+def test_seed_none_without_shuffle_draws_nothing_and_loads_any_seed():
+    """Invariant: an unshuffled stream needs no seed: seed=None takes nothing from numpy's global
+    RNG (its state is 0, unchanged), and it loads a state saved with any seed."""
+    np.random.seed(11)
+    before = np.random.get_state()[1].copy()
+    s = InfiniteSampler(range(5), 1, 0, shuffle=False, seed=None)
+    assert np.array_equal(np.random.get_state()[1], before)
+    assert s.state_dict()["seed"] == 0
+    other = InfiniteSampler(range(5), 1, 0, shuffle=False, seed=5)
+    list(islice(other, 7))
+    s.load_state_dict(other.state_dict())
+    assert list(islice(s, 4)) == [2, 3, 4, 0]
+
+
 def test_a_sampler_built_with_seed_none_resumes_with_the_saved_seed():
     """Invariant: seed=None was random anyway: loading a state takes its seed, and the stream."""
     s = InfiniteSampler(range(9), num_replicas=1, rank=0, seed=None)
@@ -186,7 +211,9 @@ def test_index_exact_against_mmengines_infinite_sampler():
         (
             {"seed": None},
             ValueError,
-            r"seed=None draws one seed on rank 0 .* num_replicas=2 without a process group",
+            r"seed=None draws one seed on rank 0 .* num_replicas=2 without a process group of "
+            r"that size: pass the same seed=<int> on every rank, or initialise the process group "
+            r"first$",
         ),
     ],
 )
@@ -221,6 +248,7 @@ def _generator_text(length: int) -> str:
         ({"pass_start": 1.0}, TypeError, r"^pass_start should be an integer, but got pass_start="),
         ({"generator": _generator_text(40)}, ValueError, r"but got generator='(QUJD){10}'$"),
         ({"generator": _generator_text(44)}, ValueError, r"but got generator='(QUJD){10}\.\.\.'$"),
+        ({"generator": _generator_text(40) + "Q"}, ValueError, r"generator='(QUJD){10}\.\.\.'$"),
     ],
 )
 def test_a_bad_seed_pass_or_generator_is_rejected_naming_it(change, error, message):
