@@ -296,3 +296,31 @@ def test_a_bad_state_is_rejected_naming_the_field(change, error, message):
     with pytest.raises(error, match=message):
         s.load_state_dict(state)
     assert list(s) == before
+
+
+@given(args=balanced_batch_args())
+def test_an_omitted_seed_is_seed_0(args):
+    """Invariant: without seed= the sampler draws seed 0's epoch."""
+    omitted = BatchBalanceClassSampler(**args, num_replicas=1, rank=0)
+    assert omitted.seed == 0
+    assert list(omitted) == list(BatchBalanceClassSampler(**args, num_replicas=1, rank=0, seed=0))
+
+
+@pytest.mark.parametrize("seed", [-(2**63), 2**64 - 1])
+def test_seed_plus_epoch_at_the_generators_exact_bounds_is_drawn_one_past_is_refused(seed):
+    """Invariant: seed + epoch may be any integer torch.Generator takes, its bounds included (the
+    epoch is the definition's, drawn from that seed); one past a bound raises naming both."""
+    args = {"labels": [0, 0, 1, 1, 2], "num_classes": 2, "num_samples": 1, "num_batches": 2}
+    s = BatchBalanceClassSampler(**args, num_replicas=1, rank=0, seed=seed)
+    assert list(s) == batches_torch(args["labels"], 2, 1, 2, 1, 0, seed, 0)
+    s.set_epoch(1 if seed > 0 else -1)
+    with pytest.raises(ValueError, match=rf"seed \+ epoch should be in .*but got seed={seed}, "):
+        s.epoch_batches()
+
+
+def test_the_state_names_its_class_and_format_version_1():
+    """Invariant: a checkpoint says which sampler wrote it and in which format (kind
+    'BatchBalanceClassSampler', version 1), so other samplers and later versions can refuse it."""
+    s = BatchBalanceClassSampler([0, 1, 1, 0], 2, 1, num_replicas=1, rank=0)
+    state = s.state_dict()
+    assert (state["kind"], state["version"]) == ("BatchBalanceClassSampler", 1)
