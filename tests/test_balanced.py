@@ -324,3 +324,12 @@ def test_the_state_names_its_class_and_format_version_1():
     s = BatchBalanceClassSampler([0, 1, 1, 0], 2, 1, num_replicas=1, rank=0)
     state = s.state_dict()
     assert (state["kind"], state["version"]) == ("BatchBalanceClassSampler", 1)
+
+
+def test_float_labels_in_a_tensor_that_requires_grad_are_their_values():
+    """Invariant: a float label tensor that requires grad (a model's output, say) is read as its
+    values: it is detached, not refused."""
+    labels = torch.tensor([0.5, 1.5, 0.5, 1.5], requires_grad=True)
+    s = BatchBalanceClassSampler(labels, 2, 1, num_replicas=1, rank=0)
+    assert s.classes == [0.5, 1.5]
+    assert list(s) == list(BatchBalanceClassSampler([0.5, 1.5, 0.5, 1.5], 2, 1, 2, 1, 0))
