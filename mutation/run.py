@@ -33,6 +33,8 @@ WORK = ROOT / "mutants"
 
 # every sampler's state_dict / load_state_dict and epoch_order are proven in one file, side by side
 RESUME = "tests/test_resume.py"
+# the docs' example code, which some tests load beside the package (mutmut copies it into its tree)
+EXAMPLES = "docs/examples"
 # module -> (its tests, whether its multi-process tests run too). Adding a module is one line.
 MODULES: dict[str, tuple[list[str], bool]] = {
     "distributed": (["tests/test_distributed.py", RESUME], False),
@@ -84,14 +86,14 @@ def prepare(module: str) -> Path:
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(ROOT / "src", work / "src", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-    # tutorials some tests run (tests/test_windowed_series.py runs docs/examples/windowed_series.py)
-    shutil.copytree(ROOT / "docs" / "examples", work / "docs" / "examples")
+    # some tests load the docs' example code (e.g. the wrapper tutorial's catalyst-style classes)
+    shutil.copytree(ROOT / EXAMPLES, work / EXAMPLES, ignore=shutil.ignore_patterns("__pycache__"))
     text = (ROOT / "pyproject.toml").read_text()
     # only this module is mutated, and only its same-stem tests are run against it
     marker = [] if multiprocess else ["-m", "not multiprocess"]
     text += (
         f"only_mutate = {json.dumps([f'src/distsampling/{module}.py'])}\n"
-        'also_copy = ["docs/examples"]\n'
+        f"also_copy = {json.dumps([EXAMPLES])}\n"
         f"pytest_add_cli_args_test_selection = {json.dumps(tests + marker)}\n"
     )
     assert text.rfind("\n[") == text.find("\n[tool.mutmut]"), "[tool.mutmut] must come last"

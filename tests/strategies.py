@@ -284,3 +284,12 @@ def balanced_batch_args(draw: st.DrawFn) -> dict:
         "num_samples": draw(st.integers(1, 5)),
         "num_batches": draw(st.integers(1, 6)),
     }
+
+
+# --- mutation: weighted, wrapper, grouped, pipeline, detection samplers
+#: one side of an image (height or width): any positive finite size, normalised ones below 1 too
+image_sides = st.one_of(
+    st.floats(min_value=1e-6, max_value=1.0),
+    st.floats(min_value=1.0, max_value=1e6),
+    st.integers(min_value=1, max_value=10**5),
+)

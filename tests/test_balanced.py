@@ -5,6 +5,7 @@ and every bad argument."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from itertools import combinations
@@ -296,3 +297,76 @@ def test_a_bad_state_is_rejected_naming_the_field(change, error, message):
     with pytest.raises(error, match=message):
         s.load_state_dict(state)
     assert list(s) == before
+
+
+@given(args=balanced_batch_args())
+def test_an_omitted_seed_is_seed_0(args):
+    """Invariant: without seed= and set_epoch the sampler draws seed 0's epoch 0."""
+    omitted = BatchBalanceClassSampler(**args, num_replicas=1, rank=0)
+    assert (omitted.seed, omitted.epoch) == (0, 0)
+    P, K, B = args["num_classes"], args["num_samples"], args["num_batches"]
+    assert list(omitted) == batches_torch(args["labels"], P, K, B, 1, 0, 0, 0)
+
+
+@pytest.mark.parametrize("seed", [-(2**63), 2**64 - 1])
+def test_seed_plus_epoch_at_the_generators_exact_bounds_is_drawn_one_past_is_refused(seed):
+    """Invariant: seed + epoch may be any integer torch.Generator takes, its bounds included (the
+    epoch is the definition's, drawn from that seed); one past a bound raises naming both."""
+    args = {"labels": [0, 0, 1, 1, 2], "num_classes": 2, "num_samples": 1, "num_batches": 2}
+    s = BatchBalanceClassSampler(**args, num_replicas=1, rank=0, seed=seed)
+    assert list(s) == batches_torch(args["labels"], 2, 1, 2, 1, 0, seed, 0)
+    s.set_epoch(1 if seed > 0 else -1)
+    with pytest.raises(ValueError, match=rf"seed \+ epoch should be in .*but got seed={seed}, "):
+        s.epoch_batches()
+
+
+def test_the_state_names_its_class_and_format_version_1():
+    """Invariant: a checkpoint says which sampler wrote it and in which format (kind
+    'BatchBalanceClassSampler', version 1), so other samplers and later versions can refuse it."""
+    s = BatchBalanceClassSampler([0, 1, 1, 0], 2, 1, num_replicas=1, rank=0)
+    state = s.state_dict()
+    assert (state["kind"], state["version"]) == ("BatchBalanceClassSampler", 1)
+
+
+def test_float_labels_in_a_tensor_that_requires_grad_are_their_values():
+    """Invariant: a float label tensor that requires grad (a model's output, say) is read as its
+    values: it is detached, not refused."""
+    labels = torch.tensor([0.5, 1.5, 0.5, 1.5], requires_grad=True)
+    s = BatchBalanceClassSampler(labels, 2, 1, num_replicas=1, rank=0)
+    assert s.classes == [0.5, 1.5]
+    assert list(s) == list(BatchBalanceClassSampler([0.5, 1.5, 0.5, 1.5], 2, 1, 2, 1, 0))
+
+
+@pytest.mark.parametrize(
+    ("n", "u", "error", "message"),
+    [
+        (
+            torch.tensor([[3, 3]]),
+            torch.zeros(1, 2),
+            TypeError,
+            r"^n should be a 1-D integer tensor",
+        ),
+        (torch.tensor([3.0]), torch.zeros(1, 2), TypeError, r"but got n=tensor\(\[3\.\]\)$"),
+        ([3], torch.zeros(1, 2), TypeError, r"^n should be a 1-D integer tensor, but got n=\[3\]$"),
+        (torch.tensor([3]), torch.zeros(1), ValueError, r"^u should be a tensor of shape \(len"),
+        (torch.tensor([3]), [[0.5]], ValueError, r"^u should be a tensor of shape \(len\(n\), k\)"),
+        (torch.tensor([3]), torch.zeros(2, 1), ValueError, r"= \(1, k\), but got u=tensor"),
+    ],
+)
+def test_distinct_draws_refuses_a_bad_range_or_uniforms_naming_them(n, u, error, message):
+    """Invariant: n is a 1-D integer tensor and u a (len(n), k) tensor; the error names the value."""
+    with pytest.raises(error, match=message):
+        distinct_draws(n, u)
+
+
+def test_a_state_of_other_labels_is_refused_and_the_digest_is_the_documented_one():
+    """Invariant: the state names the labels by the first 16 hex digits of the SHA-256 of their
+    class codes (int64) and the classes' repr, so labels of other values (the same class
+    pattern) are refused."""
+    numbers = BatchBalanceClassSampler([0, 1, 0, 1], 2, 1, num_replicas=1, rank=0)
+    codes = np.array([0, 1, 0, 1], dtype=np.int64).tobytes()
+    digest = hashlib.sha256(codes + repr([0, 1]).encode()).hexdigest()[:16]
+    assert numbers.state_dict()["labels"] == digest
+    names = BatchBalanceClassSampler(["a", "b", "a", "b"], 2, 1, num_replicas=1, rank=0)
+    with pytest.raises(ValueError, match=r"labels was '[0-9a-f]{16}' when saved, but is"):
+        names.load_state_dict(numbers.state_dict())

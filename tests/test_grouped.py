@@ -136,6 +136,13 @@ def test_group_ids_as_list_array_or_tensor_give_the_same_batches(data, batch_siz
     assert as_list == as_array == as_tensor
 
 
+def test_group_ids_past_a_float64s_precision_stay_distinct_groups():
+    """Invariant: group ids are compared as the integers they are: 2**53 and 2**53 + 1 (equal as
+    floats) are two groups, never batched together."""
+    ids = [2**53, 2**53 + 1, 2**53, 2**53 + 1]
+    assert list(GroupedBatchSampler(range(4), ids, batch_size=2)) == [[0, 2], [1, 3]]
+
+
 def test_a_pass_with_replacement_keeps_both_copies_of_an_index():
     """Invariant: an index drawn twice is batched twice (a position map would lose one copy)."""
     batches = list(GroupedBatchSampler([3, 0, 3, 1], [1, 0, 0, 0], batch_size=2))
@@ -144,7 +151,8 @@ def test_a_pass_with_replacement_keeps_both_copies_of_an_index():
 
 def test_group_ids_of_another_length_than_the_dataset_are_rejected():
     """Invariant: a sampler that knows its dataset is checked against len(group_ids) at once."""
-    with pytest.raises(ValueError, match=r"len\(group_ids\)=3 for a sampler over len\(dataset\)=4"):
+    message = r"^group_ids should have one entry per dataset item, but got len\(group_ids\)=3 "
+    with pytest.raises(ValueError, match=message + r"for a sampler over len\(dataset\)=4$"):
         GroupedBatchSampler(tud.SequentialSampler(range(4)), [0, 1, 0], 2)
     with pytest.raises(ValueError, match=r"len\(group_ids\)=5 .* len\(dataset\)=4"):
         GroupedBatchSampler(DistributedSampler(range(4), 2, 0), [0] * 5, 2)
@@ -154,7 +162,8 @@ def test_group_ids_of_another_length_than_the_dataset_are_rejected():
 def test_an_index_outside_group_ids_is_reported_naming_it(index):
     """Invariant: an index with no group id raises IndexError naming it (no silent wrap-around)."""
     sampler = GroupedBatchSampler([0, index], [0, 1, 0], 2)
-    with pytest.raises(IndexError, match=rf"index={index}, but group_ids has len\(group_ids\)=3"):
+    message = rf"index={index}, but group_ids has len\(group_ids\)=3: pass one group id per "
+    with pytest.raises(IndexError, match=message + "dataset item$"):
         list(sampler)
     with pytest.raises(IndexError, match=rf"index={index}"):
         len(sampler)

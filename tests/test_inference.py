@@ -172,3 +172,23 @@ def test_a_bad_state_is_rejected_naming_the_field(change, error, message):
     with pytest.raises(error, match=message):
         s.load_state_dict(state)
     assert list(s) == [5, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize(
+    ("n", "error", "message"),
+    [
+        (-1, ValueError, r"^n should be >= 0, but got n=-1$"),
+        ("3", TypeError, r"^n should be an integer, but got n='3'"),
+    ],
+)
+def test_inference_shard_refuses_a_bad_length_naming_n(n, error, message):
+    """Invariant: the dataset length n is an integer >= 0; the error names n and the value."""
+    with pytest.raises(error, match=message):
+        inference_shard(n, 2, 0)
+
+
+def test_the_state_names_its_class_and_format_version_1():
+    """Invariant: a checkpoint says which sampler wrote it and in which format (kind
+    'InferenceSampler', version 1), so other samplers and later versions can refuse or read it."""
+    state = InferenceSampler(range(5), 2, 1).state_dict()
+    assert (state["kind"], state["version"]) == ("InferenceSampler", 1)

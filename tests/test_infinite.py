@@ -10,6 +10,7 @@ from itertools import islice
 import numpy as np
 import pytest
 import torch
+import torch.distributed as dist
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -111,6 +112,44 @@ def test_seed_none_without_a_group_draws_from_numpys_global_rng():
     assert shared_random_seed() == s.seed
 
 
+def test_seed_none_in_a_process_group_is_rank_0s_draw_below_2_31(tmp_path):
+    """Invariant: in a process group, seed=None is rank 0's np.random.randint(2**31) broadcast to
+    every rank (here a group of one, so the broadcast runs); a draw is always below 2**31."""
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        for k in range(20):
+            np.random.seed(k)
+            assert shared_random_seed() == np.random.RandomState(k).randint(2**31)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_seed_none_in_a_group_of_num_replicas_ranks_is_drawn_and_shared(monkeypatch):
+    """Invariant: with a process group of exactly num_replicas ranks, seed=None is accepted and
+    shared (the group is faked here: one process cannot hold a group of two)."""
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
+    monkeypatch.setattr(dist, "broadcast_object_list", lambda box, src=0: None)  # rank 0 here
+    np.random.seed(5)
+    s = InfiniteSampler(range(4), num_replicas=2, rank=1, seed=None)
+    assert s.seed == np.random.RandomState(5).randint(2**31)
+
+
+def test_seed_none_without_shuffle_draws_nothing_and_loads_any_seed():
+    """Invariant: an unshuffled stream needs no seed: seed=None takes nothing from numpy's global
+    RNG (its state is 0, unchanged), and it loads a state saved with any seed."""
+    np.random.seed(11)
+    before = np.random.get_state()[1].copy()
+    s = InfiniteSampler(range(5), 1, 0, shuffle=False, seed=None)
+    assert np.array_equal(np.random.get_state()[1], before)
+    assert s.state_dict()["seed"] == 0
+    other = InfiniteSampler(range(5), 1, 0, shuffle=False, seed=5)
+    list(islice(other, 7))
+    s.load_state_dict(other.state_dict())
+    assert list(islice(s, 4)) == [2, 3, 4, 0]
+
+
 def test_a_sampler_built_with_seed_none_resumes_with_the_saved_seed():
     """Invariant: seed=None was random anyway: loading a state takes its seed, and the stream."""
     s = InfiniteSampler(range(9), num_replicas=1, rank=0, seed=None)
@@ -172,7 +211,9 @@ def test_index_exact_against_mmengines_infinite_sampler():
         (
             {"seed": None},
             ValueError,
-            r"seed=None draws one seed on rank 0 .* num_replicas=2 without a process group",
+            r"seed=None draws one seed on rank 0 .* num_replicas=2 without a process group of "
+            r"that size: pass the same seed=<int> on every rank, or initialise the process group "
+            r"first$",
         ),
     ],
 )
@@ -188,6 +229,46 @@ def _saved(**change):
     s = InfiniteSampler(range(6), 2, 1, seed=3)
     list(islice(s, 8))
     return {**s.state_dict(), **change}
+
+
+def _generator_text(length: int) -> str:
+    """Valid base64 of ``length`` characters (a multiple of 4): never a generator state."""
+    return "QUJD" * (length // 4)
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    [
+        ({"seed": 2**64}, ValueError, r"^seed should be in the interval \[-9223372036854775808, "),
+        ({"seed": -(2**63) - 1}, ValueError, r"^seed should be in the interval \[-92233720368"),
+        ({"seed": "3"}, TypeError, r"^seed should be an integer, but got seed='3'"),
+        ({"pass": -1}, ValueError, r"^pass should be >= 0, but got pass=-1$"),
+        ({"pass": "1"}, TypeError, r"^pass should be an integer, but got pass='1'"),
+        ({"pass_start": -1}, ValueError, r"^pass_start should be >= 0, but got pass_start=-1$"),
+        ({"pass_start": 1.0}, TypeError, r"^pass_start should be an integer, but got pass_start="),
+        ({"generator": _generator_text(40)}, ValueError, r"but got generator='(QUJD){10}'$"),
+        ({"generator": _generator_text(44)}, ValueError, r"but got generator='(QUJD){10}\.\.\.'$"),
+        ({"generator": _generator_text(40) + "Q"}, ValueError, r"generator='(QUJD){10}\.\.\.'$"),
+    ],
+)
+def test_a_bad_seed_pass_or_generator_is_rejected_naming_it(change, error, message):
+    """Invariant: a sampler built with seed=None takes the saved seed, but only one in
+    torch.Generator's range; pass and pass_start are integers >= 0; a generator that is no
+    state is shown in full up to 40 characters, cut with '...' beyond."""
+    s = InfiniteSampler(range(6), 1, 0, seed=None)
+    with pytest.raises(error, match=message):
+        s.load_state_dict({**s.state_dict(), **change})
+
+
+def test_a_generator_state_with_a_character_outside_base64_is_refused():
+    """Invariant: the generator text is strict base64: a stray character is an error, not skipped
+    (skipping it would silently load whatever bytes remain)."""
+    state = _saved()
+    text = state["generator"]
+    with pytest.raises(ValueError, match=r"generator should be the base64 text of a \d+-byte"):
+        InfiniteSampler(range(6), 2, 1, seed=3).load_state_dict(
+            {**state, "generator": text[:8] + "!" + text[8:]}
+        )
 
 
 @pytest.mark.parametrize(

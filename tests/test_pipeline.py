@@ -26,6 +26,7 @@ from strategies import (
     bin_edges,
     epochs,
     flags,
+    image_sides,
     num_iterations,
     seeds,
     world_sizes,
@@ -288,6 +289,21 @@ def test_aspect_ratios_are_read_from_get_img_info():
     assert list(batches) == [[0], [1, 2]]
 
 
+@given(sizes=st.lists(st.tuples(image_sides, image_sides), min_size=1, max_size=5))
+def test_any_positive_finite_image_size_gives_its_height_over_width(sizes):
+    """Invariant: heights and widths of any positive finite size (below 1 too: normalised sizes)
+    are read as height / width, image by image."""
+
+    class Images:
+        def __len__(self):
+            return len(sizes)
+
+        def get_img_info(self, i):
+            return {"height": sizes[i][0], "width": sizes[i][1]}
+
+    assert aspect_ratios(Images()).tolist() == [h / w for h, w in sizes]
+
+
 @pytest.mark.parametrize("ratios", [1.5, None, "1.0", [[1.0]], [1.0, "a"]])
 def test_aspect_ratio_groups_rejects_ratios_that_are_not_a_1d_list_of_numbers(ratios):
     """Invariant: ratios that are not a 1-D tensor, list or array of numbers raise a TypeError
@@ -313,6 +329,7 @@ def test_aspect_ratio_groups_bins_integer_and_list_ratios_by_their_values():
         ({"height": -480, "width": 640}, ValueError),
         ({"height": 480, "width": float("nan")}, ValueError),
         ({"height": 480, "width": float("inf")}, ValueError),
+        ({"height": float("inf"), "width": 640}, ValueError),
         ({"height": 480}, TypeError),
         ({"height": "480", "width": 640}, TypeError),
         ({"height": True, "width": 640}, TypeError),
@@ -377,6 +394,7 @@ def test_aspect_ratios_of_another_length_than_the_dataset_are_rejected():
         ({"batch_size": 0}, ValueError, "batch_size should be >= 1, but got batch_size=0"),
         ({"batch_size": "2"}, TypeError, "batch_size should be an integer, but got batch_size='2'"),
         ({"start_iter": 3}, ValueError, "start_iter needs num_iters (the length of the run), "),
+        ({"start_iter": -1}, ValueError, "start_iter should be >= 0, but got start_iter=-1"),
         (
             {"num_iters": 4, "start_iter": -1},
             ValueError,
@@ -467,3 +485,17 @@ def test_something_that_is_neither_ratios_nor_an_image_dataset_is_rejected(bad):
     """Invariant: only get_img_info datasets or 1-D numbers are read as aspect ratios."""
     with pytest.raises(TypeError, match=r"get_img_info\(i\) or a 1-D list, array or tensor"):
         make_batch_data_sampler(bad, range(2), [1.0], 2)
+
+
+def test_the_aspect_ratio_errors_name_the_type_and_the_argument():
+    """Invariant: the error names what was passed (its type and value), and an image dataset
+    without __len__ is refused as the dataset it is."""
+    with pytest.raises(TypeError, match=r"but got float dataset_or_aspect_ratios=1\.5$"):
+        aspect_ratios(1.5)
+
+    class Unsized:
+        def get_img_info(self, i):
+            return {"height": 1, "width": 1}
+
+    with pytest.raises(TypeError, match=r"^dataset should have __len__ .*of type Unsized$"):
+        aspect_ratios(Unsized())

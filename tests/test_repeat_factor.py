@@ -4,11 +4,13 @@ counts tending to the factor, factors all 1 giving the plain stream, resume, bad
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections import Counter
 from itertools import islice
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -184,7 +186,12 @@ def test_factors_are_at_least_one_and_largest_for_the_rarest_category(images, t)
         ([1.0, -0.5], ValueError, r"finite and >= 0, but got repeat_factors\[1\]=-0.5$"),
         ([math.nan], ValueError, r"but got repeat_factors\[0\]=nan$"),
         ([1.0, math.inf], ValueError, r"but got repeat_factors\[1\]=inf$"),
-        ([0.0, 0.0], ValueError, r"should have a positive factor, or every pass is empty"),
+        (
+            [0.0, 0.0],
+            ValueError,
+            r"^repeat_factors should have a positive factor, or every pass is empty and the "
+            r"stream never yields, but got repeat_factors=\[0\.0, 0\.0\]$",
+        ),
         ([], ValueError, r"should have a positive factor"),
         ([[1.0], [2.0]], TypeError, r"should be a 1-D list, array or tensor of real numbers"),
         (["1"], TypeError, r"but got repeat_factors=\['1'\]$"),
@@ -248,3 +255,73 @@ def test_a_bad_state_is_rejected_naming_the_field(change, message):
     state = {**s.state_dict(), **change}
     with pytest.raises(ValueError, match=message):
         RepeatFactorSampler([0.5, 2.0, 1.5], 2, 0, seed=1).load_state_dict(state)
+
+
+def test_an_image_whose_uniform_equals_its_fraction_is_not_repeated():
+    """Invariant: image i gets its extra copy when u_i < frac(r_i), strictly, as detectron2: with
+    each fraction set to exactly the uniform the pass will draw, no image gets an extra copy."""
+    u = torch.rand(8, generator=torch.Generator().manual_seed(3))  # pass 0's uniforms
+    factors = (1.0 + u.double()).tolist()  # frac(r_i) == u_i exactly
+    s = RepeatFactorSampler(factors, 1, 0, shuffle=False, seed=3)
+    assert list(islice(s, 8)) == list(range(8))
+
+
+def test_factors_are_read_at_float64_precision():
+    """Invariant: a factor of 1 + 2**-30 has a fraction (float32 would round it to 1.0): its
+    pass draws the rounding uniforms before the shuffle, so the stream is not that of 1.0."""
+    plain = RepeatFactorSampler([1.0] * 10, 1, 0, seed=0)
+    fine = RepeatFactorSampler([1.0 + 2**-30] + [1.0] * 9, 1, 0, seed=0)
+    g = torch.Generator().manual_seed(0)
+    torch.rand(10, generator=g)  # the uniforms (each u >= 2**-30 here: no extra copy)
+    assert list(islice(fine, 10)) == torch.randperm(10, generator=g).tolist()
+    assert list(islice(fine, 10)) != list(islice(plain, 10))
+
+
+def test_category_frequency_factors_are_float32_whatever_the_default_dtype():
+    """Invariant: the factors are float32, as detectron2 returns them, also when torch's default
+    dtype is float64."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        factors = repeat_factors_from_category_frequency([["a"], ["a", "b"]], 0.9)
+    finally:
+        torch.set_default_dtype(before)
+    assert factors.dtype == torch.float32
+
+
+@pytest.mark.parametrize("factors", [[1.0, 2.0, 1.0], [1.0, 2.5, 0.5]])
+def test_an_omitted_shuffle_shuffles_and_seed_none_draws_only_what_it_needs(factors):
+    """Invariant: shuffle defaults to True; seed=None draws a seed from numpy's global RNG when
+    the stream needs randomness (a shuffle or a fractional factor), and nothing otherwise."""
+    omitted = RepeatFactorSampler(factors, 1, 0, seed=4)
+    assert list(islice(omitted, 12)) == list(
+        islice(RepeatFactorSampler(factors, 1, 0, shuffle=True, seed=4), 12)
+    )
+    np.random.seed(9)
+    assert RepeatFactorSampler(factors, 1, 0).seed == np.random.RandomState(9).randint(2**31)
+    np.random.seed(9)
+    unshuffled = RepeatFactorSampler(factors, 1, 0, shuffle=False)
+    needs_seed = any(f != int(f) for f in factors)
+    drawn = np.random.RandomState(9).randint(2**31)
+    assert unshuffled.seed == (drawn if needs_seed else 0)
+
+
+def test_a_bad_shuffle_flag_is_rejected_naming_it():
+    """Invariant: shuffle is a bool; the error names shuffle and the value."""
+    with pytest.raises(TypeError, match=r"^shuffle should be a boolean value, but got shuffle=1"):
+        RepeatFactorSampler([1.0], 1, 0, shuffle=1, seed=0)
+
+
+def test_the_state_names_the_class_the_format_and_the_factors_digest():
+    """Invariant: a checkpoint names its sampler ('RepeatFactorSampler'), format version 1 and the
+    factors as the first 16 hex digits of the SHA-256 of their float64 bytes, so a state of other
+    factors (or from another version of this format) is refused."""
+    state = RepeatFactorSampler([1.0, 2.5], 1, 0, seed=0).state_dict()
+    digest = hashlib.sha256(np.array([1.0, 2.5]).tobytes()).hexdigest()[:16]
+    assert (state["kind"], state["version"], state["repeat_factors"]) == (
+        "RepeatFactorSampler",
+        1,
+        digest,
+    )
+    with pytest.raises(ValueError, match=r"repeat_factors was '[0-9a-f]{16}' when saved, but is"):
+        RepeatFactorSampler([1.0, 3.5], 1, 0, seed=0).load_state_dict(state)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import RandomSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
@@ -44,6 +44,7 @@ from strategies import (
     elastic_world_sizes,
     epochs,
     flags,
+    labelled_datasets,
     ranks_for,
     resumable_kinds,
     seeds,
@@ -57,6 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated:UserWarning")
 TESTS = str(Path(__file__).parent)
 LABELS = [0] * 7 + [1] * 3 + [2] * 2  # 12 samples in 3 classes, for the weighted sampler
+_MISSING = object()  # a field left out of a state
 
 
 class WindowedReading:
@@ -153,7 +155,8 @@ def params(draw: st.DrawFn) -> dict:
 def test_first_k_then_the_resumed_rest_is_the_uninterrupted_epoch(kind, p, world, epoch, data):
     """Invariant: for every sampler, epoch and stop point k (0, the end, mid-batch included),
     first k + the rest read after load_state_dict(json round trip) == the uninterrupted epoch,
-    element for element; the next epoch is the uninterrupted next epoch too."""
+    element for element (epoch_order() names that rest before it is read, and state_dict()
+    saves the loaded place again); the next epoch is the uninterrupted next epoch too."""
     rank = data.draw(ranks_for(world))
     if kind == "IterationBasedBatchSampler(BatchSampler(DistributedSampler))" and p["n"] < world:
         p["n"] = world  # a rank with no sample can never reach num_iterations (tested elsewhere)
@@ -173,12 +176,82 @@ def test_first_k_then_the_resumed_rest_is_the_uninterrupted_epoch(kind, p, world
 
     resumed = build(kind, world, rank, p)
     resumed.load_state_dict(state)
+    assert roundtrip(resumed.state_dict()) == state  # loaded, not read yet: the same place
     set_epoch(resumed, epoch)  # as a training loop does on resume: the position survives it
+    if hasattr(resumed, "epoch_order"):  # what the next iter() yields: the rest, nothing else
+        assert resumed.epoch_order().tolist() == idx_epoch[k:]
     idx_resumed = first + list(resumed)
     set_epoch(resumed, epoch + 1)
     assert idx_resumed == idx_epoch
     if not kind.startswith("IterationBased"):  # one run, no next epoch: it keeps start_iter
         assert list(resumed) == idx_next
+
+
+@given(kind=resumable_kinds, p=params(), epoch=epochs, data=st.data())
+def test_a_fresh_sampler_or_one_moved_to_another_epoch_saves_the_start_of_its_epoch(
+    kind, p, epoch, data
+):
+    """Invariant: a sampler never iterated saves the start of its epoch, and set_epoch to another
+    epoch in the middle of one forgets the position read: either state resumes the whole epoch
+    (the iteration sampler, one run with no epochs of its own, is left out)."""
+    if kind.startswith("IterationBased"):
+        return
+    fresh = build(kind, 3, 1, p)  # at epoch 0, never iterated
+    resumed = build(kind, 3, 1, p)
+    resumed.load_state_dict(roundtrip(fresh.state_dict()))
+    assert list(resumed) == list(fresh)
+
+    moved = build(kind, 3, 1, p)
+    set_epoch(moved, epoch)
+    take(moved, data.draw(stop_points(len(list(moved))), label="k"))
+    set_epoch(moved, epoch + 1)
+    resumed = build(kind, 3, 1, p)
+    resumed.load_state_dict(roundtrip(moved.state_dict()))
+    set_epoch(resumed, epoch + 1)
+    uninterrupted = build(kind, 3, 1, p)
+    set_epoch(uninterrupted, epoch + 1)
+    assert list(resumed) == list(uninterrupted)
+
+
+@settings(max_examples=50)  # a whole labelled dataset per example: keep it quick
+@given(args=labelled_datasets(), seed=seeds, epoch=epochs, data=st.data())
+def test_the_weighted_sampler_resumed_anywhere_yields_the_rest_of_its_epoch(
+    args, seed, epoch, data
+):
+    """Invariant: a weighted sampler stopped after k indices saves position k; one loaded from that
+    state saves it again, names the rest in epoch_order(), and yields it, also after set_epoch of
+    the same epoch."""
+    sampler = WeightedBalanceClassSampler(**args, seed=seed)
+    sampler.set_epoch(epoch)
+    whole = list(sampler)
+    k = data.draw(stop_points(len(whole)), label="k")
+    first = take(sampler, k)
+    state = roundtrip(sampler.state_dict())
+    assert (state["epoch"], state["position"]) == (epoch, k)
+    resumed = WeightedBalanceClassSampler(**args, seed=seed)
+    resumed.load_state_dict(state)
+    assert resumed.state_dict() == state
+    assert resumed.epoch_order().tolist() == whole[k:]
+    resumed.set_epoch(epoch)
+    assert first + list(resumed) == whole
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "match"),
+    [
+        ({"position": 11}, ValueError, r"position should be in the interval \[0, 10\], but got "),
+        ({"epoch": "1"}, TypeError, r"^epoch should be an integer, but got epoch='1'"),
+        ({"position": _MISSING}, KeyError, r"state has no 'position': it is not a Weighted"),
+        ({"epoch": _MISSING}, KeyError, r"state has no 'epoch': it is not a WeightedBalance"),
+    ],
+)
+def test_the_weighted_sampler_refuses_a_bad_position_or_epoch_naming_it(change, error, match):
+    """Invariant: a position past the epoch's length, a non-integer epoch or a missing field
+    fails, naming the field and its value."""
+    state = {**_state("WeightedBalanceClassSampler"), **change}  # length 10
+    state = {key: value for key, value in state.items() if value is not _MISSING}
+    with pytest.raises(error, match=match):
+        WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=10, seed=0).load_state_dict(state)
 
 
 @given(kind=resumable_kinds, p=params(), epoch=epochs)
@@ -615,6 +688,69 @@ def test_every_sampler_refuses_another_samplers_state_and_a_negative_position(ki
         build(kind, 2, 0, p).load_state_dict(state)
 
 
+@pytest.mark.parametrize(
+    ("inner", "n", "change", "error", "match"),
+    [
+        ("WeightedBalanceClassSampler", 10, {}, TypeError, r"=\[0, 7, .*\] has no load_state_dict"),
+        ("list", 11, {}, ValueError, r"sampler_len was 10 when saved, but is 11 now$"),
+        ("list", 10, {"epoch": "1"}, TypeError, r"^epoch should be an integer, but got epoch='1'"),
+        ("list", 10, {"sampler_len": _MISSING}, KeyError, r"state has no 'sampler_len': it is not"),
+        ("list", 10, {"sampler": _MISSING}, KeyError, r"state has no 'sampler': it is not a"),
+        ("list", 10, {"start": _MISSING}, KeyError, r"state has no 'start': it is not a"),
+    ],
+)
+def test_the_wrapper_refuses_a_state_it_cannot_resume_naming_why(inner, n, change, error, match):
+    """Invariant: a wrapper over a list (of n indices) refuses an inner sampler's state, another
+    length, a non-integer epoch and a state missing a field; each error names field and value."""
+    state = _state(f"DistributedSamplerWrapper({inner})")  # saved over 10 indices
+    state.update(change)
+    state = {key: value for key, value in state.items() if value is not _MISSING}
+    p = {"n": n, "seed": 0, "shuffle": True, "drop_last": False, "batch_size": 2}
+    with pytest.raises(error, match=match):
+        build("DistributedSamplerWrapper(list)", 2, 0, p).load_state_dict(state)
+
+
+@settings(max_examples=50)
+@given(
+    groups=st.lists(st.integers(0, 2), max_size=30), batch_size=st.integers(1, 4), data=st.data()
+)
+def test_a_grouped_sampler_over_a_plain_list_resumes_after_any_batch(groups, batch_size, data):
+    """Invariant: over a list of indices (no state_dict, no epoch) the grouped sampler saves only
+    its batch count (its sampler state is None) and resumes the rest of its batches exactly."""
+    order = data.draw(st.permutations(range(len(groups))), label="the inner list")
+    whole = list(GroupedBatchSampler(order, groups, batch_size))
+    assert GroupedBatchSampler(order, groups, batch_size).state_dict()["position"] == 0  # fresh
+    k = data.draw(stop_points(len(whole)), label="k")
+    sampler = GroupedBatchSampler(order, groups, batch_size)
+    first = take(sampler, k)
+    state = roundtrip(sampler.state_dict())
+    assert (state["sampler"], state["position"]) == (None, k)
+    resumed = GroupedBatchSampler(order, groups, batch_size)
+    resumed.load_state_dict(state)
+    assert roundtrip(resumed.state_dict()) == state  # loaded, not read yet: the same place
+    assert first + list(resumed) == whole
+
+
+@pytest.mark.parametrize(
+    ("change", "world", "error", "match"),
+    [
+        ({"position": -1}, 3, ValueError, r"position should be .*but got position=-1"),
+        ({"position": 4}, 2, ValueError, r"^position should be in the interval \[0, 3\], but got "),
+        ({"sampler": _MISSING}, 2, KeyError, r"state has no 'sampler': it is not a GroupedBatch"),
+        ({"position": _MISSING}, 2, KeyError, r"state has no 'position': it is not a Grouped"),
+    ],
+)
+def test_the_grouped_sampler_refuses_a_bad_position_naming_it(change, world, error, match):
+    """Invariant: a negative position is refused as such, on any world (not as another world's
+    state), and so is a state without its sampler or position field."""
+    kind = "GroupedBatchSampler(DistributedSampler)"
+    state = {**_state(kind), **change}
+    state = {key: value for key, value in state.items() if value is not _MISSING}
+    p = {"n": 10, "seed": 0, "shuffle": True, "drop_last": False, "batch_size": 2}
+    with pytest.raises(error, match=match):
+        build(kind, world, 0, p).load_state_dict(state)
+
+
 def test_the_windowed_dataset_refuses_another_seed():
     """Invariant: SequentialWindowedDataset's state names its seed when it does not match."""
     state = SequentialWindowedDataset(30, 3, seed=1).state_dict()
@@ -642,13 +778,20 @@ def test_the_windowed_datasets_state_is_its_arguments_and_epoch(args, epoch):
         loaded.load_state_dict({k: v for k, v in state.items() if k != "epoch"})
 
 
+GROUPED_OTHER_WORLD = (
+    r"^GroupedBatchSampler resumes mid-pass only on the number of ranks it was saved on: "
+    r"num_replicas was 2 when saved, but is 3 now \(position=2 batches\)\. Resume on 2 ranks, "
+    r"or from the start of a pass \(a state saved at position 0 loads on any number of ranks\)\.$"
+)
+
+
 def test_grouped_and_iteration_samplers_refuse_another_world_mid_pass():
     """Invariant: a grouped pass or an iteration count cannot be split over another world: the
     error says what is supported (same world, or a grouped pass boundary)."""
     p = {"n": 20, "seed": 0, "shuffle": True, "drop_last": False, "batch_size": 2}
     grouped = build("GroupedBatchSampler(DistributedSampler)", 2, 0, p)
     take(grouped, 2)
-    with pytest.raises(ValueError, match="resumes mid-pass only on the number of ranks"):
+    with pytest.raises(ValueError, match=GROUPED_OTHER_WORLD):
         build("GroupedBatchSampler(DistributedSampler)", 3, 0, p).load_state_dict(
             grouped.state_dict()
         )
@@ -661,10 +804,32 @@ def test_grouped_and_iteration_samplers_refuse_another_world_mid_pass():
         ).load_state_dict(iteration.state_dict())
 
 
+WRAPPER_CANNOT_SAVE = (
+    r"^DistributedSamplerWrapper can save its position only if its epoch can be drawn again: "
+    r"the inner sampler needs state_dict\(\)/load_state_dict\(\) \(this project's samplers "
+    r"have them\) or a fixed order \(SequentialSampler, a list\), but got "
+    r"sampler=<torch\.utils\.data\.sampler\.RandomSampler object at 0x\w+> of type RandomSampler$"
+)
+
+
+def test_a_wrapper_refuses_a_state_whose_inner_sampler_was_built_otherwise():
+    """Invariant: the wrapper's state carries its inner sampler's state, so a wrapper around an
+    inner sampler of another seed refuses it (naming the inner seed), though its own seed matches."""
+
+    def wrapper(inner_seed: int) -> DistributedSamplerWrapper:
+        inner = WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=10, seed=inner_seed)
+        return DistributedSamplerWrapper(inner, 2, 0, seed=5)
+
+    saved = wrapper(1)
+    take(saved, 2)
+    with pytest.raises(ValueError, match="seed was 1 when saved, but is 2 now"):
+        wrapper(2).load_state_dict(roundtrip(saved.state_dict()))
+
+
 def test_samplers_that_cannot_be_drawn_again_refuse_to_save():
     """Invariant: a position that could not be resumed exactly is never written."""
     wrapper = DistributedSamplerWrapper(RandomSampler(range(5)), 2, 0)
-    with pytest.raises(TypeError, match="inner sampler needs state_dict"):
+    with pytest.raises(TypeError, match=WRAPPER_CANNOT_SAVE):
         wrapper.state_dict()
     with pytest.raises(TypeError, match="through its sampler's state_dict"):
         BatchSampler([1, 2, 3], 2, False).state_dict()

@@ -59,6 +59,24 @@ def test_counts_are_non_negative_ints_summing_to_exactly_total(weights, total):
     assert sum(counts) == total and len(counts) == len(weights)
 
 
+@given(m=st.integers(min_value=2**53, max_value=2**80))
+def test_integer_weights_are_exact_at_any_size(m):
+    """Invariant: integer weights are never rounded to floats: m + 1 outweighs m however large
+    (as floats, 2**53 + 1 == 2**53 and the tie would go to the first class)."""
+    assert largest_remainder_counts([m, m + 1], 1) == [0, 1]
+    u = m % (2**64 - 1)  # numpy's unsigned 64-bit ints too, up to their largest
+    assert largest_remainder_counts([np.uint64(u), np.uint64(u + 1)], 1) == [0, 1]
+
+
+@given(weights=class_weight_lists, total=epoch_lengths)
+def test_weights_as_a_numpy_array_or_a_tensor_get_the_counts_of_the_list(weights, total):
+    """Invariant: the weights' container does not matter: a list, a numpy array and a float64
+    tensor of the same values get the same counts."""
+    counts = largest_remainder_counts(weights, total)
+    assert largest_remainder_counts(np.array(weights, dtype=np.float64), total) == counts
+    assert largest_remainder_counts(torch.tensor(weights, dtype=torch.float64), total) == counts
+
+
 @given(weights=class_weight_lists, total=epoch_lengths)
 def test_each_count_is_the_floor_or_the_ceiling_of_its_quota(weights, total):
     """Invariant: the quota rule: every count is within 1 of its exact quota, rounded down or up."""
@@ -330,6 +348,43 @@ def test_integer_labels_of_any_dtype_are_the_same_classes_and_draws(dtype):
     assert list(ours) == list(WeightedBalanceClassSampler(small, [1, 2, 3], 12, seed=3))
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.uint8, np.int64])
+def test_integer_labels_at_their_dtypes_limits_group_as_their_values(dtype):
+    """Invariant: labels at both ends of their integer dtype (int8's -128 and 127, int64's -2**63
+    and 2**63 - 1) are grouped as their values: no difference between them wraps around."""
+    info = np.iinfo(dtype)
+    values = [info.min, info.max, 0, info.max, info.min + 1]
+    classes, sizes, members = _group(np.array(values, dtype=dtype))
+    assert classes == sorted(set(values))
+    assert sizes.tolist() == [values.count(c) for c in classes]
+    assert [values[i] for i in members] == sorted(values)
+
+
+def test_labels_far_apart_are_grouped_without_counting_the_span_between():
+    """Invariant: labels 2 * 10**15 apart (but summing to about 0) group as two classes; no
+    count of every value in between (petabytes) is attempted."""
+    classes, sizes, members = _group([10**15, -(10**15), 10**15])
+    assert (classes, sizes.tolist(), members.tolist()) == ([-(10**15), 10**15], [1, 2], [1, 0, 2])
+
+
+def test_float_labels_in_a_tensor_that_requires_grad_are_their_values():
+    """Invariant: a float label tensor that requires grad (a model's output, say) is read as its
+    values: it is detached, not refused."""
+    labels = torch.tensor([0.5, 1.5, 0.5], requires_grad=True)
+    s = WeightedBalanceClassSampler(labels, [1, 3], length=4)
+    assert (s.classes, s.class_sizes, s.samples_per_class) == ([0.5, 1.5], [2, 1], [1, 3])
+
+
+@given(args=labelled_datasets(), seed=seeds)
+def test_the_epoch_is_held_as_4_byte_indices(args, seed):
+    """Invariant: epoch_order() is an int32 tensor below 2**31 samples (half the memory of
+    int64), as DistributedSampler's order is, holding the same indices iter() yields."""
+    sampler = WeightedBalanceClassSampler(**args, seed=seed)
+    order = sampler.epoch_order()
+    assert order.dtype == torch.int32
+    assert order.tolist() == list(sampler)
+
+
 def test_labels_that_are_not_0_to_c_minus_1_are_classes_not_positions():
     """Invariant: labels are looked up as values (7, 100, -3), never used as positions in weight."""
     labels = [100, 7, 7, -3, 100, 100]
@@ -356,6 +411,22 @@ def test_bad_weight_is_rejected_naming_the_value(weight, error, message):
     or missing keys fail at construction, naming the entry and its value."""
     with pytest.raises(error, match=message):
         WeightedBalanceClassSampler(["a", "b", "a"], weight, length=4)
+
+
+@pytest.mark.parametrize(
+    ("num_classes", "shown"),
+    [
+        (10, r"\[0, 1, 2, 3, 4, 5, 6, 7, 8, 9\]"),
+        (11, r"\[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, '\.\.\.'\]"),
+        (1000, r"\[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, '\.\.\.'\]"),
+    ],
+)
+def test_a_weight_error_shows_at_most_ten_labels(num_classes, shown):
+    """Invariant: an error about the labels names up to 10 of them, then '...' (ImageNet's 1,000
+    classes would flood the message)."""
+    message = rf"one entry per distinct label \({num_classes}: {shown}\), but got 3 entries"
+    with pytest.raises(ValueError, match=message):
+        WeightedBalanceClassSampler(list(range(num_classes)), [1, 1, 1], length=4)
 
 
 def test_a_zero_weight_for_an_absent_class_is_accepted():

@@ -26,6 +26,7 @@ from strategies import (
     GENERATOR_SEED_HIGH,
     GENERATOR_SEED_LOW,
     epochs,
+    flags,
     inner_epochs,
     labelled_datasets,
     non_integers,
@@ -74,13 +75,15 @@ class EpochRecorder(tud.Sampler[int]):
 
 @given(inner=inner_epochs, args=sampler_args(), epoch=epochs)
 def test_each_rank_reads_torchs_positions_of_the_inner_epoch(inner, args, epoch):
-    """Invariant: rank r reads inner[p] for p in torch's DistributedSampler(range(len(inner))), same len."""
+    """Invariant: rank r reads inner[p] for p in torch's DistributedSampler(range(len(inner))), same
+    len; each index is a Python int, as the inner sampler's."""
     ours = DistributedSamplerWrapper(inner, **args)
     positions = tud.DistributedSampler(range(len(inner)), **args)
     ours.set_epoch(epoch)
     positions.set_epoch(epoch)
     idx_ours, idx_torch = list(ours), [inner[p] for p in positions]
     assert idx_ours == idx_torch
+    assert all(type(i) is int for i in idx_ours)  # not 3.0, which == 3 would let through
     assert len(ours) == len(positions) == len(idx_ours)
 
 
@@ -208,10 +211,40 @@ def test_dataset_from_sampler_holds_one_epoch_until_set_epoch():
     assert (len(d), d.indices.tolist()) == (5, [100, 101, 102, 103, 104])
 
 
+def test_dataset_from_sampler_has_the_length_of_the_epoch_it_holds():
+    """Invariant: len() is the kept epoch's length, even if the sampler grew since it was drawn;
+    after set_epoch it is the sampler's length again."""
+    inner = [3, 1, 2]
+    d = DatasetFromSampler(inner)
+    assert d.indices.tolist() == [3, 1, 2]
+    inner.append(9)  # the sampler changed after its epoch was drawn
+    assert len(d) == 3
+    d.set_epoch(1)
+    assert (len(d), d.indices.tolist()) == (4, [3, 1, 2, 9])
+
+
+@given(n=st.integers(1, 30), seed=seeds, args=sampler_args())
+def test_iter_draws_the_inner_epoch_at_once(n, seed, args):
+    """Invariant: iter() draws the inner epoch before the first index is read, as list(sampler)
+    would: drawing from the inner sampler's generator in between changes nothing read."""
+    g = torch.Generator().manual_seed(seed)
+    ours = DistributedSamplerWrapper(tud.RandomSampler(range(n), generator=g), **args)
+    expected = DistributedSamplerWrapper(
+        tud.RandomSampler(range(n), generator=torch.Generator().manual_seed(seed)), **args
+    )
+    it = iter(ours)
+    torch.randperm(n, generator=g)  # someone else draws from the generator after iter()
+    assert list(it) == list(expected)
+
+
 @pytest.mark.parametrize(
     ("sampler", "message"),
     [
-        (5, r"sampler should be iterable and have __len__.*but got sampler=5 of type int$"),
+        (
+            5,
+            r"^sampler should be iterable and have __len__ \(a sampler, or a list of indices\), "
+            r"but got sampler=5 of type int$",
+        ),
         ((i for i in range(3)), r"but got sampler=<generator object"),
         (tud.TensorDataset(torch.zeros(3)), r"but got sampler=<torch.utils.data.dataset.Tensor"),
     ],
@@ -289,16 +322,19 @@ def test_world_arguments_are_checked_like_distributed_sampler():
     extra=st.integers(-59, 130),
     seed=st.one_of(st.none(), seeds),
     epoch_calls=st.integers(1, 3),
+    replacement=flags,
 )
-def test_torchs_random_sampler_is_read_as_tensors_with_the_same_draws(n, extra, seed, epoch_calls):
-    """Invariant: the RandomSampler fast path yields list(sampler) and leaves the generator (or the
-    global RNG, without one) in the same state, epoch after epoch."""
+def test_torchs_random_sampler_is_read_as_tensors_with_the_same_draws(
+    n, extra, seed, epoch_calls, replacement
+):
+    """Invariant: a RandomSampler (the fast path without replacement) yields list(sampler) and
+    leaves the generator (or the global RNG, without one) in the same state, epoch after epoch."""
     num_samples = max(1, n + extra)
 
     def make():
         torch.manual_seed(7)  # a RandomSampler without generator seeds itself from here
         g = None if seed is None else torch.Generator().manual_seed(seed)
-        return tud.RandomSampler(range(n), num_samples=num_samples, generator=g)
+        return tud.RandomSampler(range(n), replacement, num_samples, generator=g)
 
     def run(read):  # epochs drawn one after another, then the generator states left behind
         sampler = make()
@@ -358,6 +394,18 @@ def test_advancing_as_randperm_leaves_the_state_randperm_leaves(n):
     _advance_as_randperm(n, g_ours)
     torch.randperm(n, generator=g_torch)
     assert torch.equal(g_ours.get_state(), g_torch.get_state())
+
+
+def test_randperm_takes_two_draws_an_element_from_torchs_64_bit_threshold_on():
+    """Invariant (torch's randperm_cpu in aten/src/ATen/native/TensorFactories.cpp): n - 1 32-bit
+    draws below n = (2**32 - 1) // 20, then one 64-bit draw (two 32-bit ones) per element. A
+    randperm that large takes gigabytes, so the threshold itself is pinned here; the draws below
+    it are proven against torch.randperm above."""
+    from distsampling.wrapper import _randperm_draws
+
+    assert (2**32 - 1) // 20 == 214_748_364
+    assert [_randperm_draws(n) for n in (1, 2, 214_748_363)] == [0, 1, 214_748_362]
+    assert [_randperm_draws(n) for n in (214_748_364, 10**9)] == [429_496_728, 2 * 10**9]
 
 
 @given(inner=inner_epochs, args=sampler_args_some_omitted(), epoch=st.none() | epochs)

@@ -125,7 +125,7 @@ class GroupedBatchSampler(Sampler[list[int]]):
         b, m = self.batch_size, len(indices)
         # a stable sort by group keeps sampler order inside each group: positions, grouped
         order = torch.sort(gid, stable=True).indices  # (m,)
-        counts = torch.bincount(gid, minlength=len(self.groups))  # (G,)
+        counts = torch.bincount(gid)  # (G',) positions per group, up to the largest one read
         group_end = torch.cumsum(counts, 0)  # (G,) where each group's run ends in `order`
         group_start = group_end - counts  # (G,)
         sorted_gid = gid[order]  # (m,) group of each element of `order`
@@ -203,7 +203,7 @@ class GroupedBatchSampler(Sampler[list[int]]):
 
     def __len__(self) -> int:
         _, gid = self._pass()
-        counts = torch.bincount(gid, minlength=len(self.groups))  # (G,) positions per group
+        counts = torch.bincount(gid)  # (G',) positions per group; a group never read counts 0
         if self.drop_uneven:
             return int((counts // self.batch_size).sum())
         return int(((counts + self.batch_size - 1) // self.batch_size).sum())

@@ -32,6 +32,7 @@ import torch.distributed as dist
 from torch.utils.data import Sampler
 
 from ._validate import check_bool, check_int, check_len, check_state, resolve_world
+from .distributed import _index_dtype
 
 __all__ = ["InfiniteSampler", "shared_random_seed"]
 
@@ -58,7 +59,7 @@ def shared_random_seed() -> int:
     seed = int(np.random.randint(2**31))
     if dist.is_available() and dist.is_initialized():
         box = [seed]
-        dist.broadcast_object_list(box, src=0)  # every rank now holds rank 0's draw
+        dist.broadcast_object_list(box)  # from rank 0 (the default): all hold its draw
         seed = box[0]
     return seed
 
@@ -232,8 +233,7 @@ class InfiniteSampler(_PassStream):
         if not self.shuffle:
             return torch.arange(self.size)  # (N,) no draw: the generator stays where it is
         # int32 halves the memory; randperm draws the same permutation whatever the dtype
-        dtype = torch.int32 if self.size < 2**31 else torch.int64
-        return torch.randperm(self.size, generator=g, dtype=dtype)  # (N,)
+        return torch.randperm(self.size, generator=g, dtype=_index_dtype(self.size))  # (N,)
 
     def state_dict(self) -> dict[str, object]:
         r"""Where this rank is in the stream: small and JSON-serialisable.

@@ -78,7 +78,7 @@ def make_data_sampler(
             f"distributed=False, num_replicas={num_replicas}, rank={rank}"
         )
     if shuffle:
-        return DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=seed)
+        return DistributedSampler(dataset, num_replicas=1, rank=0, seed=seed)  # shuffles
     return SequentialSampler(dataset)
 
 
@@ -236,7 +236,7 @@ def make_batch_data_sampler(
     else:
         ratios = aspect_ratios(dataset_or_aspect_ratios)  # (N,)
         groups = aspect_ratio_groups(ratios, aspect_grouping)  # (N,)
-        batch_sampler = GroupedBatchSampler(sampler, groups, batch_size, drop_uneven=False)
+        batch_sampler = GroupedBatchSampler(sampler, groups, batch_size)  # drops no batch
     if num_iters is not None:
         batch_sampler = IterationBasedBatchSampler(batch_sampler, num_iters, start_iter)
     return batch_sampler

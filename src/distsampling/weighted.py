@@ -29,9 +29,12 @@ import torch
 from torch.utils.data import Sampler
 
 from ._validate import check_int, check_len, check_state
-from .distributed import _SEED_HIGH, _SEED_LOW, _Reader
+from .distributed import _SEED_HIGH, _SEED_LOW, _index_dtype, _Reader
 
 __all__ = ["WeightedBalanceClassSampler", "largest_remainder_counts"]
+
+# the numpy twin of distributed._index_dtype's answer: int32 indices below 2**31 samples
+_NUMPY_INDEX = {torch.int32: np.int32, torch.int64: np.int64}
 
 
 def _fractions(name: str, weights: Sequence[object], keys: Sequence[object]) -> list[Fraction]:
@@ -132,13 +135,12 @@ def _group(labels: object) -> tuple[list[object], np.ndarray, np.ndarray]:
             raise TypeError(
                 f"labels should be mutually sortable, but got labels={labels!r}"
             ) from err
-        classes, sizes = uniques.tolist(), np.bincount(codes.ravel(), minlength=uniques.size)
-        codes = codes.ravel().astype(_code_dtype(uniques.size))
-    # codes: (N,) class number of each sample; with 8/16-bit codes numpy's stable argsort is a
-    # radix sort, so grouping the samples by class is O(N)
+        codes = codes.ravel()  # every unique label occurs: one count per class below
+        classes, sizes = uniques.tolist(), np.bincount(codes)
+    # codes: (N,) class number of each sample; with the counting path's 8/16-bit codes numpy's
+    # stable argsort is a radix sort, so grouping the samples by class is O(N)
     members = np.argsort(codes, kind="stable")  # (N,) sample indices, class after class
-    index = np.int32 if arr.size < 2**31 else np.int64
-    return classes, sizes, members.astype(index, copy=False)
+    return classes, sizes, members.astype(_NUMPY_INDEX[_index_dtype(arr.size)])
 
 
 def _code_dtype(num_classes: int) -> type:

@@ -69,6 +69,11 @@ def _random_sampler_epoch(sampler: RandomSampler) -> torch.Tensor:
 _RANDPERM_64BIT_FROM = (2**32 - 1) // 20
 
 
+def _randperm_draws(n: int) -> int:
+    """How many 32-bit draws ``torch.randperm(n)`` takes from a CPU generator (``n >= 1``)."""
+    return n - 1 if n < _RANDPERM_64BIT_FROM else 2 * n
+
+
 def _advance_as_randperm(n: int, generator: torch.Generator) -> None:
     """Leave ``generator`` exactly as ``torch.randperm(n, generator=generator)`` would, cheaply.
 
@@ -76,7 +81,7 @@ def _advance_as_randperm(n: int, generator: torch.Generator) -> None:
     shuffle, but writes them in order instead of swapping at random places (about 10x faster at
     n = 1e7). Drawn in chunks of 4 MiB, so it never allocates n bytes.
     """
-    draws = n - 1 if n < _RANDPERM_64BIT_FROM else 2 * n
+    draws = _randperm_draws(n)
     chunk = torch.empty(min(draws, 1 << 22), dtype=torch.uint8)
     while draws > 0:
         chunk[: min(draws, len(chunk))].random_(generator=generator)
@@ -90,8 +95,6 @@ def _materialise(sampler: Iterable[int], n: int) -> torch.Tensor:
         indices = order
     elif type(sampler) is RandomSampler and not sampler.replacement and len(sampler.data_source):
         indices = _random_sampler_epoch(sampler)
-    elif type(sampler) is SequentialSampler:
-        indices = torch.arange(len(sampler.data_source))
     else:  # any other sampler: read its ints straight into numpy storage
         try:
             # every index goes through operator.index, which takes ints (numpy's and integer
@@ -171,8 +174,8 @@ class DistributedSamplerWrapper(Sampler[int]):
 
     The inner epoch is read into an integer tensor; a sampler with an ``epoch_order()``
     method (like :class:`~distsampling.WeightedBalanceClassSampler`) is asked for its epoch as
-    a tensor instead, and so are torch's ``SequentialSampler`` and ``RandomSampler`` (without
-    replacement: the same ``randperm`` calls on the same generator).
+    a tensor instead, and so is torch's ``RandomSampler`` (without replacement: the same
+    ``randperm`` calls on the same generator).
 
     Args:
         sampler: the inner sampler: integer indices, ``__len__``, optionally ``set_epoch``.
@@ -303,7 +306,7 @@ class DistributedSamplerWrapper(Sampler[int]):
         must_match = {"shuffle": self.shuffle, "seed": self.seed, "drop_last": self.drop_last}
         required = ("sampler_len", "sampler", *_POSITION_FIELDS)
         state = check_state(state, type(self).__name__, 1, must_match, required=required)
-        self.set_epoch(check_int("epoch", state["epoch"]))
+        self.set_epoch(state["epoch"])  # checks that the epoch is an integer
         if state["sampler"] is not None:  # the inner epoch is drawn again from its state
             if not callable(getattr(self.sampler, "load_state_dict", None)):
                 raise TypeError(
@@ -318,5 +321,5 @@ class DistributedSamplerWrapper(Sampler[int]):
                 f"state does not match this sampler: sampler_len was {state['sampler_len']!r} "
                 f"when saved, but is {n} now"
             )
+        # the loaded point: state_dict() and the next iter() read it before any earlier reading
         self._pending = _resume_point(state, n, self.num_replicas, self.drop_last)
-        self._reading = None
