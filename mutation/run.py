@@ -52,6 +52,8 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "inference": (["tests/test_inference.py", RESUME], False),
     "balanced": (["tests/test_balanced.py", RESUME], False),
     "ahead": (["tests/test_ahead.py"], False),
+    # the argument checks every sampler copies along: proven on their own in tests/test_validate.py
+    "_validate": (["tests/test_validate.py"], False),
 }
 
 # mutmut's exit codes per mutant (mutmut/stats.py), folded into the columns we report

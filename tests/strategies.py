@@ -76,6 +76,40 @@ argument_values = st.one_of(
     st.sampled_from(["1", "no", None, [1], torch.tensor([1, 2])]),
 )
 
+#: ``(value, the int it stands for)``: every integer form the checks take, ``None`` where the
+#: value is not an integer at all (bools of every kind, floats, strings, lists, larger tensors)
+tagged_integers = st.one_of(
+    st.integers().map(lambda v: (v, v)),
+    st.integers(-(2**63), 2**63 - 1).map(lambda v: (np.int64(v), v)),
+    st.integers(0, 255).map(lambda v: (np.uint8(v), v)),
+    st.integers(-(2**63), 2**63 - 1).map(lambda v: (torch.tensor(v), v)),
+    st.integers(-5, 5).map(lambda v: (torch.tensor([v], dtype=torch.int32), v)),
+    st.booleans().map(lambda v: (v, None)),
+    st.booleans().map(lambda v: (np.bool_(v), None)),
+    st.booleans().map(lambda v: (torch.tensor(v), None)),
+    st.floats(allow_nan=True).map(lambda v: (v, None)),
+    st.integers(-5, 5).map(lambda v: (torch.tensor(float(v)), None)),
+    st.sampled_from(["1", None, [1], torch.tensor([1, 2])]).map(lambda v: (v, None)),
+)
+
+#: ``(value, the bool it stands for)``: Python's, numpy's and one-element tensor bools, and
+#: ``None`` for what only looks like one (0, 1, strings, a two-element bool tensor)
+tagged_bools = st.one_of(
+    st.booleans().map(lambda v: (v, v)),
+    st.booleans().map(lambda v: (np.bool_(v), v)),
+    st.booleans().map(lambda v: (torch.tensor(v), v)),
+    st.booleans().map(lambda v: (torch.tensor([v]), v)),
+    st.sampled_from([0, 1, "no", "", None, 1.0, torch.tensor(1), torch.tensor([True, False])]).map(
+        lambda v: (v, None)
+    ),
+)
+
+#: optional bounds of an integer check: ``(low, high)``, either ``None``
+integer_bounds = st.tuples(
+    st.one_of(st.none(), st.integers(-(2**64), 2**64)),
+    st.one_of(st.none(), st.integers(-(2**64), 2**64)),
+)
+
 #: values that are not integers, for bad-input tests
 non_integers = st.one_of(
     st.booleans(),
