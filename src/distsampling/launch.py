@@ -19,6 +19,7 @@ References:
 
 from __future__ import annotations
 
+import atexit
 import gc
 import importlib
 import math
@@ -311,5 +312,17 @@ def _rank_main(target: str, work: str, backend: str, timeout: str) -> None:
     Path(work, f"result{os.environ['RANK']}.pkl").write_bytes(pickle.dumps(result))
 
 
+def _exit_now() -> None:
+    # The result is written: run the exit handlers (multiprocessing's, which stop the rank's
+    # children, and any the target registered), flush, and leave without the interpreter's
+    # teardown of torch's modules, which costs a rank about a second (measured: 1.1 s from the
+    # last exit handler to the process's end under torchrun) and gives back nothing we need.
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 if __name__ == "__main__":
     _rank_main(*sys.argv[1:])
+    _exit_now()  # only after success: a failing rank raises, and its traceback is its report
