@@ -3,6 +3,7 @@ DistributedSampler over the inner epoch, and against a catalyst-style wrapper th
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import random
@@ -445,3 +446,29 @@ def test_a_seed_outside_the_generator_range_is_rejected_at_construction(seed):
     """Invariant: a seed torch.Generator can never take is refused when the wrapper is built."""
     with pytest.raises(ValueError, match=rf"seed should be .*but got seed={seed}"):
         DistributedSamplerWrapper([1, 2], num_replicas=1, rank=0, seed=seed)
+
+
+@given(n=st.integers(min_value=1, max_value=40), args=sampler_args(), epoch=epochs, read=flags)
+def test_a_copy_sets_its_epoch_without_moving_the_original_or_its_inner_sampler(
+    n, args, epoch, read
+):
+    """Invariant: ``copy.copy(wrapper).set_epoch(e)`` leaves the original wrapper's epoch, its
+    inner sampler's epoch and the indices it yields as they were; the copy yields what a
+    wrapper set to ``e`` yields. A fixed list inside is shared, the dataset is the copy's own."""
+    labels = [0, 1, 2] + [i % 3 for i in range(n)]  # every class present
+
+    def make() -> DistributedSamplerWrapper:
+        inner = WeightedBalanceClassSampler(labels, [1, 2, 3], length=n, seed=args["seed"])
+        return DistributedSamplerWrapper(inner, **args)
+
+    original, reference = make(), make()
+    before = list(original) if read else None  # the inner epoch drawn and kept, or not yet
+    twin = copy.copy(original)
+    twin.set_epoch(epoch + 1)
+    assert (original.epoch, original.sampler.epoch) == (0, 0)
+    assert list(original) == (before or list(reference))
+    reference.set_epoch(epoch + 1)
+    assert list(twin) == list(reference)
+    fixed = DistributedSamplerWrapper(list(range(n)), **args)
+    twin = copy.copy(fixed)
+    assert twin.sampler is fixed.sampler and twin.dataset is not fixed.dataset

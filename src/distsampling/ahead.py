@@ -33,7 +33,6 @@ from torch.utils.data import Sampler
 
 from ._validate import check_int
 from .distributed import _Reader
-from .wrapper import DatasetFromSampler, DistributedSamplerWrapper
 
 __all__ = ["OrderAhead"]
 
@@ -62,10 +61,11 @@ def _check_sampler(sampler: object, name: str = "sampler") -> None:
             f"{name} should yield its epoch_order(), but got {name}={sampler!r}: "
             f"{why} without epoch_order()"
         )
-    if isinstance(sampler, DistributedSamplerWrapper):  # its inner sampler is drawn on a copy too
-        inner = sampler.sampler
-        if callable(getattr(inner, "set_epoch", None)):  # an epoch of its own: the same rules
-            _check_sampler(inner, f"{name}.sampler")
+    # a wrapper (DistributedSamplerWrapper) that forwards set_epoch to an inner sampler: the
+    # inner one is drawn on a copy too, so the same rules hold for it
+    inner = getattr(sampler, "sampler", None)
+    if callable(getattr(inner, "set_epoch", None)):
+        _check_sampler(inner, f"{name}.sampler")
     try:
         sampler.state_dict()  # type: ignore[attr-defined]
     except TypeError as err:  # e.g. a wrapper around torch's RandomSampler: no state to compare
@@ -81,15 +81,10 @@ def _twin(sampler: Any) -> Any:
 
     A shallow copy: this package's samplers only rebind their own attributes in ``set_epoch``,
     ``load_state_dict`` and ``epoch_order``, never write into what the copy shares with them
-    (the dataset, the labels). DistributedSamplerWrapper forwards ``set_epoch`` to its inner
-    sampler, through its DatasetFromSampler: both are copied for the twin too.
+    (the dataset, the labels). DistributedSamplerWrapper, whose ``set_epoch`` reaches its inner
+    sampler, says in its ``__copy__`` that a copy gets an inner sampler of its own.
     """
-    twin = copy.copy(sampler)
-    if isinstance(sampler, DistributedSamplerWrapper):
-        has_epoch = callable(getattr(sampler.sampler, "set_epoch", None))
-        twin.sampler = _twin(sampler.sampler) if has_epoch else sampler.sampler
-        twin.dataset = DatasetFromSampler(twin.sampler)  # draws nothing until asked
-    return twin
+    return copy.copy(sampler)
 
 
 class _Draw:

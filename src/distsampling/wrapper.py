@@ -21,6 +21,7 @@ References:
 
 from __future__ import annotations
 
+import copy
 import operator
 from collections.abc import Iterable, Iterator, Sized
 from functools import partial
@@ -261,6 +262,32 @@ class DistributedSamplerWrapper(Sampler[int]):
             self._pending = self._reading = None
         self.epoch = epoch
         self.dataset.set_epoch(self.epoch)
+
+    def __copy__(self) -> DistributedSamplerWrapper:
+        r"""A copy whose ``set_epoch`` leaves this wrapper's epoch, and its inner one, as they are.
+
+        ``set_epoch`` reaches the inner sampler through the dataset that keeps its epoch: a plain
+        shallow copy would share both, so setting the copy's epoch would move this one's inner
+        epoch too. The copy gets its own shallow copy of an inner sampler that has an epoch
+        (``copy.copy``, so this rule holds for a wrapper inside a wrapper) and its own dataset,
+        which draws nothing until asked. The labels and indices they hold are shared, unchanged.
+
+        Examples:
+            >>> import copy
+            >>> from distsampling import WeightedBalanceClassSampler
+            >>> w = DistributedSamplerWrapper(
+            ...     WeightedBalanceClassSampler([0, 0, 1], [1, 1], length=3, seed=2), 1, 0)
+            >>> twin = copy.copy(w)
+            >>> twin.set_epoch(5)
+            >>> w.epoch, w.sampler.epoch, twin.sampler.epoch
+            (0, 0, 5)
+        """
+        twin = type(self).__new__(type(self))
+        twin.__dict__.update(vars(self))
+        if callable(getattr(self.sampler, "set_epoch", None)):
+            twin.sampler = copy.copy(self.sampler)
+        twin.dataset = DatasetFromSampler(twin.sampler)
+        return twin
 
     def state_dict(self) -> dict[str, Any]:
         r"""This rank's place in the epoch, with the inner sampler's state: JSON-serialisable.
