@@ -347,3 +347,158 @@ def test_consumed_beyond_what_a_drawn_order_handed_out_is_refused():
         ValueError, match=r"consumed should be in the interval \[0, 2\], but got consumed=3"
     ):
         ahead.state_dict(consumed=3)
+
+
+@given(n=st.integers(min_value=20, max_value=60), args=sampler_args(), epoch=st.integers(0, 5))
+def test_the_next_epoch_is_drawn_as_soon_as_the_first_index_is_out(n, args, epoch):
+    """Invariant: once the first index of epoch e is out and the loop asks for the second (every
+    rank has at least two here), the draw of epoch e + 1 has started on its own thread: not
+    after a later index, not at the end of the epoch."""
+    wait_for_draws()
+    spy = Spy(range(n), **args)
+    ahead = OrderAhead(spy)
+    ahead.set_epoch(epoch)
+    it = iter(ahead)
+    next(it), next(it)
+    wait_for_draws()
+    assert ("epoch_order", epoch + 1, f"OrderAhead epoch {epoch + 1}") in spy.calls
+
+
+@given(n=st.integers(min_value=1, max_value=60), args=sampler_args())
+def test_epoch_order_after_the_draw_hands_out_the_drawn_order_without_drawing_again(n, args):
+    """Invariant: after set_epoch(e + 1), epoch_order() is the order drawn in the background:
+    the sampler's epoch_order() is not called again on the loop's thread, and the value is the
+    sampler's own."""
+    spy = Spy(range(n), **args)
+    ahead = OrderAhead(spy)
+    list(ahead)
+    ahead.set_epoch(1)
+    main = threading.current_thread().name
+    before = [c for c in spy.calls if c[2] == main]
+    order = ahead.epoch_order()
+    assert [c for c in spy.calls if c[2] == main] == before
+    plain = DistributedSampler(range(n), **args)
+    plain.set_epoch(1)
+    assert order.tolist() == plain.epoch_order().tolist()
+
+
+def test_epoch_order_of_an_epoch_that_could_not_be_drawn_raises_the_samplers_error():
+    """Invariant: when the background draw failed, epoch_order() raises what the sampler's own
+    epoch_order() raises for that epoch, word for word."""
+    seed = 2**64 - 1  # epoch 0 is the last epoch this seed can draw
+    ahead = OrderAhead(DistributedSampler(range(10), num_replicas=1, rank=0, seed=seed))
+    list(ahead)  # epoch 1's draw fails meanwhile
+    ahead.set_epoch(1)
+    plain = DistributedSampler(range(10), num_replicas=1, rank=0, seed=seed)
+    plain.set_epoch(1)
+    with pytest.raises(ValueError) as theirs:
+        plain.epoch_order()
+    with pytest.raises(ValueError) as ours:
+        ahead.epoch_order()
+    assert str(ours.value) == str(theirs.value)
+
+
+@given(n=st.integers(min_value=4, max_value=60), args=sampler_args(), k=st.integers(0, 3))
+def test_set_epoch_to_the_epoch_being_read_keeps_the_position_as_the_sampler_does(n, args, k):
+    """Invariant: while a drawn order is read, set_epoch(the same epoch) changes nothing: the
+    state and the rest of the epoch are what the plain sampler says after the same calls."""
+    plain = DistributedSampler(range(n), **args)
+    ahead = OrderAhead(DistributedSampler(range(n), **args))
+    for s in (plain, ahead):
+        list(s)
+        s.set_epoch(1)  # ahead: the drawn order
+    its = [iter(plain), iter(ahead)]
+    got = [list(islice(it, k)) for it in its]
+    assert got[0] == got[1]
+    for s in (plain, ahead):
+        s.set_epoch(1)
+    assert ahead.state_dict() == plain.state_dict()
+    assert list(its[1]) == list(its[0])
+
+
+def test_a_fresh_wrapper_has_the_samplers_state():
+    """Invariant: before any iter(), OrderAhead's state_dict() is the sampler's."""
+    plain = DistributedSampler(range(10), num_replicas=2, rank=1, seed=5)
+    assert (
+        OrderAhead(DistributedSampler(range(10), 2, 1, seed=5)).state_dict() == plain.state_dict()
+    )
+
+
+def test_consumed_for_a_sampler_without_that_argument_is_refused_naming_both():
+    """Invariant: state_dict(consumed=...) over a sampler whose state_dict takes no ``consumed``
+    is a TypeError naming the argument, the sampler and the value."""
+    inner = WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=5, seed=0)
+    with pytest.raises(TypeError) as err:
+        OrderAhead(inner).state_dict(consumed=2)
+    assert str(err.value) == (
+        f"consumed is DistributedSampler.state_dict's argument, but sampler={inner!r} has a "
+        "state_dict() without it; got consumed=2"
+    )
+
+
+def test_the_drawing_thread_is_not_a_daemon():
+    """Invariant: the draw runs on a non-daemon thread, so the interpreter waits for it at exit
+    instead of killing it inside torch's randperm (which aborts the process)."""
+    wait_for_draws()
+    ahead = OrderAhead(DistributedSampler(range(3_000_000), num_replicas=1, rank=0))
+    it = iter(ahead)
+    next(it), next(it)  # epoch 1 is being drawn
+    threads = ahead_threads()
+    assert [t.daemon for t in threads] == [False]
+    wait_for_draws()
+
+
+class NoEpoch:
+    """Everything OrderAhead calls, but no ``epoch`` attribute."""
+
+    def __iter__(self):
+        return iter(self.epoch_order().tolist())
+
+    def set_epoch(self, epoch):
+        pass
+
+    def epoch_order(self):
+        return torch.arange(3)
+
+    def state_dict(self):
+        return {}
+
+    def __repr__(self):
+        return "NoEpoch()"
+
+
+class NoIter:
+    """Everything OrderAhead calls but ``__iter__`` (a plain class: none inherited either)."""
+
+    epoch = 0
+
+    def set_epoch(self, epoch):
+        pass
+
+    def epoch_order(self):
+        return torch.arange(3)
+
+    def state_dict(self):
+        return {}
+
+    def __repr__(self):
+        return "NoIter()"
+
+
+def test_the_refusals_name_the_samplers_it_takes_and_what_is_missing_word_for_word():
+    """Invariant: a sampler without an epoch attribute, or with no __iter__ at all, is refused
+    in full sentences: which samplers qualify, the sampler given, and what it lacks."""
+    with pytest.raises(TypeError) as err:
+        OrderAhead(NoEpoch())
+    assert str(err.value) == (
+        "sampler should have set_epoch(), epoch_order(), state_dict() and an epoch attribute "
+        "(DistributedSampler, UnpaddedDistributedSampler, WeightedBalanceClassSampler, "
+        "DistributedSamplerWrapper), but got sampler=NoEpoch() of type NoEpoch, which lacks "
+        "an epoch attribute"
+    )
+    with pytest.raises(TypeError) as err:
+        OrderAhead(NoIter())
+    assert str(err.value) == (
+        "sampler should yield its epoch_order(), but got sampler=NoIter(): it has no __iter__ "
+        "without epoch_order()"
+    )
