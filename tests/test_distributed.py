@@ -14,7 +14,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from distsampling import DistributedSampler, rank_positions, split_sizes
-from distsampling.distributed import _index_dtype
 from strategies import (
     GENERATOR_SEED_HIGH,
     GENERATOR_SEED_LOW,
@@ -354,12 +353,6 @@ def test_a_seed_outside_the_generator_range_is_rejected_at_construction(seed):
     """Invariant: a seed torch.Generator can never take is refused when the sampler is built."""
     with pytest.raises(ValueError, match=rf"seed should be .*but got seed={seed}"):
         DistributedSampler(range(4), num_replicas=1, rank=0, seed=seed)
-
-
-@given(size=st.integers(0, 2**40) | st.sampled_from([2**31 - 1, 2**31, 2**31 + 1, 2**32]))
-def test_indices_are_int32_exactly_while_every_index_fits(size):
-    """Invariant: an epoch of `size` positions is held as int32 iff size < 2**31, else int64."""
-    assert _index_dtype(size) == (torch.int32 if size < 2**31 else torch.int64)
 
 
 @given(n=dataset_lengths, args=sampler_args(), epoch=epochs)

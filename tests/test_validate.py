@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from distsampling._validate import (
+    _index_dtype,
     check_bool,
     check_int,
     check_len,
@@ -339,3 +340,10 @@ def test_the_first_failing_state_field_is_the_one_named():
         check_state({"kind": "T", "version": 9}, "S", 1, {})
     with pytest.raises(ValueError, match=r"^state does not match this sampler: a was 1"):
         check_state({"kind": "S", "version": 1, "a": 1, "b": 1}, "S", 1, {"a": 0, "b": 0})
+
+
+@given(size=st.integers(0, 2**40) | st.sampled_from([2**31 - 1, 2**31, 2**31 + 1, 2**32]))
+def test_indices_are_int32_exactly_while_every_index_fits(size):
+    """Invariant: an order of ``size`` positions is held as int32 iff size < 2**31, else int64
+    (the samplers' memory figures and their parity with torch both rest on this line)."""
+    assert _index_dtype(size) == (torch.int32 if size < 2**31 else torch.int64)

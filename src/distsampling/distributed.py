@@ -43,7 +43,15 @@ from typing import Any
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import check_bool, check_int, check_len, check_rank, check_state, resolve_world
+from ._validate import (
+    _index_dtype,
+    check_bool,
+    check_int,
+    check_len,
+    check_rank,
+    check_state,
+    resolve_world,
+)
 
 __all__ = ["DistributedSampler", "rank_positions", "resumed_positions", "split_sizes"]
 
@@ -74,13 +82,6 @@ def split_sizes(n: int, num_replicas: int, drop_last: bool) -> tuple[int, int]:
     else:
         num_samples = -(-n // num_replicas)  # ceil(n / W) in exact integer arithmetic
     return num_samples, num_samples * num_replicas
-
-
-def _index_dtype(size: int) -> torch.dtype:
-    # int32 halves the memory of the order (benchmarks/bench_distributed.py measures the peak);
-    # torch.randperm draws the same permutation whatever the dtype (tests/test_distributed.py
-    # checks it), so parity holds. int64 only once an index can reach 2**31 - 1 + 1.
-    return torch.int32 if size < 2**31 else torch.int64
 
 
 def rank_positions(

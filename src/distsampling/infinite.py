@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import Sampler
 
-from ._validate import check_bool, check_int, check_len, check_state, resolve_world
+from ._validate import _index_dtype, check_bool, check_int, check_len, check_state, resolve_world
 
 __all__ = ["InfiniteSampler", "shared_random_seed"]
 
@@ -232,8 +232,7 @@ class InfiniteSampler(_PassStream):
         if not self.shuffle:
             return torch.arange(self.size)  # (N,) no draw: the generator stays where it is
         # int32 halves the memory; randperm draws the same permutation whatever the dtype
-        dtype = torch.int32 if self.size < 2**31 else torch.int64
-        return torch.randperm(self.size, generator=g, dtype=dtype)  # (N,)
+        return torch.randperm(self.size, generator=g, dtype=_index_dtype(self.size))  # (N,)
 
     def state_dict(self) -> dict[str, object]:
         r"""Where this rank is in the stream: small and JSON-serialisable.

@@ -28,12 +28,12 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import check_int, check_len, check_state
-from .distributed import _SEED_HIGH, _SEED_LOW, _index_dtype, _Reader
+from ._validate import _index_dtype, check_int, check_len, check_state
+from .distributed import _SEED_HIGH, _SEED_LOW, _Reader
 
 __all__ = ["WeightedBalanceClassSampler", "largest_remainder_counts"]
 
-# the numpy twin of distributed._index_dtype's answer: int32 indices below 2**31 samples
+# the numpy twin of _validate._index_dtype's answer: int32 indices below 2**31 samples
 _NUMPY_INDEX = {torch.int32: np.int32, torch.int64: np.int64}
 
 
