@@ -26,8 +26,11 @@ SLOW_BANDWIDTH = 600.0
 def train_on_nodes(
     remote: str, cache_root: str, epochs: int, scenarios: list[str], scenario_epochs: int
 ) -> dict[str, Any] | None:
-    """On every rank: the harness scenarios, then ``epochs`` epochs of a NodeFeed; rank 0 returns all."""
-    out: dict[str, Any] = {"scenarios": worlds.gather_scenarios(scenarios, scenario_epochs)}
+    """On every rank: the harness scenarios, then ``epochs`` epochs of a NodeFeed; rank 0 returns all.
+
+    The feed is opened first, so that the producers (new processes) start while the scenarios run.
+    """
+    out: dict[str, Any] = {}
     node, nodes, local_rank, local_world = node_topology()
     cache_dir = os.path.join(cache_root, f"node{node}")
     producer_options = {"bandwidth": SLOW_BANDWIDTH} if node == 1 else {}
@@ -41,6 +44,7 @@ def train_on_nodes(
         seed=11,
         producer_options=producer_options,
     ) as feed:
+        out["scenarios"] = worlds.gather_scenarios(scenarios, scenario_epochs)
         for epoch in range(epochs):
             loader = feed.loader(epoch)
             indices = list(loader.sampler)
