@@ -448,41 +448,33 @@ def test_the_drawing_thread_is_not_a_daemon():
     wait_for_draws()
 
 
-class NoEpoch:
+class _Parts:
+    """set_epoch, epoch_order and state_dict, as OrderAhead calls them; no __iter__, no epoch."""
+
+    def set_epoch(self, epoch):
+        pass
+
+    def epoch_order(self):
+        return torch.arange(3)
+
+    def state_dict(self):
+        return {}
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class NoEpoch(_Parts):
     """Everything OrderAhead calls, but no ``epoch`` attribute."""
 
     def __iter__(self):
         return iter(self.epoch_order().tolist())
 
-    def set_epoch(self, epoch):
-        pass
 
-    def epoch_order(self):
-        return torch.arange(3)
-
-    def state_dict(self):
-        return {}
-
-    def __repr__(self):
-        return "NoEpoch()"
-
-
-class NoIter:
-    """Everything OrderAhead calls but ``__iter__`` (a plain class: none inherited either)."""
+class NoIter(_Parts):
+    """Everything OrderAhead calls but ``__iter__`` (none inherited either)."""
 
     epoch = 0
-
-    def set_epoch(self, epoch):
-        pass
-
-    def epoch_order(self):
-        return torch.arange(3)
-
-    def state_dict(self):
-        return {}
-
-    def __repr__(self):
-        return "NoIter()"
 
 
 def test_the_refusals_name_the_samplers_it_takes_and_what_is_missing_word_for_word():
