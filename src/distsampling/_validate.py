@@ -2,7 +2,7 @@
 
 The messages follow torch's style (``... but got batch_size=0``) so that a user who reads one
 knows at once which argument to fix and what was passed. Also here, because every sampler that
-holds an epoch's indices needs it: the dtype they are held in (:func:`_index_dtype`).
+holds an epoch's indices needs it: the dtype they are held in (``_index_dtype``).
 """
 
 from __future__ import annotations
