@@ -7,7 +7,9 @@ or the whole run outlasts ``timeout``, every rank is killed (their whole process
 the error shows each rank's last output: no orphan processes, no hung test.
 
 The function is named by import path (``"package.module:function"``) rather than pickled, so
-each rank imports it fresh, exactly as ``torchrun script.py`` would run a script.
+each rank imports it fresh, exactly as ``torchrun script.py`` would run a script. A rank that
+returned runs its exit handlers (``atexit``, multiprocessing's) and then ends at once, without
+the interpreter's slow teardown of torch's modules.
 
 :func:`run_nodes` does the same through real ``torchrun`` agents, one per simulated node
 (``--nnodes``, ``--node-rank``, static rendezvous on 127.0.0.1): ``RANK`` and ``LOCAL_RANK``
