@@ -11,6 +11,7 @@ import importlib
 import types
 from pathlib import Path
 
+import _pytest.assertion.util
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
@@ -85,6 +86,9 @@ def failure_report(bug: str, monkeypatch: pytest.MonkeyPatch) -> str:
         suppress_health_check=list(HealthCheck),
     )
     monkeypatch.setattr(prop, "_hypothesis_internal_use_settings", strict)
+    # only Hypothesis's report is kept: pytest's explanation of each failing assert (a difflib
+    # diff of long lists, for every example tried while shrinking) would be work thrown away
+    monkeypatch.setattr(_pytest.assertion.util, "_reprcompare", None)
     with pytest.raises(Exception) as caught:  # an assert, or the error a bug raises
         prop()
     return counterexample(caught.value)
