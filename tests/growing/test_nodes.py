@@ -2,7 +2,9 @@
 
 The multi-node properties run in one real run: two ``torchrun`` agents (``--nnodes=2
 --nproc-per-node=2``, static rendezvous on 127.0.0.1, gloo), started by
-:func:`distsampling.run_nodes`, bounded by a timeout, every process killed afterwards. The run
+:func:`distsampling.run_nodes`, bounded by a timeout, every process killed afterwards. They are
+in the ``worlds`` xdist group with every other test that starts a process group: one such run
+at a time, so that their processes never crowd the cores together. The run
 also replays the sampler harness of tests/worlds.py on 2 nodes x 2 processes, where ``RANK`` and
 ``LOCAL_RANK`` differ. Each test asserts one property of what rank 0 gathered.
 """
@@ -64,7 +66,7 @@ def by_epoch(records: list[dict]) -> dict[int, list[dict]]:
 
 
 @pytest.mark.multiprocess
-@pytest.mark.xdist_group("nodes")
+@pytest.mark.xdist_group("worlds")
 def test_torchrun_numbers_ranks_node_by_node(two_nodes):
     """Invariant: rank = node * local_world + local_rank; each node has its own cache directory."""
     _, records = two_nodes
@@ -76,7 +78,7 @@ def test_torchrun_numbers_ranks_node_by_node(two_nodes):
 
 
 @pytest.mark.multiprocess
-@pytest.mark.xdist_group("nodes")
+@pytest.mark.xdist_group("worlds")
 def test_every_rank_runs_the_same_number_of_steps_every_epoch(two_nodes):
     """Invariant: per epoch, every rank reads m = min over nodes of len // ranks per node samples,
     in the same number of batches, though the nodes' snapshots differ in length."""
@@ -95,7 +97,7 @@ def test_every_rank_runs_the_same_number_of_steps_every_epoch(two_nodes):
 
 
 @pytest.mark.multiprocess
-@pytest.mark.xdist_group("nodes")
+@pytest.mark.xdist_group("worlds")
 def test_a_nodes_ranks_split_its_snapshot_disjointly(two_nodes):
     """Invariant: the ranks of one node share its snapshot and read disjoint indices of it."""
     _, records = two_nodes
@@ -109,7 +111,7 @@ def test_a_nodes_ranks_split_its_snapshot_disjointly(two_nodes):
 
 
 @pytest.mark.multiprocess
-@pytest.mark.xdist_group("nodes")
+@pytest.mark.xdist_group("worlds")
 def test_nodes_train_on_disjoint_samples_each_whole(two_nodes):
     """Invariant: node k reads only files j with j % 2 == k; every sample is a whole remote row
     and is exactly the snapshot's sample at the index the sampler gave."""
@@ -126,7 +128,7 @@ def test_nodes_train_on_disjoint_samples_each_whole(two_nodes):
 
 
 @pytest.mark.multiprocess
-@pytest.mark.xdist_group("nodes")
+@pytest.mark.xdist_group("worlds")
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_sampler_harness_on_two_nodes_matches_the_single_process_computation(two_nodes, name):
     """Invariant: on 2 nodes x 2 processes (RANK != LOCAL_RANK), each rank yields what one
