@@ -13,7 +13,7 @@ import torch.utils.data.distributed as torch_distributed
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distsampling import DistributedSampler, rank_positions, split_sizes
+from distsampling import DistributedSampler, epoch_permutation, rank_positions, split_sizes
 from strategies import (
     GENERATOR_SEED_HIGH,
     GENERATOR_SEED_LOW,
@@ -274,10 +274,21 @@ def test_a_dataset_whose_length_changed_is_reported_not_mis_split():
     with pytest.raises(RuntimeError) as error:
         list(s)
     assert str(error.value) == (
-        "len(dataset) changed since this sampler was built: total_size=10 was computed for another "
-        "length, but got len(dataset)=12. Build a new sampler (or use DistributedSamplerWrapper, "
-        "which follows a changing length)."
+        "len(dataset) changed since this sampler was built from 10, but got len(dataset)=12: "
+        "build a new sampler, or one that reads the length every epoch: "
+        "DistributedSamplerWrapper(SequentialSampler(dataset), ...)"
     )
+
+
+def test_a_dataset_that_shrank_is_reported_even_where_torchs_total_size_still_fits():
+    """Invariant: 10 -> 9 samples on 4 ranks keeps torch's total_size (12) but is reported:
+    the length, not the padded length, is what the order was computed for."""
+    data = list(range(10))
+    s = DistributedSampler(data, num_replicas=4, rank=0)
+    data.pop()
+    assert split_sizes(9, 4, False) == (s.num_samples, s.total_size)
+    with pytest.raises(RuntimeError, match=r"built from 10, but got len\(dataset\)=9: "):
+        list(s)
 
 
 @given(n=st.integers(0, 5000), seed=st.integers(-(2**63), 2**64 - 1))
@@ -309,11 +320,7 @@ def test_omitted_arguments_take_torchs_defaults(n, args, epoch):
         theirs.set_epoch(epoch)
     idx_ours, idx_torch = list(ours), list(theirs)
     assert idx_ours == idx_torch
-    # rank_positions with the same arguments left out is the same split
-    rest = {k: v for k, v in args.items() if k not in ("num_replicas", "rank")}
-    rest |= {} if epoch is None else {"epoch": epoch}
-    positions = rank_positions(n, args["num_replicas"], args["rank"], **rest)
-    assert positions.tolist() == idx_torch
+    assert ours.indices().tolist() == idx_torch  # the tensor iter() hands out
     assert (ours.shuffle, ours.seed, ours.drop_last) == (
         theirs.shuffle,
         theirs.seed,
@@ -356,40 +363,46 @@ def test_a_seed_outside_the_generator_range_is_rejected_at_construction(seed):
 
 
 @given(n=dataset_lengths, args=sampler_args(), epoch=epochs)
-def test_rank_positions_are_an_int32_tensor_of_torchs_indices(n, args, epoch):
-    """Invariant: rank_positions returns this rank's indices as a 1-D int32 tensor (half of int64)."""
-    positions = rank_positions(
-        n,
-        args["num_replicas"],
-        args["rank"],
-        shuffle=args["shuffle"],
-        seed=args["seed"],
-        epoch=epoch,
-        drop_last=args["drop_last"],
-    )
-    assert positions.dtype == torch.int32 and positions.ndim == 1
-    assert positions.tolist() == both(n, epoch, **args)[1]
+def test_indices_are_an_int32_tensor_of_torchs_indices(n, args, epoch):
+    """Invariant: indices() is what iter() yields, as a 1-D int32 tensor (half of int64), and
+    epoch_order() the whole epoch's order that every rank takes its share of."""
+    s = DistributedSampler(range(n), **args)
+    s.set_epoch(epoch)
+    indices = s.indices()
+    assert indices.dtype == torch.int32 and indices.ndim == 1
+    assert indices.tolist() == both(n, epoch, **args)[1]
+    whole = DistributedSampler(range(n), 1, 0, args["shuffle"], args["seed"])
+    whole.set_epoch(epoch)
+    assert s.epoch_order().tolist() == list(whole)
+
+
+@given(n=dataset_lengths, args=sampler_args())
+def test_rank_positions_are_torchs_indices_over_an_unshuffled_dataset(n, args):
+    """Invariant: rank_positions(n, W, r, drop_last) are the positions of the epoch's order that
+    rank r reads: torch's unshuffled indices, so padding shows as the head again (p % n)."""
+    W, r, drop_last = args["num_replicas"], args["rank"], args["drop_last"]
+    torch_positions = torch_distributed.DistributedSampler(range(n), W, r, False, 0, drop_last)
+    assert rank_positions(n, W, r, drop_last).tolist() == list(torch_positions)
 
 
 @given(
-    name=st.sampled_from(["num_replicas", "rank", "shuffle", "seed", "epoch", "drop_last"]),
+    name=st.sampled_from(["num_replicas", "rank", "drop_last"]),
     value=st.one_of(argument_values, st.sampled_from([-1, 3, 2**64 - 1, 2**64, -(2**63) - 1])),
     n=st.integers(0, 12),
 )
 def test_rank_positions_checks_its_arguments_in_distributed_samplers_words(name, value, n):
-    """Invariant: rank_positions, the public function behind the sampler, takes what the sampler
-    takes and gives its indices, and refuses what it refuses (``rank_positions(10, 2, 5)``,
-    ``rank=-1``, ``num_replicas=0``) with the same error and message: never garbage, never a
+    """Invariant: rank_positions, the split behind the sampler, takes what the sampler takes and
+    gives its positions, and refuses what it refuses (``rank_positions(10, 2, 5)``, ``rank=-1``,
+    ``num_replicas=0``) with the same error and message: never garbage, never a
     ZeroDivisionError."""
-    kwargs = {"num_replicas": 3, "rank": 1, "shuffle": True, "seed": 5, "drop_last": False}
+    kwargs = {"num_replicas": 3, "rank": 1, "drop_last": False}
     kwargs[name] = value
-    epoch = kwargs.pop("epoch", 2)
-    sampler = outcome(lambda: DistributedSampler(range(n), **kwargs), epoch)
+    sampler = outcome(lambda: DistributedSampler(range(n), **kwargs, shuffle=False), 0)
     if value is None and name in ("num_replicas", "rank"):
         # the sampler reads None from the process group; rank_positions has none to read
         sampler = TypeError(f"{name} should be an integer, but got {name}=None of type NoneType")
     try:
-        positions = rank_positions(n, **kwargs, epoch=epoch).tolist()
+        positions = rank_positions(n, **kwargs).tolist()
     except (TypeError, ValueError) as err:
         assert type(err) is type(sampler) and str(err) == str(sampler)
     else:
@@ -429,25 +442,28 @@ def test_rank_positions_names_a_bad_length_first(value, bad_rank):
 
 @pytest.mark.parametrize("seed", [GENERATOR_SEED_LOW - 1, GENERATOR_SEED_HIGH + 1])
 @pytest.mark.parametrize("shuffle", [True, False])
-def test_rank_positions_refuses_a_seed_outside_the_generator_range_even_unshuffled(seed, shuffle):
-    """Invariant: rank_positions takes the seeds the sampler takes: one torch.Generator can
+def test_epoch_permutation_refuses_a_seed_outside_the_generator_range_even_unshuffled(
+    seed, shuffle
+):
+    """Invariant: epoch_permutation takes the seeds the sampler takes: one torch.Generator can
     never take is refused naming the seed, with or without shuffle (as the sampler refuses it
     when built)."""
     with pytest.raises(
         ValueError, match=rf"^seed should be in the interval .*but got seed={seed}$"
     ):
-        rank_positions(4, 1, 0, shuffle=shuffle, seed=seed)
+        epoch_permutation(4, shuffle, seed, 0)
 
 
 @given(seed=seeds_at_generator_bounds, epoch=st.integers(-2, 2))
-def test_rank_positions_refuses_seed_plus_epoch_outside_the_generator_range(seed, epoch):
+def test_epoch_permutation_refuses_seed_plus_epoch_outside_the_generator_range(seed, epoch):
     """Invariant: with shuffle, seed + epoch must be a torch.Generator seed: out of range it is
-    refused with both values named, in the sampler's words."""
+    refused with both values named, in the sampler's words; without shuffle it is not used."""
+    assert len(epoch_permutation(3, False, seed, epoch)) == 3
     if GENERATOR_SEED_LOW <= seed + epoch <= GENERATOR_SEED_HIGH:
-        assert len(rank_positions(3, 1, 0, seed=seed, epoch=epoch)) == 3
+        assert len(epoch_permutation(3, True, seed, epoch)) == 3
     else:
         with pytest.raises(ValueError) as error:
-            rank_positions(3, 1, 0, seed=seed, epoch=epoch)
+            epoch_permutation(3, True, seed, epoch)
         assert str(error.value) == (
             f"seed + epoch should be in [{GENERATOR_SEED_LOW}, {GENERATOR_SEED_HIGH}] "
             f"(torch.Generator's range), but got seed={seed}, epoch={epoch}"
@@ -464,11 +480,11 @@ def test_rank_positions_refuses_exactly_the_padded_epochs_of_2_to_the_63_positio
     total_size = split_sizes(n, num_replicas, drop_last=False)[1]
     if total_size > 2**63 - 1:
         with pytest.raises(ValueError) as error:
-            rank_positions(n, num_replicas, 0, shuffle=False)
+            rank_positions(n, num_replicas, 0)
         assert str(error.value) == (
             "num_replicas should leave a padded epoch below 2**63 positions, but got "
             f"num_replicas={num_replicas} for n={n}: total_size={total_size}"
         )
     else:
         with pytest.raises(RuntimeError):  # torch's allocation, after every check passed
-            rank_positions(n, num_replicas, 0, shuffle=False)
+            rank_positions(n, num_replicas, 0)

@@ -56,12 +56,23 @@ def test_the_ranks_together_read_the_one_rank_stream_each_pass_a_permutation(n, 
 
 
 @given(n=stream_lengths, args=stream_sampler_args, reads=st.lists(st.integers(0, 30), max_size=5))
-def test_a_new_iter_continues_where_the_last_one_stopped(n, args, reads):
-    """Invariant: reading a, then b, ... indices from fresh iter() calls reads one stream."""
+def test_every_iter_starts_the_stream_at_the_loaded_point_and_iterators_are_independent(
+    n, args, reads
+):
+    """Invariant: as detectron2's samplers, every iter() starts the same stream (from its start,
+    or from a loaded position), and live iterators read in turn do not disturb each other."""
     s = InfiniteSampler(range(n), **args)
-    pieces = [x for a in reads for x in islice(s, a)]
-    assert pieces == list(islice(InfiniteSampler(range(n), **args), sum(reads)))
-    assert s.position == sum(reads)
+    whole = list(islice(InfiniteSampler(range(n), **args), 2 * sum(reads) + 1))
+    iterators = [iter(s) for _ in reads]
+    for a, it in zip(reads, iterators):  # each reads a, in turn, then all read one more
+        assert list(islice(it, a)) == whole[:a]
+    assert [next(it) for it in iterators] == [whole[a] for a in reads]
+    k = sum(reads)
+    head = iter(s)
+    list(islice(head, k))
+    assert s.position == k  # the latest iter()'s count
+    s.load_state_dict(s.state_dict())
+    assert [list(islice(s, k + 1)) for _ in range(2)] == [whole[k : 2 * k + 1]] * 2
 
 
 @given(n=stream_lengths, args=stream_sampler_args, k=stream_reads, more=st.integers(0, 60))
@@ -95,10 +106,11 @@ def test_resume_draws_only_the_passes_from_the_last_one_read_to_the_next_index(n
     s = InfiniteSampler(range(n), **args)
     W = args["num_replicas"]
     k = passes * n // W
-    list(islice(s, k))
+    it = iter(s)
+    list(islice(it, k))
     resumed = CountingPasses(range(n), **args)
     resumed.load_state_dict(s.state_dict())
-    assert next(iter(resumed)) == next(iter(s))
+    assert next(iter(resumed)) == next(it)
     assert resumed.drawn <= W // n + 2 < passes
 
 

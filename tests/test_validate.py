@@ -7,7 +7,6 @@ value" is the promise every sampler's bad-input tests rely on.
 
 from __future__ import annotations
 
-import operator
 import sys
 
 import numpy as np
@@ -23,8 +22,6 @@ from distsampling._validate import (
     check_int,
     check_len,
     check_rank,
-    check_state,
-    index_tensor,
     resolve_world,
 )
 from strategies import integer_bounds, tagged_bools, tagged_integers, world_sizes
@@ -124,51 +121,6 @@ def test_a_length_past_what_len_can_count_is_refused_naming_the_limit(extra):
     assert err.value.__cause__ is None and err.value.__suppress_context__
 
 
-@given(ints=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=40), form=st.integers(0, 2))
-def test_a_pass_of_integer_indices_becomes_an_int64_tensor_of_the_same_values(ints, form):
-    """Invariant: ``index_tensor`` of a sampler yielding Python, numpy or tensor ints is the
-    ``(m,)`` int64 tensor of those values, in order, at int64's limits too."""
-    as_form = [lambda v: v, np.int64, torch.tensor][form]
-    out = index_tensor([as_form(v) for v in ints])
-    assert out.dtype == torch.int64 and out.shape == (len(ints),)
-    assert out.tolist() == ints
-
-
-@given(
-    good=st.lists(st.integers(0, 9), max_size=5),
-    bad=st.sampled_from([1.5, 2.0, "1", [0, 1], None, 2**63, -(2**63) - 1]),
-)
-def test_a_pass_that_yields_anything_but_integers_is_refused_not_truncated(good, bad):
-    """Invariant: a float (1.5 or 2.0), a string, a batch, None or an integer beyond int64
-    anywhere in the pass is a TypeError naming the sampler and the underlying error: never
-    truncated, parsed or wrapped into an index."""
-    sampler = [*good, bad]
-    with pytest.raises(TypeError) as err:
-        index_tensor(sampler)
-    cause = err.value.__cause__
-    assert str(err.value) == (
-        f"sampler should yield integer indices, but got sampler={sampler!r} ({cause})"
-    )
-    assert isinstance(err.value.__cause__, TypeError | ValueError | OverflowError)
-
-
-def _is_index_error(cause: BaseException, bad: object) -> bool:
-    """What ``operator.index`` (or int64 conversion) raises for ``bad`` is the chained cause."""
-    try:
-        np.fromiter([operator.index(bad)], dtype=np.int64)
-    except (TypeError, ValueError, OverflowError) as expected:
-        return type(cause) is type(expected) and str(cause) == str(expected)
-    return False
-
-
-@pytest.mark.parametrize("bad", [1.5, "1", [0, 1], None, 2**63])
-def test_the_refused_index_carries_the_conversions_own_error(bad):
-    """Invariant: the TypeError's cause is exactly what converting that one value raised."""
-    with pytest.raises(TypeError) as err:
-        index_tensor([0, bad])
-    assert _is_index_error(err.value.__cause__, bad)
-
-
 @given(data=st.data(), world=world_sizes)
 def test_a_rank_in_the_world_is_taken_and_any_other_is_refused_in_torchs_words(data, world):
     """Invariant: exactly ``0 <= rank < num_replicas`` passes; any other rank is refused with
@@ -255,91 +207,6 @@ def test_a_missing_world_is_filled_from_the_default_process_group():
             resolve_world(None, 1)
     finally:
         dist.destroy_process_group()
-
-
-# --- check_state: a saved state_dict() is refused unless it is this sampler's -------------------
-
-FIELDS = st.dictionaries(st.sampled_from(["seed", "size", "shuffle", "epoch"]), st.integers(0, 3))
-
-
-@given(
-    data=st.data(),
-    must_match=FIELDS,
-    required=st.lists(st.sampled_from(["position", "epoch", "seed"]), unique=True, max_size=2),
-)
-def test_a_state_is_taken_only_whole_of_this_kind_and_version_and_matching(
-    data, must_match, required
-):
-    """Invariant: ``check_state`` returns the very dict when it is of this kind and version,
-    holds every must-match and required field, and each must-match field is equal. Otherwise
-    the first failure in that order is raised, naming the field and both values."""
-    saved = {
-        "kind": data.draw(st.sampled_from(["S", "T"])),
-        "version": data.draw(st.integers(1, 2)),
-    }
-    saved |= data.draw(FIELDS)
-    saved |= data.draw(st.dictionaries(st.sampled_from(["position", "other"]), st.integers(0, 2)))
-    for key in data.draw(st.lists(st.sampled_from(["kind", "version"]), unique=True)):
-        del saved[key]
-
-    def missing(key: str) -> str:
-        return f"state has no {key!r}: it is not a S state_dict() (got {saved!r})"
-
-    expected: tuple[type, str] | None = None
-    for key in ("kind", "version"):
-        if key not in saved:
-            expected = (KeyError, missing(key))
-            break
-    else:
-        if saved["kind"] != "S":
-            text = f"state comes from another sampler: kind was {saved['kind']!r} when saved, but this is a S"
-            expected = (ValueError, text)
-        elif saved["version"] != 1:
-            expected = (
-                ValueError,
-                f"state has format version={saved['version']!r}, but this S reads version=1",
-            )
-        elif absent := [k for k in [*must_match, *required] if k not in saved]:
-            expected = (KeyError, missing(absent[0]))
-        elif unequal := [k for k, v in must_match.items() if saved[k] != v]:
-            k = unequal[0]
-            expected = (
-                ValueError,
-                f"state does not match this sampler: {k} was {saved[k]!r} when saved, "
-                f"but is {must_match[k]!r} now",
-            )
-    if expected is None:
-        assert check_state(saved, "S", 1, must_match, required=required) is saved
-        if not required:  # ``required`` may be left out: no further field is asked for
-            assert check_state(saved, "S", 1, must_match) is saved
-        return
-    with pytest.raises(expected[0]) as err:
-        check_state(saved, "S", 1, must_match, required=required)
-    assert err.value.args == (expected[1],)
-
-
-@pytest.mark.parametrize("state", [None, [("kind", "S")], "{}", 3])
-def test_a_state_that_is_not_a_dict_is_refused_naming_its_type(state):
-    """Invariant: anything but a dict (a list of pairs, a JSON string not yet parsed) is a
-    TypeError naming the value and its type."""
-    with pytest.raises(TypeError) as err:
-        check_state(state, "S", 1, {})
-    assert str(err.value) == (
-        f"state should be a dict from state_dict(), but got state={state!r} "
-        f"of type {type(state).__name__}"
-    )
-
-
-def test_the_first_failing_state_field_is_the_one_named():
-    """Invariant: kind before version before the other fields, and fields in the caller's order:
-    the message explains the first gap, not a later symptom of it."""
-    with pytest.raises(KeyError) as err:
-        check_state({"seed": 0}, "S", 1, {"seed": 0})
-    assert err.value.args[0].startswith("state has no 'kind': ")
-    with pytest.raises(ValueError, match=r"^state comes from another sampler"):
-        check_state({"kind": "T", "version": 9}, "S", 1, {})
-    with pytest.raises(ValueError, match=r"^state does not match this sampler: a was 1"):
-        check_state({"kind": "S", "version": 1, "a": 1, "b": 1}, "S", 1, {"a": 0, "b": 0})
 
 
 @given(size=st.integers(0, 2**40) | st.sampled_from([2**31 - 1, 2**31, 2**31 + 1, 2**32]))

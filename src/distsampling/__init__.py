@@ -5,11 +5,12 @@ proven against torch by the Hypothesis properties in ``tests/``.
 """
 
 # one line per module: the code, its tests and its tutorial share the module's stem
+from ._validate import epoch_permutation, rank_positions, split_sizes
 from .ahead import OrderAhead
 from .balanced import BatchBalanceClassSampler, distinct_draws
 from .batch import BatchSampler
 from .checks import RankMismatchError, assert_rank_consistent, epoch_digest
-from .distributed import DistributedSampler, rank_positions, resumed_positions, split_sizes
+from .distributed import DistributedSampler
 from .evaluation import UnpaddedDistributedSampler, gather_by_index, merge_by_index
 from .grouped import GroupedBatchSampler
 from .growing import (
@@ -39,9 +40,17 @@ from .pipeline import (
     make_data_sampler,
 )
 from .repeat_factor import RepeatFactorSampler, repeat_factors_from_category_frequency
+from .resumable import (
+    ResumableBatchSampler,
+    ResumableDistributedSampler,
+    ResumableDistributedSamplerWrapper,
+    ResumableUnpaddedDistributedSampler,
+    ResumableWeightedBalanceClassSampler,
+)
+from .resume import Resumable, check_state, resumed_positions
 from .weighted import WeightedBalanceClassSampler, largest_remainder_counts
 from .windowed import SequentialWindowedDataset, epoch_offset, window_indices
-from .wrapper import DatasetFromSampler, DistributedSamplerWrapper
+from .wrapper import DatasetFromSampler, DistributedSamplerWrapper, index_tensor
 
 __version__ = "0.1.0"
 
@@ -61,6 +70,12 @@ __all__ = [
     "RankMismatchError",
     "RemoteSource",
     "RemoteUnavailableError",
+    "Resumable",
+    "ResumableBatchSampler",
+    "ResumableDistributedSampler",
+    "ResumableDistributedSamplerWrapper",
+    "ResumableUnpaddedDistributedSampler",
+    "ResumableWeightedBalanceClassSampler",
     "SequentialWindowedDataset",
     "ShardCache",
     "Snapshot",
@@ -70,10 +85,13 @@ __all__ = [
     "aspect_ratio_groups",
     "aspect_ratios",
     "assert_rank_consistent",
+    "check_state",
     "collate_batch",
     "epoch_digest",
     "epoch_offset",
+    "epoch_permutation",
     "gather_by_index",
+    "index_tensor",
     "largest_remainder_counts",
     "load_shard",
     "make_batch_data_sampler",

@@ -1,38 +1,31 @@
-"""Argument checks shared by every sampler: each error names the argument and the value.
+r"""The one small helper the sampler files share: argument checks, and torch's split arithmetic.
 
-The messages follow torch's style (``... but got batch_size=0``) so that a user who reads one
-knows at once which argument to fix and what was passed. Also here, because every sampler that
-holds an epoch's indices needs it: the dtype they are held in (``_index_dtype``).
+Every check names the argument and the value, in torch's words (``... but got batch_size=0``),
+so a user knows at once what to fix. The arithmetic is the part of torch's DistributedSampler
+that :class:`~distsampling.DistributedSampler` and the wrapper both need: how long each rank's
+share is (:func:`split_sizes`), the epoch's order (:func:`epoch_permutation`) and which
+positions of it a rank reads (:func:`rank_positions`).
+
+References:
+    torch/utils/data/distributed.py (DistributedSampler.__init__ and __iter__)
 """
 
 from __future__ import annotations
 
 import operator
 import sys
-from collections.abc import Sequence, Sized
+from collections.abc import Sized
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
-__all__ = [
-    "check_bool",
-    "check_int",
-    "check_len",
-    "check_rank",
-    "check_state",
-    "index_tensor",
-    "resolve_world",
-]
+# torch.Generator.manual_seed takes any integer in [-2**63, 2**64 - 1]
+_SEED_LOW, _SEED_HIGH = -(2**63), 2**64 - 1
 
 
 def _index_dtype(size: int) -> torch.dtype:
-    """The dtype of an order of ``size`` positions: int32 while every index fits, else int64.
-
-    int32 halves the memory of an epoch's order (``make bench`` measures the peaks);
-    ``torch.randperm`` draws the same permutation whatever the dtype (tests/test_distributed.py
-    checks it), so parity with torch holds. int64 once an index can reach ``2**31``.
-    """
+    """int32 while every index below ``size`` fits (half the memory of int64), else int64."""
     return torch.int32 if size < 2**31 else torch.int64
 
 
@@ -44,11 +37,8 @@ def _is_bool(value: object) -> bool:
 
 
 def check_int(name: str, value: object, *, low: int | None = None, high: int | None = None) -> int:
-    """Return ``value`` as an ``int``; raise if it is not an integer (bools excluded) in range.
-
-    An integer is what ``operator.index`` takes, as torch's samplers take it: Python and numpy
-    ints and one-element integer tensors (``torch.tensor(2)``). A bool is never taken for 0 or 1.
-    """
+    """``value`` as an ``int``; raise unless it is an integer in range: what ``operator.index``
+    takes, as torch does (Python and numpy ints, one-element integer tensors), never a bool."""
     try:
         if _is_bool(value):
             raise TypeError
@@ -69,18 +59,14 @@ def check_int(name: str, value: object, *, low: int | None = None, high: int | N
 
 
 def check_bool(name: str, value: object) -> bool:
-    """Return ``value`` as a ``bool``; raise unless it is a boolean (``0``/``1`` are not taken).
-
-    Python's and numpy's bools and one-element bool tensors are booleans; torch's samplers
-    would take any truthy value, but ``shuffle="no"`` shuffling is a bug, not a choice.
-    """
+    """Return ``value`` as a ``bool``; raise unless it is one (``shuffle="no"`` is a bug)."""
     if not _is_bool(value):
         raise TypeError(f"{name} should be a boolean value, but got {name}={value!r}")
     return bool(value)
 
 
 def check_len(name: str, obj: object) -> int:
-    """Return ``len(obj)``; raise if ``obj`` has no length (an iterable-style dataset, a generator)."""
+    """Return ``len(obj)``; raise if ``obj`` has no length (an iterable-style dataset)."""
     if not isinstance(obj, Sized):
         raise TypeError(
             f"{name} should have __len__ (a map-style dataset or a sized sampler), "
@@ -94,22 +80,19 @@ def check_len(name: str, obj: object) -> int:
         ) from None
 
 
-def index_tensor(sampler: object) -> torch.Tensor:
-    """One pass of ``sampler`` as an int64 tensor ``(m,)``; raise unless it yields integers."""
-    try:
-        # operator.index takes ints (numpy's and one-element integer tensors too) and refuses
-        # floats, strings and lists (a batch sampler): np.fromiter alone would truncate 1.5 to 1
-        # and parse "1"
-        ints = map(operator.index, sampler)  # type: ignore[call-overload]
-        return torch.from_numpy(np.fromiter(ints, dtype=np.int64))
-    except (TypeError, ValueError, OverflowError) as err:
-        raise TypeError(
-            f"sampler should yield integer indices, but got sampler={sampler!r} ({err})"
-        ) from err
+def check_rank(rank: object, num_replicas: int) -> int:
+    """Return ``rank`` as an ``int``; raise, in torch's words, unless it is in ``[0, num_replicas)``."""
+    rank = check_int("rank", rank)
+    if not 0 <= rank < num_replicas:
+        raise ValueError(
+            f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}], "
+            f"but got rank={rank} for num_replicas={num_replicas}"
+        )
+    return rank
 
 
-def resolve_world(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
-    """Fill ``num_replicas``/``rank`` from the default process group where they are ``None``."""
+def resolve_world(num_replicas: object, rank: object) -> tuple[int, int]:
+    """``(num_replicas, rank)``, each taken from the default process group where it is ``None``."""
     if num_replicas is None or rank is None:
         # torch's words first (RuntimeError, or ValueError from dist.get_world_size), then ours
         how = (
@@ -131,77 +114,68 @@ def resolve_world(num_replicas: int | None, rank: int | None) -> tuple[int, int]
     return num_replicas, check_rank(rank, num_replicas)
 
 
-def check_rank(rank: object, num_replicas: int) -> int:
-    """Return ``rank`` as an ``int``; raise, in torch's words, unless it is in ``[0, num_replicas)``."""
-    rank = check_int("rank", rank)
-    if not 0 <= rank < num_replicas:
-        # torch's DistributedSampler says "Invalid rank ...": its own tests match those words
+def check_seed(seed: object, epoch: int = 0) -> int:
+    """Return ``seed`` as an ``int``; raise unless it, and ``seed + epoch``, can seed a generator."""
+    seed = check_int("seed", seed, low=_SEED_LOW, high=_SEED_HIGH)
+    if not _SEED_LOW <= seed + epoch <= _SEED_HIGH:
         raise ValueError(
-            f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}], "
-            f"but got rank={rank} for num_replicas={num_replicas}"
+            f"seed + epoch should be in [{_SEED_LOW}, {_SEED_HIGH}] (torch.Generator's range), "
+            f"but got seed={seed}, epoch={epoch}"
         )
-    return rank
+    return seed
 
 
-def check_state(
-    state: object,
-    kind: str,
-    version: int,
-    must_match: dict[str, object],
-    *,
-    required: Sequence[str] = (),
-) -> dict[str, object]:
-    r"""Check a saved ``state_dict()`` before ``load_state_dict`` uses it, and return it.
-
-    Every sampler's state is a small JSON-serialisable dict: ``"kind"`` (the class name),
-    ``"version"`` (the format), the fields that must match on resume (seed, dataset length,
-    shuffle, drop_last, ...) and the position fields the sampler reads itself. A mismatch names
-    the field, the saved value and the current one, so a checkpoint from another run, another
-    dataset or another class is refused instead of silently resuming the wrong epoch.
-
-    Args:
-        state: what ``state_dict()`` returned (after ``json.loads`` or ``torch.load``).
-        kind: the class name this state must come from.
-        version: the format version this class reads.
-        must_match: field -> current value; the saved value must be equal.
-        required: further fields that must be present (the position fields the caller reads).
+def split_sizes(n: int, num_replicas: int, drop_last: bool) -> tuple[int, int]:
+    r"""``(num_samples, total_size)``: indices per rank, and the padded (or cut) epoch's length.
 
     Examples:
-        >>> check_state({"kind": "S", "version": 1, "seed": 0}, "S", 1, {"seed": 0})["seed"]
-        0
-        >>> check_state({"kind": "S", "version": 1, "seed": 0}, "S", 1, {"seed": 1})
-        Traceback (most recent call last):
-        ...
-        ValueError: state does not match this sampler: seed was 0 when saved, but is 1 now
+        >>> split_sizes(10, 3, drop_last=False)  # pad 10 -> 12: two indices repeat
+        (4, 12)
+        >>> split_sizes(10, 3, drop_last=True)  # cut 10 -> 9: the last index is dropped
+        (3, 9)
     """
-    if not isinstance(state, dict):
-        raise TypeError(
-            f"state should be a dict from state_dict(), but got state={state!r} "
-            f"of type {type(state).__name__}"
-        )
+    n = check_int("n", n, low=0)
+    num_replicas = check_int("num_replicas", num_replicas, low=1)
+    # torch's ceil((n - W) / W) with drop_last is floor(n / W); without it, ceil(n / W)
+    num_samples = n // num_replicas if check_bool("drop_last", drop_last) else -(-n // num_replicas)
+    return num_samples, num_samples * num_replicas
 
-    def present(*keys: str) -> None:
-        for key in keys:
-            if key not in state:
-                raise KeyError(
-                    f"state has no {key!r}: it is not a {kind} state_dict() (got {state!r})"
-                )
 
-    present("kind", "version")  # the class and format first: they explain any other gap
-    if state["kind"] != kind:
+def epoch_permutation(n: int, shuffle: bool, seed: int, epoch: int) -> torch.Tensor:
+    r"""The epoch's order ``(n,)``: torch's ``randperm(n)`` seeded by ``seed + epoch``, or ``0..n-1``.
+
+    int32 below ``2**31`` samples: ``randperm`` draws the same permutation whatever the dtype.
+
+    Examples:
+        >>> epoch_permutation(5, shuffle=True, seed=0, epoch=0).tolist()
+        [4, 0, 1, 3, 2]
+    """
+    n, epoch = check_int("n", n, low=0), check_int("epoch", epoch)
+    seed = check_seed(seed, epoch if check_bool("shuffle", shuffle) else 0)
+    if not shuffle:
+        return torch.arange(n, dtype=_index_dtype(n))
+    g = torch.Generator()
+    g.manual_seed(seed + epoch)  # the same generator, seed and call as torch
+    return torch.randperm(n, generator=g, dtype=_index_dtype(n))
+
+
+def rank_positions(n: int, num_replicas: int, rank: int, drop_last: bool = False) -> torch.Tensor:
+    r"""The positions of an epoch order of length ``n`` that ``rank`` reads: ``(num_samples,)``.
+
+    torch's split: the order is padded with its own head (position ``p >= n`` reads ``p % n``)
+    or cut to ``total_size``, and rank ``r`` keeps positions ``r, r + W, r + 2W, ...``.
+
+    Examples:
+        >>> rank_positions(5, 2, 1).tolist()  # padded to 6: positions 1, 3 and 5 -> 5 % 5 = 0
+        [1, 3, 0]
+    """
+    n, num_replicas = check_int("n", n, low=0), check_int("num_replicas", num_replicas, low=1)
+    rank = check_rank(rank, num_replicas)
+    num_samples, total_size = split_sizes(n, num_replicas, drop_last)
+    if total_size > 2**63 - 1:  # positions are int64 (torch would build a list this long)
         raise ValueError(
-            f"state comes from another sampler: kind was {state['kind']!r} when saved, "
-            f"but this is a {kind}"
+            f"num_replicas should leave a padded epoch below 2**63 positions, but got "
+            f"num_replicas={num_replicas} for n={n}: total_size={total_size}"
         )
-    if state["version"] != version:
-        raise ValueError(
-            f"state has format version={state['version']!r}, but this {kind} reads version={version}"
-        )
-    present(*must_match, *required)
-    for key, current in must_match.items():
-        if state[key] != current:
-            raise ValueError(
-                f"state does not match this sampler: {key} was {state[key]!r} when saved, "
-                f"but is {current!r} now"
-            )
-    return state
+    positions = rank + num_replicas * torch.arange(num_samples)  # (num_samples,)
+    return positions % n if total_size > n else positions

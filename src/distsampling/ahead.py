@@ -32,12 +32,12 @@ import torch
 from torch.utils.data import Sampler
 
 from ._validate import check_int
-from .distributed import _Reader
+from .resume import _Counter
 
 __all__ = ["OrderAhead"]
 
 #: what OrderAhead calls on the sampler (and on a DistributedSamplerWrapper's inner sampler)
-_NEEDED = ("set_epoch", "epoch_order", "state_dict")
+_NEEDED = ("set_epoch", "indices", "state_dict")
 
 
 def _check_sampler(sampler: object, name: str = "sampler") -> None:
@@ -47,19 +47,19 @@ def _check_sampler(sampler: object, name: str = "sampler") -> None:
         missing.append("an epoch attribute")
     if missing:
         raise TypeError(
-            f"{name} should have set_epoch(), epoch_order(), state_dict() and an epoch attribute "
-            "(DistributedSampler, UnpaddedDistributedSampler, WeightedBalanceClassSampler, "
-            f"DistributedSamplerWrapper), but got {name}={sampler!r} of type "
+            f"{name} should have set_epoch(), indices(), state_dict() and an epoch attribute "
+            "(the Resumable* samplers of distsampling.resumable), but got "
+            f"{name}={sampler!r} of type "
             f"{type(sampler).__name__}, which lacks {', '.join(missing)}"
         )
-    # a subclass that overrides __iter__ but not epoch_order yields something else than its
-    # epoch_order(): only trust epoch_order when the class that defines __iter__ defines it too
+    # a subclass that overrides __iter__ but not indices yields something else than its
+    # indices(): only trust indices when the class that defines __iter__ defines it too
     owner = next((c for c in type(sampler).__mro__ if "__iter__" in vars(c)), None)
-    if owner is None or "epoch_order" not in vars(owner):
+    if owner is None or "indices" not in vars(owner):
         why = "it has no __iter__" if owner is None else f"{owner.__name__} overrides __iter__"
         raise TypeError(
-            f"{name} should yield its epoch_order(), but got {name}={sampler!r}: "
-            f"{why} without epoch_order()"
+            f"{name} should yield its indices(), but got {name}={sampler!r}: "
+            f"{why} without indices()"
         )
     # a wrapper (DistributedSamplerWrapper) that forwards set_epoch to an inner sampler: the
     # inner one is drawn on a copy too, so the same rules hold for it
@@ -77,10 +77,10 @@ def _check_sampler(sampler: object, name: str = "sampler") -> None:
 
 
 def _twin(sampler: Any) -> Any:
-    """A copy of ``sampler`` that ``set_epoch`` and ``epoch_order`` can use without touching it.
+    """A copy of ``sampler`` that ``set_epoch`` and ``indices`` can use without touching it.
 
     A shallow copy: this package's samplers only rebind their own attributes in ``set_epoch``,
-    ``load_state_dict`` and ``epoch_order``, never write into what the copy shares with them
+    ``load_state_dict`` and ``indices``, never write into what the copy shares with them
     (the dataset, the labels). DistributedSamplerWrapper, whose ``set_epoch`` reaches its inner
     sampler, says in its ``__copy__`` that a copy gets an inner sampler of its own.
     """
@@ -88,7 +88,7 @@ def _twin(sampler: Any) -> Any:
 
 
 class _Draw:
-    """One epoch's order, drawn by ``twin.epoch_order()`` on a thread of its own.
+    """One epoch's share, drawn by ``twin.indices()`` on a thread of its own.
 
     ``key`` is the twin's ``state_dict()`` before the draw: the order is the next ``iter()``
     of any sampler in that state. A draw that raises leaves ``None``: the sampler then draws
@@ -107,7 +107,7 @@ class _Draw:
     def _run(self, twin: Any) -> None:
         try:
             # contiguous: keep only this rank's share, not the whole permutation it is a view of
-            self.order = twin.epoch_order().contiguous()
+            self.order = twin.indices().contiguous()
         except Exception:  # the sampler raises it again, in the loop, if that epoch is asked for
             self.order = None
 
@@ -135,15 +135,14 @@ class OrderAhead(Sampler[int]):
     ``load_state_dict``): its settings are copied when a draw starts.
 
     Args:
-        sampler: a sampler with ``set_epoch()``, ``epoch_order()``, ``state_dict()`` and
+        sampler: a sampler with ``set_epoch()``, ``indices()``, ``state_dict()`` and
             ``epoch`` whose order depends on its settings and state only, as this package's
-            :class:`~distsampling.DistributedSampler`, :class:`~distsampling.UnpaddedDistributedSampler`,
-            :class:`~distsampling.WeightedBalanceClassSampler` and
-            :class:`~distsampling.DistributedSamplerWrapper` (around one of them or a fixed list).
+            resumable samplers (:mod:`distsampling.resumable`; a wrapper around one of them or
+            around a fixed list).
 
     Examples:
-        >>> from distsampling import DistributedSampler
-        >>> s = OrderAhead(DistributedSampler(range(10), num_replicas=2, rank=0, seed=0))
+        >>> from distsampling import ResumableDistributedSampler
+        >>> s = OrderAhead(ResumableDistributedSampler(range(10), num_replicas=2, rank=0))
         >>> list(s)  # epoch 0; epoch 1 is drawn meanwhile
         [4, 7, 3, 0, 6]
         >>> s.set_epoch(1)
@@ -156,7 +155,7 @@ class OrderAhead(Sampler[int]):
         self.sampler = sampler
         self._next: _Draw | None = None  # the order drawn (or being drawn) for the next epoch
         # (state, reader) while iter() hands out a drawn order; None: the sampler's own iter()
-        self._own: tuple[dict[str, Any], _Reader] | None = None
+        self._own: tuple[dict[str, Any], _Counter] | None = None
 
     @property
     def epoch(self) -> int:
@@ -196,7 +195,7 @@ class OrderAhead(Sampler[int]):
             self._own = None
             ints = iter(self.sampler)
         else:  # drawn for this state: hand it out, counting for state_dict
-            reader = _Reader(lambda: order)
+            reader = _Counter(lambda: order)
             self._own = (state, reader)
             ints = reader.ints
         return chain.from_iterable(self._then_draw(ints, epoch))
@@ -215,14 +214,14 @@ class OrderAhead(Sampler[int]):
         if self.epoch != before:  # as the samplers do: another epoch forgets the last iter()
             self._own = None
 
-    def epoch_order(self) -> torch.Tensor:
-        r"""The indices the next ``iter()`` yields, as a 1-D tensor: the sampler's ``epoch_order()``."""
+    def indices(self) -> torch.Tensor:
+        r"""The indices the next ``iter()`` yields, as a 1-D tensor: the sampler's ``indices()``."""
         draw = self._next
         if draw is not None and draw.key == self.sampler.state_dict():  # type: ignore[attr-defined]
             order = draw.result()
             if order is not None:
                 return order.clone()  # a copy: the caller may write into it, iter() reads it
-        return self.sampler.epoch_order()  # type: ignore[attr-defined]
+        return self.sampler.indices()  # type: ignore[attr-defined]
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         r"""The sampler's ``state_dict()``, as if it had handed out the indices itself.

@@ -29,14 +29,13 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import check_int, check_len, check_state, resolve_world
+from ._validate import _SEED_HIGH, _SEED_LOW, check_int, check_len, resolve_world
+from .resume import check_state
 
 __all__ = ["BatchBalanceClassSampler", "distinct_draws"]
 
 # the fields of a state that must match on resume (the others are the position)
 _MATCH = ("labels", "num_classes", "num_samples", "num_batches", "num_replicas", "rank", "seed")
-# torch.Generator.manual_seed takes any integer in [-2**63, 2**64 - 1]
-_SEED_LOW, _SEED_HIGH = -(2**63), 2**64 - 1
 
 
 def distinct_draws(n: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -155,7 +154,7 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
         self.seed = check_int("seed", seed, low=_SEED_LOW, high=_SEED_HIGH)
         self.epoch = 0
         self.position = 0  # batches yielded in the current (or last) iter()
-        self._skip = 0  # where the next iter() starts: 0, or the position a state restored
+        self._skip = 0  # where every iter() of the epoch starts: 0, or a loaded position
         digest = hashlib.sha256(codes.numpy().tobytes() + repr(self.classes).encode())
         self._digest = digest.hexdigest()[:16]
 
@@ -193,7 +192,7 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
         return self._members[first + within].reshape(b, P * K)  # (b, P * K)
 
     def __iter__(self) -> Iterator[list[int]]:
-        self.position, self._skip = self._skip, 0
+        self.position = self._skip  # a loaded position: where every iter() of its epoch starts
         for batch in self.epoch_batches()[self.position :].tolist():
             self.position += 1  # counted before the yield: exact if the loop stops here
             yield batch
@@ -207,7 +206,10 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
         Args:
             epoch: epoch number (an integer; call it with the same value on every rank).
         """
-        self.epoch = check_int("epoch", epoch)
+        epoch = check_int("epoch", epoch)
+        if epoch != self.epoch:  # a position belongs to its epoch
+            self.position = self._skip = 0
+        self.epoch = epoch
 
     def state_dict(self) -> dict[str, object]:
         r"""The epoch and the batches this rank has read of it: small and JSON-serialisable."""
@@ -226,7 +228,7 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
         }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
-        r"""Set the saved epoch; the next ``iter()`` starts at the saved batch (no replay).
+        r"""Set the saved epoch; every ``iter()`` of it starts at the saved batch (no replay).
 
         The labels (compared by a digest), ``num_classes``, ``num_samples``, ``num_batches``,
         the world size, the rank and the seed must match.

@@ -13,11 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import Any
 
 from torch.utils.data import Sampler
-
-from ._validate import check_state
 
 __all__ = ["BatchSampler"]
 
@@ -61,35 +58,6 @@ class BatchSampler(Sampler[list[int]]):
             # islice takes the next batch_size items; the last batch may be shorter, never empty
             while batch := list(islice(indices, self.batch_size)):
                 yield batch
-
-    def state_dict(self) -> dict[str, Any]:
-        r"""The inner sampler's state (its position counts samples, so mid-batch is exact too).
-
-        Only a sampler with ``state_dict()`` (this project's) can resume; others raise.
-        """
-        if not callable(getattr(self.sampler, "state_dict", None)):
-            raise TypeError(
-                "BatchSampler can save its position only through its sampler's state_dict(), "
-                f"but got sampler={self.sampler!r} of type {type(self.sampler).__name__}"
-            )
-        inner = self.sampler.state_dict()  # type: ignore[union-attr]
-        return {"kind": "BatchSampler", "version": 1, "batch_size": self.batch_size,
-                "drop_last": self.drop_last, "sampler": inner}  # fmt: skip
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        r"""Resume the inner sampler where ``state`` was taken (on any number of ranks it allows).
-
-        Args:
-            state: a :meth:`state_dict` of a BatchSampler with the same batch_size and drop_last.
-        """
-        must_match = {"batch_size": self.batch_size, "drop_last": self.drop_last}
-        state = check_state(state, "BatchSampler", 1, must_match, required=("sampler",))
-        if not callable(getattr(self.sampler, "load_state_dict", None)):
-            raise TypeError(
-                "BatchSampler can resume only through its sampler's load_state_dict(), "
-                f"but got sampler={self.sampler!r} of type {type(self.sampler).__name__}"
-            )
-        self.sampler.load_state_dict(state["sampler"])  # type: ignore[union-attr]
 
     def __len__(self) -> int:
         n = len(self.sampler)  # type: ignore[arg-type]

@@ -14,7 +14,7 @@ order — compares them, and raises naming the ranks that differ and the likely 
 - only ``order`` differs: an inner sampler draws from a global RNG whose state differs per rank
   (an unseeded sampler under a distributed wrapper).
 
-The check never changes what it checks: it reads each epoch through ``epoch_order()`` or the
+The check never changes what it checks: it reads each epoch through ``indices()`` or the
 sampler's public fields, and a wrapper's inner epoch through the draw the wrapper keeps (the one
 it will yield), never by iterating a sampler (that would advance its generator). A sampler with
 none of these has its order left unchecked (``"order": None``). What must agree is compared; a
@@ -33,9 +33,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .distributed import _epoch_order_of, rank_positions
+from ._validate import epoch_permutation
 from .evaluation import UnpaddedDistributedSampler
-from .wrapper import DatasetFromSampler
+from .wrapper import DatasetFromSampler, yields_indices
 
 __all__ = ["RankMismatchError", "assert_rank_consistent", "epoch_digest"]
 
@@ -74,10 +74,9 @@ def _global_order(sampler: Any) -> torch.Tensor | None:
         if all(hasattr(s, a) for a in ("dataset", "seed", "epoch", "shuffle")):
             # a DistributedSampler (ours or torch's): the unpadded order all ranks take shares of
             n = len(s.dataset)
-            return rank_positions(n, 1, 0, shuffle=s.shuffle, seed=s.seed, epoch=s.epoch)
-        order = _epoch_order_of(s)
-        if order is not None:
-            return order
+            return epoch_permutation(n, s.shuffle, s.seed, s.epoch)
+        if yields_indices(s):  # e.g. a weighted sampler: the epoch it yields, as a tensor
+            return s.indices()
         if isinstance(s, (list, tuple, range)):  # a fixed sequence is its own epoch: no draw
             return torch.as_tensor(list(s))  # hashed as int64 whatever dtype it infers
     return None

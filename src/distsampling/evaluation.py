@@ -22,6 +22,7 @@ import operator
 from collections.abc import Sequence, Sized
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from ._validate import check_int
@@ -35,14 +36,14 @@ class UnpaddedDistributedSampler(DistributedSampler):
 
     Same arguments as :class:`~distsampling.DistributedSampler` but ``drop_last`` (nothing is
     padded, nothing dropped). Rank ``r`` yields the prefix of torch's indices for rank ``r``
-    that lies inside the dataset (:meth:`~distsampling.DistributedSampler.epoch_order` cuts off the padding).
-    It resumes like its base class; on another number of ranks the rest of the epoch is split
-    without padding too, so every index is still read exactly once.
+    that lies inside the dataset: ``ceil((N - r) / W)`` of them.
 
     Examples:
         >>> [list(UnpaddedDistributedSampler(range(5), 2, r, shuffle=False)) for r in (0, 1)]
         [[0, 2, 4], [1, 3]]
     """
+
+    pad = False  # resumed on another world (distsampling.resume), the rest is not padded either
 
     def __init__(
         self,
@@ -54,17 +55,12 @@ class UnpaddedDistributedSampler(DistributedSampler):
     ) -> None:
         super().__init__(dataset, num_replicas, rank, shuffle, seed)  # drop_last: False
         # positions rank, rank + W, ... below N: ceil((N - rank) / W) of them, no padding
-        self.total_size = len(dataset)
+        self.total_size = self.dataset_len
         self.num_samples = len(range(self.rank, self.total_size, self.num_replicas))
 
-    _pad = False  # resumed_positions stops below N too: an elastic resume adds no padding
-
-    def _check_length(self) -> None:
-        n = len(self.dataset)
-        if n != self.total_size:
-            raise RuntimeError(
-                f"len(dataset) changed since this sampler was built from {self.total_size}, but got len(dataset)={n}"
-            )
+    def indices(self) -> torch.Tensor:
+        r"""This rank's share, ``(num_samples,)``: torch's, without the padding at its end."""
+        return super().indices()[: self.num_samples]
 
 
 def merge_by_index(per_rank: Sequence[tuple[Sequence[int], Sequence[Any]]], size: int) -> list[Any]:
@@ -123,24 +119,25 @@ def gather_by_index(
 ) -> list[Any]:
     r"""Collective: gather every rank's per-sample ``values`` into dataset order, padding dropped.
 
-    Args:
-        indices: the dataset indices this rank evaluated (what its sampler yielded).
-        values: one result per index (a loss, a prediction, a correct/incorrect flag).
-        size: the dataset length.
-        group: the process group; the default group when ``None``.
+        Args:
+            indices: the dataset indices this rank evaluated (what its sampler yielded).
+            values: one result per index (a loss, a prediction, a correct/incorrect flag).
+            size: the dataset length.
+            group: the process group; the default group when ``None``.
 
-    Returns:
-        ``size`` values, value ``i`` for dataset index ``i``, on every rank.
+        Returns:
+            ``size`` values, value ``i`` for dataset index ``i``, on every rank.
 
-    Examples:
-        >>> import torch.distributed as dist
-        >>> from distsampling import DistributedSampler
-        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-        >>> indices = list(DistributedSampler(range(4), seed=3))  # this rank's share
-        >>> squares = [i * i for i in indices]  # one result per evaluated sample
-        >>> gather_by_index(indices, squares, size=4)  # every rank's, in dataset order
-        [0, 1, 4, 9]
-        >>> dist.destroy_process_group()
+        Examples:
+            >>> import torch
+    import torch.distributed as dist
+            >>> from distsampling import DistributedSampler
+            >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+            >>> indices = list(DistributedSampler(range(4), seed=3))  # this rank's share
+            >>> squares = [i * i for i in indices]  # one result per evaluated sample
+            >>> gather_by_index(indices, squares, size=4)  # every rank's, in dataset order
+            [0, 1, 4, 9]
+            >>> dist.destroy_process_group()
     """
     gathered: list[Any] = [None] * dist.get_world_size(group)
     dist.all_gather_object(gathered, (list(indices), list(values)), group=group)

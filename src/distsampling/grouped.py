@@ -26,18 +26,16 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import check_bool, check_int, check_state, index_tensor
-from .distributed import _epoch_order_of
+from ._validate import check_bool, check_int
+from .resume import check_state
+from .wrapper import index_tensor
 
 __all__ = ["GroupedBatchSampler"]
 
 
 def _pass_tensor(sampler: object) -> torch.Tensor:
     """One pass of the sampler's indices as an int64 tensor, shape ``(m,)``."""
-    order = _epoch_order_of(sampler)  # this project's samplers: a tensor, no Python ints
-    if order is not None:
-        return order.long()
-    return index_tensor(sampler)  # any other sampler: its ints, each checked
+    return index_tensor(sampler).long()  # this package's samplers: indices(), no Python ints
 
 
 def _dataset_len(sampler: object) -> int | None:
@@ -104,7 +102,8 @@ class GroupedBatchSampler(Sampler[list[int]]):
         ids_t = torch.from_numpy(ids.astype(np.int64))  # (N,)
         self.groups, inverse = torch.unique(ids_t, return_inverse=True)  # (G,), (N,)
         self.group_ids = inverse  # (N,) compact group of every dataset item
-        self._skip = 0  # batches to skip at the next iter() (load_state_dict)
+        # a loaded position: batches every iter() of its pass skips, and that pass's epoch
+        self._skip, self._skip_epoch = 0, None
         self._yielded = 0  # batches handed out by the last iter(), its skip included
         self._epoch: object = None  # the inner sampler's epoch during that iter()
 
@@ -139,10 +138,11 @@ class GroupedBatchSampler(Sampler[list[int]]):
         # emit batches by the sampler position of their first element (distinct: any sort works)
         emit = torch.argsort(order[starts])  # (B,)
         # resume: skip the first batches by slicing their bounds, none of them is built
-        skip, self._skip = self._skip, 0
+        epoch = getattr(self.sampler, "epoch", None)
+        skip = self._skip if epoch == self._skip_epoch else 0  # until the inner epoch moves
         starts, ends = starts[emit][skip:], ends[emit][skip:]
         flat = indices[order].tolist()  # the grouped pass as Python ints, once
-        self._yielded, self._epoch = skip, getattr(self.sampler, "epoch", None)
+        self._yielded, self._epoch = skip, epoch
         for s, e in zip(starts.tolist(), ends.tolist()):
             self._yielded += 1
             yield flat[s:e]
@@ -150,7 +150,7 @@ class GroupedBatchSampler(Sampler[list[int]]):
     def state_dict(self) -> dict[str, Any]:
         r"""``position``: batches handed out this pass; ``sampler``: the inner sampler's state.
 
-        The inner sampler is read whole through ``epoch_order()``, so its state names the
+        The inner sampler is read whole through ``indices()``, so its state names the
         pass (its epoch) and is never advanced by this sampler.
         """
         inner = getattr(self.sampler, "state_dict", None)
@@ -163,7 +163,7 @@ class GroupedBatchSampler(Sampler[list[int]]):
             "num_group_ids": len(self.group_ids),
             "sampler": inner() if callable(inner) else None,
             # batches of the last iter(), unless the inner sampler moved on to another epoch
-            "position": self._skip or (self._yielded if self._epoch == inner_epoch else 0),
+            "position": self._yielded if self._epoch == inner_epoch else 0,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -198,8 +198,8 @@ class GroupedBatchSampler(Sampler[list[int]]):
         if inner is not None:
             self.sampler.load_state_dict(inner)  # type: ignore[union-attr]
         most = len(self)
-        self._skip = check_int("position", position, low=0, high=most)
-        self._yielded = 0
+        self._skip = self._yielded = check_int("position", position, low=0, high=most)
+        self._skip_epoch = self._epoch = getattr(self.sampler, "epoch", None)
 
     def __len__(self) -> int:
         _, gid = self._pass()

@@ -23,7 +23,8 @@ from collections.abc import Iterator, Sized
 
 from torch.utils.data import Sampler
 
-from ._validate import check_int, check_len, check_state, resolve_world
+from ._validate import check_int, check_len, resolve_world
+from .resume import check_state
 
 __all__ = ["InferenceSampler", "inference_shard"]
 
@@ -74,8 +75,9 @@ class InferenceSampler(Sampler[int]):
         self.dataset = dataset
         self.size = check_len("dataset", dataset)
         self.indices = inference_shard(self.size, self.num_replicas, self.rank)
-        # the iterator the next iter() hands out (fresh), or the one it handed out last
-        self._it, self._fresh = iter(self.indices), True
+        # where every iter() starts (a loaded position), and the latest iter()'s iterator
+        self._start = 0
+        self._it = iter(self.indices)
 
     def __iter__(self) -> Iterator[int]:
         if len(self.dataset) != self.size:
@@ -83,14 +85,12 @@ class InferenceSampler(Sampler[int]):
                 f"len(dataset) changed since this sampler was built from {self.size}, but got "
                 f"len(dataset)={len(self.dataset)}: build a new sampler"
             )
-        if not self._fresh:
-            self._it = iter(self.indices)
-        self._fresh = False
+        self._it = iter(self.indices[self._start :])
         return self._it  # a plain range iterator: nothing is counted per index
 
     @property
     def position(self) -> int:
-        r"""Indices of this rank's block read so far by the current (or last) ``iter()``."""
+        r"""Indices of this rank's block read: the loaded position plus the latest ``iter()``'s."""
         # a range iterator knows how many indices it has left
         return len(self.indices) - operator.length_hint(self._it)
 
@@ -109,8 +109,8 @@ class InferenceSampler(Sampler[int]):
         }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
-        r"""The next ``iter()`` starts at the saved position of this rank's block (no replay)."""
+        r"""Every later ``iter()`` starts at the saved position of this rank's block (no replay)."""
         mine = self.state_dict()  # every field but the position must match
         check_state(state, mine["kind"], mine["version"], {k: mine[k] for k in _MATCH})
         position = check_int("position", state.get("position"), low=0, high=len(self.indices))
-        self._it, self._fresh = iter(self.indices[position:]), True
+        self._start, self._it = position, iter(self.indices[position:])

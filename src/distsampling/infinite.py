@@ -31,12 +31,19 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import Sampler
 
-from ._validate import _index_dtype, check_bool, check_int, check_len, check_state, resolve_world
+from ._validate import (
+    _SEED_HIGH,
+    _SEED_LOW,
+    _index_dtype,
+    check_bool,
+    check_int,
+    check_len,
+    resolve_world,
+)
+from .resume import check_state
 
 __all__ = ["InfiniteSampler", "shared_random_seed"]
 
-# torch.Generator.manual_seed takes any integer in [-2**63, 2**64 - 1]
-_SEED_LOW, _SEED_HIGH = -(2**63), 2**64 - 1
 # a CPU generator's state is a fixed-size byte tensor (the Mersenne Twister's words and more)
 _STATE_BYTES = torch.Generator().get_state().numel()
 _CHUNK = 1 << 16  # indices turned into Python ints at a time
@@ -85,23 +92,24 @@ class _PassStream(Sampler[int]):
 
     A subclass sets ``num_replicas``, ``rank``, ``seed`` and ``_seed_drawn``, calls
     ``_restart()``, and defines ``_draw_pass(g) -> 1-D tensor``, the next pass of the global
-    stream drawn from ``g``. One live iterator at a time: a new ``iter()`` continues the stream.
-    ``_pass``/``_pass_start``/``_pass_state`` name a pass whose start is known: its number, the
-    global position of its first index, and the generator's state before it was drawn.
+    stream drawn from ``g``. Every ``iter()`` starts the stream at the same point (its start,
+    or a loaded position), as detectron2's samplers do: two iterators are independent.
+    A point is ``(position, pass, pass_start, pass_state)``: indices this rank has read, and
+    the pass that holds its next one (its number, the global position of its first index, and
+    the generator's state before it was drawn).
     """
 
     num_replicas: int
     rank: int
     seed: int
     _seed_drawn: bool  # the seed came from seed=None: a saved state's seed is taken as it is
-    # (indices read before the current chunk, its length, the iterator over it)
-    _reading: tuple[int, int, Iterator[int]] = (0, 0, iter(()))
 
     @property
     def position(self) -> int:
-        r"""Indices this rank has read since the start of the stream."""
-        # a list iterator knows how many items it has left: nothing is counted per index
-        before, length, it = self._reading
+        r"""Indices this rank has read since the start of the stream (by the latest ``iter()``)."""
+        # [read before the current chunk, its length, its iterator, pass, pass_start, state]:
+        # a list iterator knows how many items it has left, so nothing is counted per index
+        before, length, it = self._reading[:3]
         return before + length - operator.length_hint(it)
 
     def _draw_pass(self, g: torch.Generator) -> torch.Tensor:
@@ -110,25 +118,32 @@ class _PassStream(Sampler[int]):
     def _restart(self) -> None:
         g = torch.Generator()
         g.manual_seed(self.seed)
-        self._reading, self._pass, self._pass_start = (0, 0, iter(())), 0, 0
-        self._pass_state = g.get_state()
+        self._from = (0, 0, 0, g.get_state())  # where every iter() starts
+        self._reading = [0, 0, iter(()), *self._from[1:]]
 
     def __iter__(self) -> Iterator[int]:
+        position, q, start, state = self._from
+        self._reading = reading = [position, 0, iter(()), q, start, state]
+        return self._stream(reading)
+
+    def _stream(self, reading: list) -> Iterator[int]:
         W = self.num_replicas
         g = torch.Generator()
-        g.set_state(self._pass_state)
-        q, start = self._pass, self._pass_start
+        g.set_state(reading[5])
+        q, start = reading[3], reading[4]
         while True:
             state = g.get_state()  # the generator before pass q: where a resume restarts
             order = self._draw_pass(g)  # (L,) pass q of the global stream
-            want = self.rank + self.position * W  # global position of this rank's next index
+            done = reading[0] + reading[1] - operator.length_hint(reading[2])
+            want = self.rank + done * W  # global position of this rank's next index
             if want < start + len(order):  # pass q holds some of this rank's positions
-                self._pass, self._pass_start, self._pass_state = q, start, state
+                reading[3:] = q, start, state
                 mine = order[want - start :: W]  # (k,) positions want, want + W, ... of pass q
                 for chunk in mine.split(_CHUNK):
                     values = chunk.tolist()
-                    self._reading = (self.position, len(values), iter(values))
-                    yield from self._reading[2]
+                    done = reading[0] + reading[1] - operator.length_hint(reading[2])
+                    reading[:3] = done, len(values), iter(values)
+                    yield from reading[2]
             q, start = q + 1, start + len(order)
 
     def _stream_state(self) -> dict[str, object]:
@@ -137,9 +152,9 @@ class _PassStream(Sampler[int]):
             "rank": self.rank,
             "seed": self.seed,
             "position": self.position,
-            "pass": self._pass,
-            "pass_start": self._pass_start,
-            "generator": base64.b64encode(self._pass_state.numpy().tobytes()).decode("ascii"),
+            "pass": self._reading[3],
+            "pass_start": self._reading[4],
+            "generator": base64.b64encode(self._reading[5].numpy().tobytes()).decode("ascii"),
         }
 
     def _load_stream(
@@ -177,9 +192,9 @@ class _PassStream(Sampler[int]):
                 f"state, but got generator={shown!r}"
             )
         # the seed equals ours (check_state), unless ours was drawn by seed=None: take the saved one
-        self.seed, self._pass, self._pass_start = seed, pass_, start
-        self._reading = (position, 0, iter(()))
-        self._pass_state = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+        self.seed = seed
+        self._from = (position, pass_, start, torch.frombuffer(bytearray(raw), dtype=torch.uint8))
+        self._reading = [position, 0, iter(()), *self._from[1:]]
 
 
 class InfiniteSampler(_PassStream):
@@ -188,8 +203,9 @@ class InfiniteSampler(_PassStream):
     The global stream is ``randperm(N)``, ``randperm(N)``, ... drawn from one generator seeded
     once with ``seed`` (``arange(N)`` repeated without shuffle); rank ``r`` reads its positions
     ``r, r + W, ...``. Index for index the same as detectron2's ``TrainingSampler`` and
-    mmengine's ``InfiniteSampler``. Like mmengine's, a new ``iter()`` continues where the last
-    one stopped. It has no ``len`` and no ``set_epoch``: stop after your number of iterations.
+    mmengine's ``InfiniteSampler``. Like detectron2's, every ``iter()`` starts the stream from
+    its beginning, or from a loaded position: two iterators are independent. It has no ``len``
+    and no ``set_epoch``: stop after your number of iterations.
 
     Args:
         dataset: anything with ``__len__`` (at least one sample); only its length is used.
@@ -205,8 +221,11 @@ class InfiniteSampler(_PassStream):
         >>> [list(islice(InfiniteSampler(range(3), 2, r, shuffle=False), 4)) for r in (0, 1)]
         [[0, 2, 1, 0], [1, 0, 2, 1]]
         >>> s = InfiniteSampler(range(4), num_replicas=1, rank=0, seed=0)
-        >>> list(islice(s, 6)), list(islice(s, 2))  # passes [0, 1, 3, 2], [0, 2, 3, 1]
+        >>> it = iter(s)
+        >>> list(islice(it, 6)), list(islice(it, 2))  # passes [0, 1, 3, 2], [0, 2, 3, 1]
         ([0, 1, 3, 2, 0, 2], [3, 1])
+        >>> list(islice(s, 2))  # a new iter() starts the stream again
+        [0, 1]
     """
 
     def __init__(

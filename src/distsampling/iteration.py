@@ -24,7 +24,8 @@ from typing import Any
 
 from torch.utils.data import Sampler
 
-from ._validate import check_int, check_state
+from ._validate import check_int
+from .resume import check_state
 
 __all__ = ["IterationBasedBatchSampler"]
 

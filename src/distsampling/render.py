@@ -38,7 +38,7 @@ def plan_split(
         for rank in range(replicas):
             sampler = DistributedSampler(range(size), replicas, rank, shuffle, seed, drop_last)
             sampler.set_epoch(epoch)
-            ranks.append(sampler.epoch_order().tolist())  # what iter() yields, without iterating
+            ranks.append(sampler.indices().tolist())  # what iter() yields, without iterating
         plan.append(ranks)
     return plan
 
@@ -139,7 +139,7 @@ def rank_windows(
     dataset.set_epoch(epoch)  # every rank draws the same offset from (seed, epoch)
     sampler = DistributedSampler(dataset, replicas, rank, shuffle, seed, drop_last)
     sampler.set_epoch(epoch)  # ... and the same shuffle of the windows
-    return [dataset[i] for i in sampler.epoch_order().tolist()]
+    return [dataset[i] for i in sampler.indices().tolist()]
 
 
 def format_windows(

@@ -16,20 +16,17 @@ References:
 
 from __future__ import annotations
 
-import hashlib
 import math
 import numbers
 from collections.abc import Iterator, Mapping, Sequence
 from fractions import Fraction
-from functools import partial
-from typing import Any
+from itertools import chain
 
 import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import _index_dtype, check_int, check_len, check_state
-from .distributed import _SEED_HIGH, _SEED_LOW, _Reader
+from ._validate import _index_dtype, check_int, check_len, check_seed
 
 __all__ = ["WeightedBalanceClassSampler", "largest_remainder_counts"]
 
@@ -230,7 +227,7 @@ class WeightedBalanceClassSampler(Sampler[int]):
         if check_len("labels", labels) == 0:
             raise ValueError(f"labels should have at least one sample, but got labels={labels!r}")
         self.length = check_int("length", length, low=0)
-        self.seed = check_int("seed", seed, low=_SEED_LOW, high=_SEED_HIGH)
+        self.seed = check_seed(seed)
         self.epoch = 0
         #: the sorted distinct labels, and how many samples carry each
         self.classes, sizes, self._members = _group(labels)
@@ -239,11 +236,10 @@ class WeightedBalanceClassSampler(Sampler[int]):
         weights, keys = _align(weight, self.classes)
         #: draws per class this and every epoch, aligned with ``classes``; sums to ``length``
         self.samples_per_class = _apportion("weight", weights, self.length, keys)
-        self._pending: int | None = None  # position from load_state_dict, for the next iter()
-        self._reading: tuple[int, _Reader] | None = None  # (skip, reader) of the last iter()
 
-    def _draw(self, epoch: int, skip: int) -> torch.Tensor:
-        rng = _rng(self.seed, epoch)
+    def epoch_order(self) -> torch.Tensor:
+        r"""The epoch's ``length`` indices, ``(length,)``: a pure function of ``(seed, epoch)``."""
+        rng = _rng(self.seed, self.epoch)
         out = np.empty(self.length, dtype=self._members.dtype)  # (length,)
         at = 0
         for c, k in enumerate(self.samples_per_class):
@@ -257,67 +253,18 @@ class WeightedBalanceClassSampler(Sampler[int]):
             out[at : at + rest] = members[rng.choice(n, rest, replace=False, shuffle=False)]
             at += rest
         rng.shuffle(out)  # classes were laid out one after another: mix them
-        return torch.from_numpy(out[skip:])  # (length - skip,)
+        return torch.from_numpy(out)
 
-    def epoch_order(self) -> torch.Tensor:
-        r"""The indices the next ``iter()`` yields, as a 1-D tensor: ``list(self)`` without ints.
+    def indices(self) -> torch.Tensor:
+        r"""What ``iter()`` yields, as a tensor: the epoch's order (this sampler is not split)."""
+        return self.epoch_order()
 
-        A pure function of ``(seed, epoch)`` (and a position loaded by :meth:`load_state_dict`):
-        calling it draws nothing that ``iter()`` would not draw alike.
-        """
-        return self._draw(self.epoch, self._pending or 0)
+    def _chunks(self) -> Iterator[list[int]]:
+        for chunk in self.indices().split(1 << 16):
+            yield chunk.tolist()
 
     def __iter__(self) -> Iterator[int]:
-        skip, self._pending = self._pending or 0, None  # a loaded position resumes one iter()
-        self._reading = (skip, _Reader(partial(self._draw, self.epoch, skip)))
-        return self._reading[1].ints
-
-    def _classes_hash(self) -> str:
-        # what the labels and weights decide: the class sizes and the draws per class
-        counts = np.asarray([self.class_sizes, self.samples_per_class], dtype=np.int64)
-        return hashlib.sha1(counts.tobytes()).hexdigest()[:16]
-
-    def state_dict(self) -> dict[str, Any]:
-        r"""``{kind, version, length, seed, num_labels, classes, epoch, position}``: JSON-ready.
-
-        ``classes`` is a hash of the class sizes and the draws per class; ``position`` counts the
-        indices the current ``iter()`` handed out.
-        """
-        if self._pending is not None:
-            position = self._pending
-        elif self._reading is not None:
-            position = self._reading[0] + self._reading[1].yielded
-        else:
-            position = 0
-        return {
-            "kind": type(self).__name__,
-            "version": 1,
-            "length": self.length,
-            "seed": self.seed,
-            "num_labels": len(self._members),
-            "classes": self._classes_hash(),
-            "epoch": self.epoch,
-            "position": position,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        r"""Resume at ``state``'s epoch and position: the next ``iter()`` yields the rest.
-
-        Args:
-            state: a :meth:`state_dict` of a sampler with the same labels, weights, length, seed.
-        """
-        must_match = {
-            "length": self.length,
-            "seed": self.seed,
-            "num_labels": len(self._members),
-            "classes": self._classes_hash(),
-        }
-        state = check_state(
-            state, type(self).__name__, 1, must_match, required=("epoch", "position")
-        )
-        epoch = check_int("epoch", state["epoch"])
-        self._pending = check_int("position", state["position"], low=0, high=self.length)
-        self.epoch, self._reading = epoch, None
+        return chain.from_iterable(self._chunks())  # drawn at the first next()
 
     def __len__(self) -> int:
         return self.length
@@ -328,7 +275,4 @@ class WeightedBalanceClassSampler(Sampler[int]):
         Args:
             epoch: epoch number (an integer; call it with the same value on every rank).
         """
-        epoch = check_int("epoch", epoch)
-        if epoch != self.epoch:  # a loaded position belongs to its own epoch only
-            self._pending = self._reading = None
-        self.epoch = epoch
+        self.epoch = check_int("epoch", epoch)

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ._validate import check_bool, check_int, check_state
+from ._validate import check_bool, check_int
 
 __all__ = ["SequentialWindowedDataset", "epoch_offset", "window_indices"]
 
@@ -156,26 +155,6 @@ class SequentialWindowedDataset(Dataset[int]):
         """
         epoch = _int64("epoch", epoch, low=0)
         self._view[:] = (epoch, epoch_offset(self.size, self.seed, epoch))
-
-    def state_dict(self) -> dict[str, Any]:
-        r"""``{kind, version, size, window, seed, drop_last, epoch}``: the epoch is its whole state.
-
-        Positions inside the epoch belong to the sampler that reads this dataset.
-        """
-        return {"kind": type(self).__name__, "version": 1, "size": self.size,
-                "window": self.window, "seed": self.seed, "drop_last": self.drop_last,
-                "epoch": self.epoch}  # fmt: skip
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        r"""Set the epoch (and so the offset) saved in ``state``.
-
-        Args:
-            state: a :meth:`state_dict` of a dataset with the same size, window, seed, drop_last.
-        """
-        must_match = {"size": self.size, "window": self.window, "seed": self.seed,
-                      "drop_last": self.drop_last}  # fmt: skip
-        state = check_state(state, type(self).__name__, 1, must_match, required=("epoch",))
-        self.set_epoch(state["epoch"])
 
     @property
     def epoch(self) -> int:

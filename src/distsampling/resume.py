@@ -1,0 +1,247 @@
+r"""Resume mid-epoch, on any number of ranks: the layer that makes a sampler resumable.
+
+A sampler that yields ``indices()`` (a tensor: this rank's share of the epoch) becomes
+resumable by putting :class:`Resumable` first among its bases, as
+:mod:`distsampling.resumable` does for every sampler of this package:
+
+    class ResumableDistributedSampler(Resumable, DistributedSampler): ...
+
+The state is ``(epoch, num_replicas, start, position)``: this rank read ``position`` indices
+of its share since stream position ``start``. One rule for every ``iter()``: a loaded position
+is where every ``iter()`` of that epoch starts, until ``set_epoch`` moves to another epoch. So
+a DataLoader that calls ``iter()`` twice (``batch_size=None`` with workers), or a loop that
+peeks one batch first, never reads the epoch's first part again.
+
+Elastic resume. Read the padded epoch as one *stream*: stream position ``p`` holds
+``order[p % N]``, and torch gives rank ``r`` the positions ``r, r + W, r + 2W, ...``. Once each
+of ``W1`` ranks has read ``m`` indices, exactly the prefix ``[0, c)``, ``c = m * W1``, is
+consumed, whichever rank read what. On ``W2`` ranks the ``N - c`` positions left are split as
+torch splits a dataset of ``N - c`` (:func:`resumed_positions`): rank ``r`` reads ``c + r,
+c + r + W2, ...``, padded past ``N`` by the stream itself (the head of the order, as torch
+pads) to a multiple of ``W2``, or cut to one with ``drop_last``. So every position of
+``[0, N)`` is read exactly once over the epoch, the only repeats are padding (fewer than
+``W2``), every new rank reads the same count, and each computes its share from
+``(N, c, W2, rank)`` alone. With ``W2 == W1`` this is the uninterrupted run itself.
+
+References:
+    torchdata/stateful_dataloader/sampler.py (StatefulDistributedSampler: the state_dict calls)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
+from operator import length_hint
+from typing import Any
+
+import torch
+
+from ._validate import check_bool, check_int, check_rank, split_sizes
+
+__all__ = ["Resumable", "check_state", "resumed_positions"]
+
+
+def check_state(
+    state: object,
+    kind: str,
+    version: int,
+    must_match: dict[str, object],
+    *,
+    required: Sequence[str] = (),
+) -> dict[str, Any]:
+    r"""Check a saved ``state_dict()`` before ``load_state_dict`` uses it, and return it.
+
+    ``kind`` (the class name) and ``version`` (the format) come first, then every field of
+    ``must_match`` (the data, seed and flags) must be present and equal, and every ``required``
+    field present: a checkpoint of another run is refused, naming the field, never resumed.
+
+    Examples:
+        >>> check_state({"kind": "S", "version": 1, "seed": 0}, "S", 1, {"seed": 1})
+        Traceback (most recent call last):
+        ...
+        ValueError: state does not match this sampler: seed was 0 when saved, but is 1 now
+    """
+    if not isinstance(state, dict):
+        raise TypeError(
+            f"state should be a dict from state_dict(), but got state={state!r} "
+            f"of type {type(state).__name__}"
+        )
+    def present(*keys: str) -> None:
+        for key in keys:
+            if key not in state:
+                raise KeyError(f"state has no {key!r}: it is not a {kind} state_dict() (got {state!r})")
+
+    present("kind", "version")  # the class and format first: they explain any other gap
+    if state["kind"] != kind:
+        raise ValueError(
+            f"state comes from another sampler: kind was {state['kind']!r} when saved, "
+            f"but this is a {kind}"
+        )
+    if state["version"] != version:
+        raise ValueError(
+            f"state has format version={state['version']!r}, but this {kind} reads version={version}"
+        )
+    present(*must_match, *required)
+    for key, current in must_match.items():
+        if state[key] != current:
+            raise ValueError(
+                f"state does not match this sampler: {key} was {state[key]!r} when saved, "
+                f"but is {current!r} now"
+            )
+    return state
+
+
+def resumed_positions(
+    n: int, num_replicas: int, rank: int, start: int, *, drop_last: bool = False, pad: bool = True
+) -> torch.Tensor:
+    r"""Positions into an epoch order of length ``n`` that ``rank`` reads from stream ``start`` on.
+
+    The stream positions ``[start, n)`` are split as torch splits a dataset of ``n - start``:
+    rank ``r`` reads ``start + r, start + r + W, ...``, padded (position ``p >= n`` reads
+    ``p % n``, the head of the order, as torch pads) to a multiple of ``W``, or cut to one with
+    ``drop_last``; ``pad=False`` stops below ``n``. With ``start=0`` these are
+    :func:`~distsampling.rank_positions`' positions (``pad=False``: those below ``n``).
+
+    Examples:
+        >>> resumed_positions(10, 3, 0, start=4).tolist()  # 6 left on 3 ranks: 4, 7
+        [4, 7]
+        >>> resumed_positions(10, 4, 3, start=4).tolist()  # 6 left on 4 ranks: 7, then 11 % 10
+        [7, 1]
+    """
+    n, num_replicas = check_int("n", n, low=0), check_int("num_replicas", num_replicas, low=1)
+    rank = check_rank(rank, num_replicas)
+    start = check_int("start", start, low=0, high=n)
+    if check_bool("pad", pad):  # each rank reads the same count: torch's split of the rest
+        count = split_sizes(n - start, num_replicas, drop_last)[0]
+    else:  # positions below n only
+        count = len(range(start + rank, n, num_replicas))
+    positions = start + rank + num_replicas * torch.arange(count)  # (count,)
+    return positions % max(n, 1)  # the stream past n repeats the head of the order
+
+
+class _Counter:
+    """One ``iter()``: its ints at C speed (``ints``) and how many it has handed out.
+
+    The indices are computed on the first ``next`` (an ``iter()`` never read costs nothing)
+    and turned into ints a chunk at a time. The count is read off the chunk's list iterator
+    (``length_hint``): handed out = finished chunks + chunk length - what is left of it.
+    """
+
+    def __init__(self, indices: Callable[[], torch.Tensor], chunk: int = 1 << 16) -> None:
+        self._done, self._len, self._it = 0, 0, iter(())  # finished chunks, current chunk
+        self.ints: Iterator[int] = chain.from_iterable(self._chunks(indices, chunk))
+
+    def _chunks(self, indices: Callable[[], torch.Tensor], chunk: int) -> Iterator[Iterator[int]]:
+        for part in indices().split(chunk):
+            self._done += self._len
+            self._it, self._len = iter(part.tolist()), len(part)
+            yield self._it
+        self._done, self._len = self._done + self._len, 0
+
+    @property
+    def yielded(self) -> int:
+        return self._done + self._len - length_hint(self._it)
+
+
+class Resumable:
+    r"""Mixin: ``state_dict()`` / ``load_state_dict()`` for a sampler that yields ``indices()``.
+
+    The sampler it is mixed into provides ``indices()`` (this rank's share, a tensor),
+    ``epoch_order()`` (the whole epoch's order, the stream that ranks take shares of),
+    ``epoch`` and ``set_epoch``, and optionally ``num_replicas``, ``rank``, ``drop_last`` (else
+    1, 0, False) and ``pad = False`` (an unpadded split). The resumable class names what a state
+    must match in ``_identity()``. Read the module docstring for the arithmetic.
+    """
+
+    _loaded: tuple[int, int] = (0, 0)  # (start, position) where every iter() of the epoch starts
+    _counter: _Counter | None = None  # the latest iter(), counting what it handed out
+
+    def _identity(self) -> dict[str, Any]:
+        raise NotImplementedError  # the fields a state must match: data, seed, flags
+
+    def _stream_len(self) -> int:
+        return len(self.dataset)  # type: ignore[attr-defined]
+
+    def _world(self) -> tuple[int, int, bool]:
+        # (num_replicas, rank, drop_last): a sampler that is not split reads the whole stream
+        get = getattr
+        return get(self, "num_replicas", 1), get(self, "rank", 0), get(self, "drop_last", False)
+
+    def indices(self) -> torch.Tensor:
+        r"""What the next ``iter()`` yields, as a tensor: the rest of the share after a load."""
+        start, position = self._loaded
+        if start == 0:  # torch's split of the epoch, less the indices already read
+            return super().indices()[position:]  # type: ignore[misc]
+        order = self.epoch_order()  # type: ignore[attr-defined]  # (N,)
+        num_replicas, rank, drop_last = self._world()
+        pad = getattr(self, "pad", True)  # UnpaddedDistributedSampler: False
+        at = resumed_positions(len(order), num_replicas, rank, start, drop_last=drop_last, pad=pad)
+        return order[at[position:]]
+
+    def __iter__(self) -> Iterator[int]:
+        self._counter = _Counter(self.indices)  # a new count; the loaded position stays
+        return self._counter.ints
+
+    def set_epoch(self, epoch: int) -> None:
+        before = self.epoch  # type: ignore[attr-defined]
+        super().set_epoch(epoch)  # type: ignore[misc]
+        if self.epoch != before:  # type: ignore[attr-defined]  # a position belongs to its epoch
+            self._loaded, self._counter = (0, 0), None
+
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        r"""Where this rank is in the epoch: a small JSON-ready dict.
+
+        ``position`` counts this rank's indices since stream position ``start``: the loaded
+        position plus what the latest ``iter()`` handed out. A plain ``DataLoader`` with
+        workers asks for indices ahead of the loop: pass ``consumed``, the samples the loop
+        took from the current ``iter()`` (torchdata's ``StatefulDataLoader`` needs none).
+
+        Args:
+            consumed: samples of the latest ``iter()`` the loop used, at most those handed out.
+        """
+        start, position = self._loaded
+        handed_out = 0 if self._counter is None else self._counter.yielded
+        if consumed is not None:
+            consumed = check_int("consumed", consumed, low=0)
+            if consumed > handed_out:
+                why = (
+                    f"the latest iter() handed out {handed_out}"
+                    if self._counter is not None
+                    else f"no iter() of epoch {self.epoch} has run since it was set or loaded"  # type: ignore[attr-defined]
+                )
+                raise ValueError(
+                    f"consumed should be <= {handed_out} (samples handed out): {why}, but got "
+                    f"consumed={consumed}"
+                )
+            handed_out = consumed
+        return {
+            "kind": type(self).__name__,
+            "version": 1,
+            **self._identity(),
+            "epoch": self.epoch,  # type: ignore[attr-defined]
+            "num_replicas": self._world()[0],
+            "start": start,
+            "position": position + handed_out,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        r"""Resume at ``state``, on this sampler's number of ranks (any number).
+
+        On the saved number of ranks every ``iter()`` of the saved epoch yields the rest of this
+        rank's share; on another, the rest of the epoch's stream is split over this world.
+
+        Args:
+            state: a :meth:`state_dict` (after ``json.loads`` or ``torch.load`` too).
+        """
+        fields = ("epoch", "num_replicas", "start", "position")
+        state = check_state(state, type(self).__name__, 1, self._identity(), required=fields)
+        super().set_epoch(check_int("epoch", state["epoch"]))  # type: ignore[misc]
+        n, (num_replicas, _, drop_last) = self._stream_len(), self._world()
+        saved_world = check_int("num_replicas", state["num_replicas"], low=1)
+        start = check_int("start", state["start"], low=0, high=n)
+        # the most a rank can have read from `start`: rank 0's count, ceil (floor with drop_last)
+        most = split_sizes(n - start, saved_world, drop_last)[0]
+        position = check_int("position", state["position"], low=0, high=most)
+        if saved_world != num_replicas:  # every rank read `position`: that prefix is consumed
+            start, position = min(start + position * saved_world, n), 0
+        self._loaded, self._counter = (start, position), None
