@@ -6,7 +6,7 @@ Three ways to continue an interrupted epoch at sample N/2 and get the next index
   sampler state does, and torchdata's fallback for a sampler without state_dict);
 - torchdata's ``StatefulDistributedSampler.load_state_dict`` (torch's sampler, then an islice
   over the indices already read);
-- ``distsampling.DistributedSampler.load_state_dict`` (a skip: the rest is sliced as a tensor),
+- ``distsampling.ResumableDistributedSampler.load_state_dict`` (a skip: the rest is sliced as a tensor),
   next to the first index of a fresh epoch: a resume should cost what starting an epoch costs.
 
 ``time_s`` is the whole span of ``REPS`` resumes in one process, each from a fresh sampler;
@@ -22,7 +22,7 @@ from itertools import islice
 
 from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
 
-from distsampling import DistributedSampler
+from distsampling import DistributedSampler, ResumableDistributedSampler
 
 from ._harness import Comparison
 
@@ -63,11 +63,11 @@ def torchdata(timer, n: int) -> dict[str, float]:
 
 
 def ours(timer, n: int) -> dict[str, float]:
-    saved = DistributedSampler(range(n), num_replicas=1, rank=0, seed=SEED).state_dict()
+    saved = ResumableDistributedSampler(range(n), num_replicas=1, rank=0, seed=SEED).state_dict()
     saved.update(epoch=EPOCH, position=n // 2)  # as written after half of epoch 1
 
     def resume() -> Iterator[int]:
-        s = DistributedSampler(range(n), num_replicas=1, rank=0, seed=SEED)
+        s = ResumableDistributedSampler(range(n), num_replicas=1, rank=0, seed=SEED)
         s.load_state_dict(saved)
         return iter(s)
 

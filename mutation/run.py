@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "mutation"
 WORK = ROOT / "mutants"
 
-# every sampler's state_dict / load_state_dict and epoch_order are proven in one file, side by side
+# every sampler's state_dict / load_state_dict and indices are proven in one file, side by side
 RESUME = "tests/test_resume.py"
 # the docs' example code, which some tests load beside the package (mutmut copies it into its tree)
 EXAMPLES = "docs/examples"
@@ -52,7 +52,10 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "inference": (["tests/test_inference.py", RESUME], False),
     "balanced": (["tests/test_balanced.py", RESUME], False),
     "ahead": (["tests/test_ahead.py"], False),
-    # the argument checks every sampler copies along: proven on their own in tests/test_validate.py
+    # the resume layer, and the resumable forms built on it
+    "resume": ([RESUME], False),
+    "resumable": (["tests/test_resumable.py", RESUME], False),
+    # the checks and split arithmetic every sampler copies along: proven in tests/test_validate.py
     "_validate": (["tests/test_validate.py"], False),
 }
 

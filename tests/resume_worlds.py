@@ -1,8 +1,9 @@
 """What each rank runs in the elastic-resume gloo tests of test_resume.py (imported by name).
 
-A training loop in miniature: every rank reads ``steps`` batches of its DistributedSampler, rank 0
-writes the sampler's state as JSON (as a checkpoint would), and every rank's indices are gathered
-on rank 0. The resumed world loads that file on every rank and reads the rest of the epoch.
+A training loop in miniature: every rank reads ``steps`` batches of its
+ResumableDistributedSampler, rank 0 writes the sampler's state as JSON (as a checkpoint would),
+and every rank's indices are gathered on rank 0. The resumed world loads that file on every
+rank and reads the rest of the epoch.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import torch.distributed as dist
 
-from distsampling import BatchSampler, DistributedSampler
+from distsampling import BatchSampler, ResumableDistributedSampler
 from worlds import disturb_global_rngs
 
 
@@ -27,7 +28,7 @@ def read_then_save(
 ) -> list[list[int]] | None:
     """Read ``steps`` batches, save rank 0's state to ``path``; rank 0 returns every rank's reads."""
     disturb_global_rngs(dist.get_rank())
-    sampler = DistributedSampler(range(n), seed=seed)  # rank and world from the group
+    sampler = ResumableDistributedSampler(range(n), seed=seed)  # rank and world from the group
     sampler.set_epoch(epoch)
     batches = iter(BatchSampler(sampler, batch, drop_last=False))
     read = [i for _ in range(steps) for i in next(batches)]
@@ -43,7 +44,7 @@ def resume_and_read(n: int, seed: int, path: str, batch: int) -> list[list[int]]
     disturb_global_rngs(dist.get_rank())
     with open(path) as f:
         state = json.load(f)
-    sampler = DistributedSampler(range(n), seed=seed)
+    sampler = ResumableDistributedSampler(range(n), seed=seed)
     sampler.load_state_dict(state)
     sampler.set_epoch(state["epoch"])  # what the loop does on resume: the position survives
     read = [i for b in BatchSampler(sampler, batch, drop_last=False) for i in b]

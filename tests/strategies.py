@@ -246,26 +246,26 @@ elastic_world_sizes = st.integers(min_value=1, max_value=8)
 #: the kinds of sampler that resume, each built alike by tests/test_resume.py's factories
 resumable_kinds = st.sampled_from(
     [
-        "DistributedSampler",
-        "UnpaddedDistributedSampler",
-        "DistributedSamplerWrapper(WeightedBalanceClassSampler)",
-        "DistributedSamplerWrapper(list)",
-        "WeightedBalanceClassSampler",
-        "BatchSampler(DistributedSampler)",
-        "GroupedBatchSampler(DistributedSampler)",
-        "IterationBasedBatchSampler(BatchSampler(DistributedSampler))",
-        "DistributedSampler(SequentialWindowedDataset)",
+        "ResumableDistributedSampler",
+        "ResumableUnpaddedDistributedSampler",
+        "ResumableDistributedSamplerWrapper(ResumableWeightedBalanceClassSampler)",
+        "ResumableDistributedSamplerWrapper(list)",
+        "ResumableWeightedBalanceClassSampler",
+        "ResumableBatchSampler(ResumableDistributedSampler)",
+        "GroupedBatchSampler(ResumableDistributedSampler)",
+        "IterationBasedBatchSampler(ResumableBatchSampler(ResumableDistributedSampler))",
+        "ResumableDistributedSampler(SequentialWindowedDataset)",
     ]
 )
 #: the kinds that resume on another number of ranks, each sample of the epoch read once
 elastic_kinds = st.sampled_from(
     [
-        "DistributedSampler",
-        "UnpaddedDistributedSampler",
-        "DistributedSamplerWrapper(WeightedBalanceClassSampler)",
-        "DistributedSamplerWrapper(list)",
-        "BatchSampler(DistributedSampler)",
-        "DistributedSampler(SequentialWindowedDataset)",
+        "ResumableDistributedSampler",
+        "ResumableUnpaddedDistributedSampler",
+        "ResumableDistributedSamplerWrapper(ResumableWeightedBalanceClassSampler)",
+        "ResumableDistributedSamplerWrapper(list)",
+        "ResumableBatchSampler(ResumableDistributedSampler)",
+        "ResumableDistributedSampler(SequentialWindowedDataset)",
     ]
 )
 

@@ -2,7 +2,7 @@
 
 Against torch's DistributedSampler and against the wrapped sampler itself, for any sequence of
 set_epoch calls (repeats, skips, going back), partial reads, state_dict/load_state_dict and
-epoch_order; the order after set_epoch(e + 1) really is the one drawn in the background; at
+indices; the order after set_epoch(e + 1) really is the one drawn in the background; at
 most one thread, which the interpreter waits for at exit; DataLoader with and without workers; errors that name the sampler.
 """
 
@@ -26,7 +26,10 @@ from distsampling import (
     DistributedSampler,
     DistributedSamplerWrapper,
     OrderAhead,
-    UnpaddedDistributedSampler,
+    ResumableDistributedSampler,
+    ResumableDistributedSamplerWrapper,
+    ResumableUnpaddedDistributedSampler,
+    ResumableWeightedBalanceClassSampler,
     WeightedBalanceClassSampler,
 )
 from strategies import flags, sampler_args, seeds, world_sizes
@@ -38,11 +41,11 @@ epoch_sequences = st.lists(st.integers(min_value=0, max_value=5), min_size=1, ma
 #: the kinds of sampler OrderAhead takes, each built alike by ``build``
 ahead_kinds = st.sampled_from(
     [
-        "DistributedSampler",
-        "UnpaddedDistributedSampler",
-        "DistributedSamplerWrapper(WeightedBalanceClassSampler)",
-        "DistributedSamplerWrapper(list)",
-        "WeightedBalanceClassSampler",
+        "ResumableDistributedSampler",
+        "ResumableUnpaddedDistributedSampler",
+        "ResumableDistributedSamplerWrapper(ResumableWeightedBalanceClassSampler)",
+        "ResumableDistributedSamplerWrapper(list)",
+        "ResumableWeightedBalanceClassSampler",
     ]
 )
 #: the epoch a loop sets before reading: the next one (None, the usual loop) or any one
@@ -52,7 +55,7 @@ after_reads = st.one_of(
     st.tuples(st.just("more"), st.integers(min_value=0, max_value=45)),  # read on
     st.tuples(st.just("state"), st.none()),
     st.tuples(st.just("consumed"), st.integers(min_value=0, max_value=45)),
-    st.tuples(st.just("order"), st.none()),
+    st.tuples(st.just("indices"), st.none()),
     st.tuples(st.just("len"), st.none()),
     st.tuples(st.just("load"), st.integers(min_value=0, max_value=9)),  # a state saved before
     st.tuples(st.just("set_epoch"), st.integers(min_value=0, max_value=5)),
@@ -67,18 +70,18 @@ loops = st.lists(loop_rounds, min_size=1, max_size=6)
 
 def build(kind: str, n: int, world: int, rank: int, shuffle: bool, seed: int, drop_last: bool):
     """A sampler of ``kind``, built alike on every call."""
-    if kind == "DistributedSampler":
-        return DistributedSampler(range(n), world, rank, shuffle, seed, drop_last)
-    if kind == "UnpaddedDistributedSampler":
-        return UnpaddedDistributedSampler(range(n), world, rank, shuffle, seed)
-    if kind == "DistributedSamplerWrapper(WeightedBalanceClassSampler)":
-        inner = WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=n, seed=seed)
-        return DistributedSamplerWrapper(inner, world, rank, shuffle, seed, drop_last)
-    if kind == "DistributedSamplerWrapper(list)":
+    if kind == "ResumableDistributedSampler":
+        return ResumableDistributedSampler(range(n), world, rank, shuffle, seed, drop_last)
+    if kind == "ResumableUnpaddedDistributedSampler":
+        return ResumableUnpaddedDistributedSampler(range(n), world, rank, shuffle, seed)
+    if kind == "ResumableDistributedSamplerWrapper(ResumableWeightedBalanceClassSampler)":
+        inner = ResumableWeightedBalanceClassSampler(LABELS, [1, 2, 3], length=n, seed=seed)
+        return ResumableDistributedSamplerWrapper(inner, world, rank, shuffle, seed, drop_last)
+    if kind == "ResumableDistributedSamplerWrapper(list)":
         inner = [(7 * i) % 11 for i in range(n)]  # a fixed inner epoch, repeats included
-        return DistributedSamplerWrapper(inner, world, rank, shuffle, seed, drop_last)
-    if kind == "WeightedBalanceClassSampler":
-        return WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=n, seed=seed)
+        return ResumableDistributedSamplerWrapper(inner, world, rank, shuffle, seed, drop_last)
+    if kind == "ResumableWeightedBalanceClassSampler":
+        return ResumableWeightedBalanceClassSampler(LABELS, [1, 2, 3], length=n, seed=seed)
     raise AssertionError(kind)
 
 
@@ -108,12 +111,10 @@ def step(what: str, j: int, plain, ahead, its: dict, saved: list, kind: str) -> 
     elif what == "state":
         got = [plain.state_dict(), ahead.state_dict()]
         saved.append(got[0])
-    elif what == "consumed" and kind in ("DistributedSampler", "UnpaddedDistributedSampler"):
+    elif what == "consumed":  # every Resumable* sampler takes it: accepted or refused alike
         got = [outcome(lambda s=s: s.state_dict(consumed=j)) for s in (plain, ahead)]
-    elif what == "consumed":  # the others have no such argument: refused alike, not ignored
-        got = [outcome(lambda s=s: s.state_dict(consumed=j))[:2] for s in (plain, ahead)]
-    elif what == "order":
-        got = [outcome(s.epoch_order) for s in (plain, ahead)]
+    elif what == "indices":
+        got = [outcome(s.indices) for s in (plain, ahead)]
     elif what == "len":
         got = [len(plain), len(ahead)]
     elif what == "set_epoch":
@@ -124,11 +125,20 @@ def step(what: str, j: int, plain, ahead, its: dict, saved: list, kind: str) -> 
     return None if got[0] == got[1] else tuple(got)
 
 
-@given(n=st.integers(min_value=0, max_value=60), args=sampler_args(), epochs=epoch_sequences)
-def test_yields_torchs_distributed_sampler_epochs_for_any_sequence_of_set_epoch(n, args, epochs):
-    """Invariant: for any sequence of set_epoch calls, each epoch of OrderAhead(DistributedSampler)
-    is index for index torch's DistributedSampler's epoch, and len is torch's."""
-    ours = OrderAhead(DistributedSampler(range(n), **args))
+@given(
+    n=st.integers(min_value=0, max_value=60),
+    args=sampler_args(),
+    epochs=epoch_sequences,
+    resumable=st.booleans(),
+)
+def test_yields_torchs_distributed_sampler_epochs_for_any_sequence_of_set_epoch(
+    n, args, epochs, resumable
+):
+    """Invariant: for any sequence of set_epoch calls, each epoch of OrderAhead over our
+    DistributedSampler, plain or resumable, is index for index torch's DistributedSampler's
+    epoch, and len is torch's."""
+    cls = ResumableDistributedSampler if resumable else DistributedSampler
+    ours = OrderAhead(cls(range(n), **args))
     torchs = tud.DistributedSampler(range(n), **args)
     for epoch in epochs:
         ours.set_epoch(epoch)
@@ -151,7 +161,7 @@ def test_every_step_of_a_loop_answers_as_the_wrapped_sampler_does(
     kind, n, world, shuffle, seed, drop_last, rounds, data
 ):
     """Invariant: whatever a loop does (set_epoch to any epoch, partial reads, reading on, state
-    and consumed, epoch_order, len, loading an earlier state), OrderAhead answers each step
+    and consumed, indices, len, loading an earlier state), OrderAhead answers each step
     exactly as the sampler it wraps would, errors included."""
     rank = data.draw(st.integers(min_value=0, max_value=world - 1), label="rank")
     plain = build(kind, n, world, rank, shuffle, seed, drop_last)
@@ -170,16 +180,17 @@ def test_every_step_of_a_loop_answers_as_the_wrapped_sampler_does(
     assert plain.state_dict() == ahead.state_dict()
 
 
-class Spy(DistributedSampler):
-    """A DistributedSampler that notes which thread draws each epoch, and where iter() runs."""
+class Spy(ResumableDistributedSampler):
+    """A ResumableDistributedSampler that notes which thread draws each epoch (indices()), and
+    where iter() runs (its own iter() draws through indices() too, on the loop's thread)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.calls: list[tuple[str, int, str]] = []  # shared with copies: every call is noted
 
-    def epoch_order(self) -> torch.Tensor:
-        self.calls.append(("epoch_order", self.epoch, threading.current_thread().name))
-        return super().epoch_order()
+    def indices(self) -> torch.Tensor:
+        self.calls.append(("indices", self.epoch, threading.current_thread().name))
+        return super().indices()
 
     def __iter__(self):
         self.calls.append(("iter", self.epoch, threading.current_thread().name))
@@ -189,8 +200,9 @@ class Spy(DistributedSampler):
 @given(n=st.integers(min_value=1, max_value=60), args=sampler_args(), epochs=epoch_sequences)
 def test_after_set_epoch_e_plus_1_the_order_drawn_in_the_background_is_handed_out(n, args, epochs):
     """Invariant: an epoch that follows the one read before it (set_epoch(e + 1) after reading
-    e) is drawn by epoch_order() on a background thread and never by the sampler's own iter();
-    any other epoch (first, repeated, skipped, earlier) is read by the sampler's own iter()."""
+    e) is drawn by indices() on a background thread and never by the sampler's own iter() (no
+    call at all on the loop's thread); any other epoch (first, repeated, skipped, earlier) is
+    read by the sampler's own iter(), which draws it by indices() on the loop's thread."""
     spy = Spy(range(n), **args)
     ahead, last = OrderAhead(spy), None
     main = threading.current_thread().name
@@ -198,15 +210,17 @@ def test_after_set_epoch_e_plus_1_the_order_drawn_in_the_background_is_handed_ou
         ahead.set_epoch(epoch)
         start = len(spy.calls)
         list(ahead)
-        own = [c for c in spy.calls[start:] if c[0] == "iter"]
+        own = [c for c in spy.calls[start:] if c[2] == main]
         if last is not None and epoch == last + 1:  # predicted: drawn ahead, not read again
             assert own == []
         else:
-            assert own == [("iter", epoch, main)]
+            assert own == [("iter", epoch, main), ("indices", epoch, main)]
         last = epoch
     wait_for_draws()  # the last epoch's draw of the one after it, too
-    draws = [c for c in spy.calls if c[0] == "epoch_order"]
-    assert draws and all(name == f"OrderAhead epoch {e}" for _, e, name in draws)
+    draws = [c for c in spy.calls if c[2] != main]
+    assert draws and all(
+        (what, name) == ("indices", f"OrderAhead epoch {e}") for what, e, name in draws
+    )
 
 
 @settings(max_examples=30)  # each example joins real threads and runs a full gc
@@ -215,7 +229,7 @@ def test_at_most_one_drawing_thread_runs_and_none_outlives_its_draw(n, args, epo
     """Invariant: at every step at most one OrderAhead thread is alive, and once its draw is
     done it ends: none is left behind when the sampler is dropped."""
     wait_for_draws()
-    ahead = OrderAhead(DistributedSampler(range(n), **args))
+    ahead = OrderAhead(ResumableDistributedSampler(range(n), **args))
     for epoch in epochs:
         ahead.set_epoch(epoch)
         it = iter(ahead)
@@ -233,8 +247,8 @@ def test_a_program_that_ends_while_a_draw_runs_exits_cleanly():
     status 0 and nothing on stderr: the interpreter waits for the draw (a thread killed inside
     torch's randperm at exit would abort the process)."""
     script = (
-        "from distsampling import DistributedSampler, OrderAhead\n"
-        "s = OrderAhead(DistributedSampler(range(2_000_000), num_replicas=1, rank=0))\n"
+        "from distsampling import OrderAhead, ResumableDistributedSampler\n"
+        "s = OrderAhead(ResumableDistributedSampler(range(2_000_000), num_replicas=1, rank=0))\n"
         "it = iter(s); next(it); next(it)\n"  # epoch 1 is being drawn: end the program now
     )
     proc = subprocess.run(
@@ -262,13 +276,13 @@ def test_a_dataloader_reads_the_wrapped_samplers_batches_with_any_number_of_work
 
     args = {"num_replicas": 3, "rank": 1, "seed": 7}
     plain = batches(tud.DistributedSampler(data, **args))  # torch's, the reference
-    assert batches(OrderAhead(DistributedSampler(data, **args))) == plain
+    assert batches(OrderAhead(ResumableDistributedSampler(data, **args))) == plain
 
 
 def test_a_copy_taken_while_a_draw_runs_reads_the_same_epochs():
     """Invariant: copy.deepcopy (what a framework may do to a sampler) works while a thread is
     drawing, and the copy reads the same epochs as the original."""
-    ahead = OrderAhead(DistributedSampler(range(1000), num_replicas=2, rank=1, seed=3))
+    ahead = OrderAhead(ResumableDistributedSampler(range(1000), num_replicas=2, rank=1, seed=3))
     first = list(ahead)  # epoch 1 is being drawn now
     twin = copy.deepcopy(ahead)
     for s in (ahead, twin):
@@ -278,23 +292,23 @@ def test_a_copy_taken_while_a_draw_runs_reads_the_same_epochs():
 
 def test_a_draw_that_fails_raises_the_samplers_own_error_in_the_loop():
     """Invariant: when the next epoch cannot be drawn (seed + epoch beyond torch.Generator's
-    range), the background draw raises nothing; iter() raises the sampler's own error, where
-    the loop calls it."""
+    range), the background draw raises nothing; reading the epoch raises the sampler's own
+    error, where the loop reads it (at the first next(), as the sampler's own iter())."""
     seed = 2**64 - 1  # epoch 0 is the last epoch this seed can draw
-    ahead = OrderAhead(DistributedSampler(range(10), num_replicas=1, rank=0, seed=seed))
+    ahead = OrderAhead(ResumableDistributedSampler(range(10), num_replicas=1, rank=0, seed=seed))
     assert sorted(ahead) == list(range(10))  # epoch 1's draw fails meanwhile
     ahead.set_epoch(1)
-    plain = DistributedSampler(range(10), num_replicas=1, rank=0, seed=seed)
+    plain = ResumableDistributedSampler(range(10), num_replicas=1, rank=0, seed=seed)
     plain.set_epoch(1)
     with pytest.raises(ValueError, match="seed \\+ epoch should be in") as ours:
-        iter(ahead)
+        next(iter(ahead))
     with pytest.raises(ValueError) as theirs:
-        iter(plain)
+        next(iter(plain))
     assert str(ours.value) == str(theirs.value)
 
 
 class OwnIter(DistributedSampler):
-    """Overrides __iter__ only: its epoch_order() no longer says what it yields."""
+    """Overrides __iter__ only: its indices() no longer say what it yields."""
 
     def __iter__(self):
         return iter(reversed(list(super().__iter__())))
@@ -303,50 +317,56 @@ class OwnIter(DistributedSampler):
 @pytest.mark.parametrize(
     ("make", "match"),
     [
-        (lambda: [3, 1, 2], r"sampler=\[3, 1, 2\] of type list, which lacks set_epoch\(\), epoch_order\(\)"),
+        (lambda: [3, 1, 2], r"sampler=\[3, 1, 2\] of type list, which lacks set_epoch\(\), indices\(\)"),
         (lambda: tud.RandomSampler(range(4)), r"of type RandomSampler, which lacks set_epoch\(\)"),
-        (lambda: tud.DistributedSampler(range(4), 1, 0), r"of type DistributedSampler, which lacks epoch_order\(\)"),
+        (lambda: tud.DistributedSampler(range(4), 1, 0), r"of type DistributedSampler, which lacks indices\(\)$"),
         (lambda: DistributedSamplerWrapper(tud.DistributedSampler(range(4), 1, 0), 1, 0),
-         r"sampler.sampler should have set_epoch\(\).* which lacks epoch_order\(\)"),
+         r"sampler.sampler should have set_epoch\(\).* which lacks indices\(\)$"),
         (lambda: DistributedSamplerWrapper(tud.RandomSampler(range(4)), 1, 0),
+         r"^sampler.sampler should draw its epoch from set_epoch .* but got sampler.sampler=<torch"),
+        (lambda: ResumableDistributedSamplerWrapper(WeightedBalanceClassSampler([0, 1], [1, 1], 2), 1, 0),
          r"sampler.state_dict\(\) of sampler=.* raised: DistributedSamplerWrapper can save"),
-        (lambda: OwnIter(range(4), 1, 0), r"OwnIter overrides __iter__ without epoch_order\(\)"),
+        (lambda: OwnIter(range(4), 1, 0), r"OwnIter overrides __iter__ without indices\(\)"),
     ],
-    ids=["list", "RandomSampler", "torch DistributedSampler", "inner without epoch_order",
-         "inner RandomSampler", "own __iter__"],
+    ids=["list", "RandomSampler", "torch DistributedSampler", "inner without indices",
+         "inner RandomSampler", "resumable over a plain inner", "own __iter__"],
 )  # fmt: skip
 def test_a_sampler_it_cannot_draw_ahead_is_refused_naming_it(make, match):
-    """Invariant: a sampler without set_epoch/epoch_order/state_dict (or whose epoch_order is
-    not what it yields) is refused at construction, with the sampler and what it lacks named."""
+    """Invariant: a sampler without set_epoch/indices/epoch, whose indices are not what it
+    yields, whose inner sampler draws from a generator of its own, or whose state_dict() cannot
+    describe its epoch, is refused at construction, with the sampler and what it lacks named."""
     with pytest.raises(TypeError, match=match):
         OrderAhead(make())
 
 
-def test_writing_into_epoch_order_changes_nothing_iter_yields():
-    """Invariant: epoch_order() hands out a tensor of its own, also when the next epoch was
+def test_writing_into_indices_changes_nothing_iter_yields():
+    """Invariant: indices() hands out a tensor of its own, also when the next epoch was
     drawn ahead: a caller writing into it changes nothing that iter() yields."""
-    ahead = OrderAhead(DistributedSampler(range(20), num_replicas=2, rank=0))
-    plain = DistributedSampler(range(20), num_replicas=2, rank=0)
+    ahead = OrderAhead(ResumableDistributedSampler(range(20), num_replicas=2, rank=0))
+    plain = ResumableDistributedSampler(range(20), num_replicas=2, rank=0)
     list(ahead)  # epoch 1 is drawn meanwhile
     for s in (ahead, plain):
         s.set_epoch(1)
-    ahead.epoch_order().fill_(-1)
+    ahead.indices().fill_(-1)
     assert list(ahead) == list(plain)
 
 
 def test_consumed_beyond_what_a_drawn_order_handed_out_is_refused():
     """Invariant: state_dict(consumed=...) while a drawn order is read takes 0..handed out,
-    as DistributedSampler does, and names the value otherwise."""
-    ahead = OrderAhead(DistributedSampler(range(20), num_replicas=2, rank=0))
-    list(ahead)
-    ahead.set_epoch(1)
-    it = iter(ahead)
-    next(it), next(it)
-    assert ahead.state_dict(consumed=1)["position"] == 1
-    with pytest.raises(
-        ValueError, match=r"consumed should be in the interval \[0, 2\], but got consumed=3"
-    ):
+    as the sampler does, and refuses more in the sampler's own words (the value named)."""
+    ahead = OrderAhead(ResumableDistributedSampler(range(20), num_replicas=2, rank=0))
+    plain = ResumableDistributedSampler(range(20), num_replicas=2, rank=0)
+    for s in (ahead, plain):
+        list(s)  # ahead: epoch 1 is drawn meanwhile
+        s.set_epoch(1)
+        it = iter(s)
+        next(it), next(it)
+        assert s.state_dict(consumed=1)["position"] == 1
+    with pytest.raises(ValueError) as theirs:
+        plain.state_dict(consumed=3)
+    with pytest.raises(ValueError, match=r"but got consumed=3$") as ours:
         ahead.state_dict(consumed=3)
+    assert str(ours.value) == str(theirs.value)
 
 
 @given(n=st.integers(min_value=20, max_value=60), args=sampler_args(), epoch=st.integers(0, 5))
@@ -361,13 +381,13 @@ def test_the_next_epoch_is_drawn_as_soon_as_the_first_index_is_out(n, args, epoc
     it = iter(ahead)
     next(it), next(it)
     wait_for_draws()
-    assert ("epoch_order", epoch + 1, f"OrderAhead epoch {epoch + 1}") in spy.calls
+    assert ("indices", epoch + 1, f"OrderAhead epoch {epoch + 1}") in spy.calls
 
 
 @given(n=st.integers(min_value=1, max_value=60), args=sampler_args())
-def test_epoch_order_after_the_draw_hands_out_the_drawn_order_without_drawing_again(n, args):
-    """Invariant: after set_epoch(e + 1), epoch_order() is the order drawn in the background:
-    the sampler's epoch_order() is not called again on the loop's thread, and the value is the
+def test_indices_after_the_draw_hand_out_the_drawn_order_without_drawing_again(n, args):
+    """Invariant: after set_epoch(e + 1), indices() is the order drawn in the background:
+    the sampler's indices() is not called again on the loop's thread, and the value is the
     sampler's own."""
     spy = Spy(range(n), **args)
     ahead = OrderAhead(spy)
@@ -375,26 +395,26 @@ def test_epoch_order_after_the_draw_hands_out_the_drawn_order_without_drawing_ag
     ahead.set_epoch(1)
     main = threading.current_thread().name
     before = [c for c in spy.calls if c[2] == main]
-    order = ahead.epoch_order()
+    order = ahead.indices()
     assert [c for c in spy.calls if c[2] == main] == before
-    plain = DistributedSampler(range(n), **args)
+    plain = ResumableDistributedSampler(range(n), **args)
     plain.set_epoch(1)
-    assert order.tolist() == plain.epoch_order().tolist()
+    assert order.tolist() == plain.indices().tolist()
 
 
-def test_epoch_order_of_an_epoch_that_could_not_be_drawn_raises_the_samplers_error():
-    """Invariant: when the background draw failed, epoch_order() raises what the sampler's own
-    epoch_order() raises for that epoch, word for word."""
+def test_indices_of_an_epoch_that_could_not_be_drawn_raise_the_samplers_error():
+    """Invariant: when the background draw failed, indices() raises what the sampler's own
+    indices() raises for that epoch, word for word."""
     seed = 2**64 - 1  # epoch 0 is the last epoch this seed can draw
-    ahead = OrderAhead(DistributedSampler(range(10), num_replicas=1, rank=0, seed=seed))
+    ahead = OrderAhead(ResumableDistributedSampler(range(10), num_replicas=1, rank=0, seed=seed))
     list(ahead)  # epoch 1's draw fails meanwhile
     ahead.set_epoch(1)
-    plain = DistributedSampler(range(10), num_replicas=1, rank=0, seed=seed)
+    plain = ResumableDistributedSampler(range(10), num_replicas=1, rank=0, seed=seed)
     plain.set_epoch(1)
     with pytest.raises(ValueError) as theirs:
-        plain.epoch_order()
+        plain.indices()
     with pytest.raises(ValueError) as ours:
-        ahead.epoch_order()
+        ahead.indices()
     assert str(ours.value) == str(theirs.value)
 
 
@@ -402,8 +422,8 @@ def test_epoch_order_of_an_epoch_that_could_not_be_drawn_raises_the_samplers_err
 def test_set_epoch_to_the_epoch_being_read_keeps_the_position_as_the_sampler_does(n, args, k):
     """Invariant: while a drawn order is read, set_epoch(the same epoch) changes nothing: the
     state and the rest of the epoch are what the plain sampler says after the same calls."""
-    plain = DistributedSampler(range(n), **args)
-    ahead = OrderAhead(DistributedSampler(range(n), **args))
+    plain = ResumableDistributedSampler(range(n), **args)
+    ahead = OrderAhead(ResumableDistributedSampler(range(n), **args))
     for s in (plain, ahead):
         list(s)
         s.set_epoch(1)  # ahead: the drawn order
@@ -418,16 +438,40 @@ def test_set_epoch_to_the_epoch_being_read_keeps_the_position_as_the_sampler_doe
 
 def test_a_fresh_wrapper_has_the_samplers_state():
     """Invariant: before any iter(), OrderAhead's state_dict() is the sampler's."""
-    plain = DistributedSampler(range(10), num_replicas=2, rank=1, seed=5)
+    plain = ResumableDistributedSampler(range(10), num_replicas=2, rank=1, seed=5)
     assert (
-        OrderAhead(DistributedSampler(range(10), 2, 1, seed=5)).state_dict() == plain.state_dict()
+        OrderAhead(ResumableDistributedSampler(range(10), 2, 1, seed=5)).state_dict()
+        == plain.state_dict()
     )
+
+
+class NoConsumed(ResumableDistributedSampler):
+    """A resumable sampler whose state_dict() takes no ``consumed`` argument."""
+
+    def state_dict(self) -> dict[str, Any]:  # type: ignore[override]
+        return super().state_dict()
+
+
+def test_a_plain_sampler_has_no_position_to_save_through_order_ahead():
+    """Invariant: OrderAhead over a plain sampler (no state_dict) draws ahead but refuses
+    state_dict(), naming the sampler and its resumable form, rather than saving nothing."""
+    inner = DistributedSampler(range(10), num_replicas=2, rank=0)
+    ahead = OrderAhead(inner)
+    list(ahead)
+    for consumed in (None, 0):
+        with pytest.raises(TypeError) as err:
+            ahead.state_dict(consumed)
+        assert str(err.value) == (
+            "OrderAhead saves its position through its sampler's state_dict(), but got "
+            f"sampler={inner!r}, a plain sampler without one: wrap its resumable form "
+            "(distsampling.resumable)"
+        )
 
 
 def test_consumed_for_a_sampler_without_that_argument_is_refused_naming_both():
     """Invariant: state_dict(consumed=...) over a sampler whose state_dict takes no ``consumed``
     is a TypeError naming the argument, the sampler and the value."""
-    inner = WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=5, seed=0)
+    inner = NoConsumed(range(5), 1, 0)
     with pytest.raises(TypeError) as err:
         OrderAhead(inner).state_dict(consumed=2)
     assert str(err.value) == (
@@ -440,7 +484,7 @@ def test_the_drawing_thread_is_not_a_daemon():
     """Invariant: the draw runs on a non-daemon thread, so the interpreter waits for it at exit
     instead of killing it inside torch's randperm (which aborts the process)."""
     wait_for_draws()
-    ahead = OrderAhead(DistributedSampler(range(3_000_000), num_replicas=1, rank=0))
+    ahead = OrderAhead(ResumableDistributedSampler(range(3_000_000), num_replicas=1, rank=0))
     it = iter(ahead)
     next(it), next(it)  # epoch 1 is being drawn
     threads = ahead_threads()
@@ -449,12 +493,12 @@ def test_the_drawing_thread_is_not_a_daemon():
 
 
 class _Parts:
-    """set_epoch, epoch_order and state_dict, as OrderAhead calls them; no __iter__, no epoch."""
+    """set_epoch, indices and state_dict, as OrderAhead calls them; no __iter__, no epoch."""
 
     def set_epoch(self, epoch):
         pass
 
-    def epoch_order(self):
+    def indices(self):
         return torch.arange(3)
 
     def state_dict(self):
@@ -468,7 +512,7 @@ class NoEpoch(_Parts):
     """Everything OrderAhead calls, but no ``epoch`` attribute."""
 
     def __iter__(self):
-        return iter(self.epoch_order().tolist())
+        return iter(self.indices().tolist())
 
 
 class NoIter(_Parts):
@@ -483,14 +527,12 @@ def test_the_refusals_name_the_samplers_it_takes_and_what_is_missing_word_for_wo
     with pytest.raises(TypeError) as err:
         OrderAhead(NoEpoch())
     assert str(err.value) == (
-        "sampler should have set_epoch(), epoch_order(), state_dict() and an epoch attribute "
-        "(DistributedSampler, UnpaddedDistributedSampler, WeightedBalanceClassSampler, "
-        "DistributedSamplerWrapper), but got sampler=NoEpoch() of type NoEpoch, which lacks "
-        "an epoch attribute"
+        "sampler should have set_epoch(), indices() and an epoch attribute (this package's "
+        "samplers), but got sampler=NoEpoch() of type NoEpoch, which lacks an epoch attribute"
     )
     with pytest.raises(TypeError) as err:
         OrderAhead(NoIter())
     assert str(err.value) == (
-        "sampler should yield its epoch_order(), but got sampler=NoIter(): it has no __iter__ "
-        "without epoch_order()"
+        "sampler should yield its indices(), but got sampler=NoIter(): it has no __iter__ "
+        "without indices()"
     )

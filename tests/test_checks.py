@@ -20,6 +20,8 @@ from distsampling import (
     DistributedSamplerWrapper,
     IterationBasedBatchSampler,
     RankMismatchError,
+    ResumableBatchSampler,
+    ResumableDistributedSampler,
     UnpaddedDistributedSampler,
     WeightedBalanceClassSampler,
     assert_rank_consistent,
@@ -46,16 +48,22 @@ def test_every_rank_of_a_correct_setup_has_the_same_digest(n, world, seed, epoch
 def test_the_digest_is_the_same_for_torchs_sampler_and_ours(n, seed, epoch):
     """Invariant: the digest reads torch's DistributedSampler too, and sees the same epoch.
 
-    (torch's cannot resume: it has no position; ours, fresh, is at the start.)
+    (Neither torch's nor our plain sampler has a position; our resumable one, fresh, is at the
+    start and otherwise digests alike.)
     """
     ours = DistributedSampler(range(n), 2, 0, seed=seed)
+    resumable = ResumableDistributedSampler(range(n), 2, 0, seed=seed)
     theirs = torch_distributed.DistributedSampler(range(n), 2, 0, seed=seed)
-    ours.set_epoch(epoch)
-    theirs.set_epoch(epoch)
+    for s in (ours, resumable, theirs):
+        s.set_epoch(epoch)
     digest_ours, digest_torch = epoch_digest(ours), epoch_digest(theirs)
-    assert digest_ours.pop("position") == {"start": 0, "position": 0}
-    assert digest_torch.pop("position") is None
-    assert digest_ours == digest_torch
+    assert digest_ours == digest_torch and digest_torch["position"] is None
+    digest_resumable = epoch_digest(resumable)
+    assert digest_resumable.pop("position") == {"start": 0, "position": 0}
+    assert digest_resumable.pop("type") == "ResumableDistributedSampler"
+    assert digest_resumable == {
+        k: v for k, v in digest_ours.items() if k not in ("type", "position")
+    }
 
 
 def test_the_digest_sees_a_forgotten_set_epoch_through_a_batch_sampler():
@@ -121,12 +129,12 @@ def test_a_rank_that_loaded_another_checkpoint_has_another_position():
     checkpoints disagree on it (and only on it)."""
     digests = []
     for rank, k in ((0, 2), (1, 3)):
-        s = DistributedSampler(range(20), 2, rank, seed=1)
+        s = ResumableDistributedSampler(range(20), 2, rank, seed=1)
         s.set_epoch(1)
         it = iter(s)
         for _ in range(k):
             next(it)
-        fresh = DistributedSampler(range(20), 2, rank, seed=1)
+        fresh = ResumableDistributedSampler(range(20), 2, rank, seed=1)
         fresh.load_state_dict(s.state_dict())
         fresh.set_epoch(1)  # as the training loop does on resume: the position survives
         digests.append(epoch_digest(fresh))
@@ -272,9 +280,9 @@ def test_the_digest_reads_through_batch_samplers_and_iteration_runs(n, seed, epo
     """Invariant: through a BatchSampler (``.sampler``) and an IterationBasedBatchSampler
     (``.batch_sampler``) the digest sees the DistributedSampler inside: its seed, epoch, the
     hash of its epoch order (unshuffled too) and its resume position (nested in the state)."""
-    ds = DistributedSampler(range(n), 1, 0, shuffle=shuffle, seed=seed)
+    ds = ResumableDistributedSampler(range(n), 1, 0, shuffle=shuffle, seed=seed)
     ds.set_epoch(epoch)
-    batches = BatchSampler(ds, 2, drop_last=False)
+    batches = ResumableBatchSampler(ds, 2, drop_last=False)
     k = min(k, len(batches))
     take = iter(batches)
     for _ in range(k):
@@ -290,8 +298,8 @@ def test_the_digest_reads_through_batch_samplers_and_iteration_runs(n, seed, epo
     assert epoch_digest(batches)["position"] == {"start": 0, "position": min(2 * k, n)}
 
 
-def test_the_digest_reads_an_epoch_order_of_any_sampler():
-    """Invariant: a sampler that is not a DistributedSampler but has epoch_order() (the weighted
+def test_the_digest_reads_the_indices_of_any_sampler():
+    """Invariant: a sampler that is not a DistributedSampler but yields indices() (the weighted
     sampler) is digested by the hash of the epoch it yields."""
     s = WeightedBalanceClassSampler([0, 0, 1, 1, 1, 2], [1, 2, 3], length=9, seed=4)
     assert epoch_digest(s)["order"] == _order_hash(list(s))

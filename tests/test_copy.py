@@ -41,6 +41,7 @@ PROPERTY = {
     "make_batch_data_sampler": ("test_pipeline", "test_pass_p_of_every_rank_is_its_torch_share_of_epoch_p_so_ranks_stay_disjoint"),
     "WeightedBalanceClassSampler": ("test_weighted", "test_class_counts_of_an_epoch_are_the_largest_remainder_counts"),
     "DistributedSamplerWrapper": ("test_wrapper", "test_each_rank_reads_torchs_positions_of_the_inner_epoch"),
+    "Resumable": ("test_resumable", "test_a_sampler_composed_with_resumable_reads_the_rest_of_its_epoch_once"),
     # samplers of detection and metric-learning codebases
     "InfiniteSampler": ("test_infinite", "test_each_rank_reads_its_strided_positions_of_the_stream_of_passes"),
     "RepeatFactorSampler": ("test_repeat_factor", "test_each_rank_reads_its_strided_positions_of_detectron2s_stream"),
@@ -63,7 +64,8 @@ def copy_sets() -> list[tuple[str, str, list[str]]]:
     return out
 
 
-SAMPLER_TUTORIALS = ["batch", "ddp", "distributed", "pipeline", "weighted", "windowed", "wrapper"]
+SAMPLER_TUTORIALS = ["batch", "ddp", "distributed", "pipeline", "resume", "weighted", "windowed"]
+SAMPLER_TUTORIALS += ["wrapper"]
 SAMPLER_TUTORIALS += ["detection"]
 SETS = copy_sets()
 

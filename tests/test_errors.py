@@ -22,6 +22,7 @@ NOT_LISTED = set(distsampling.growing.__all__) | {
     "epoch_digest",
     "gather_by_index",
     "shared_random_seed",  # takes no argument: nothing to call it wrongly with
+    "Resumable",  # a mixin, never called itself: the page shows a class that forgets _identity()
 }
 
 

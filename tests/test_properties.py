@@ -8,6 +8,7 @@ docs/tutorials/properties.md includes the very same files, so the page cannot go
 from __future__ import annotations
 
 import importlib
+import sys
 import types
 from pathlib import Path
 
@@ -39,6 +40,13 @@ CAUGHT_BY = {
 }
 
 
+def _fresh_copy(original: types.ModuleType, source: str) -> types.ModuleType:
+    copy = types.ModuleType(original.__name__)
+    copy.__dict__.update(__package__="distsampling", __file__=original.__file__)
+    exec(compile(source, original.__file__, "exec"), copy.__dict__)
+    return copy
+
+
 def patched_module(diff: str) -> tuple[types.ModuleType, types.ModuleType]:
     """The module the diff names, and a fresh copy of it with the diff's one line replaced."""
     lines = diff.splitlines()
@@ -47,10 +55,31 @@ def patched_module(diff: str) -> tuple[types.ModuleType, types.ModuleType]:
     original = importlib.import_module("distsampling." + Path(path).stem)
     source = Path(original.__file__).read_text()
     assert source.count(old + "\n") == 1, f"the diff's line is not in {path} exactly once: {old!r}"
-    copy = types.ModuleType(original.__name__)
-    copy.__dict__.update(__package__="distsampling", __file__=original.__file__)
-    exec(compile(source.replace(old + "\n", new + "\n"), original.__file__, "exec"), copy.__dict__)
-    return original, copy
+    return original, _fresh_copy(original, source.replace(old + "\n", new + "\n"))
+
+
+def copies_for(
+    tests: types.ModuleType, original: types.ModuleType, copy: types.ModuleType
+) -> dict[str, object]:
+    """Name -> buggy object, for every name of the test module that comes from the patched
+    module, or from a module of the package that imports from it (a sampler calling the
+    arithmetic of its helper): that module is executed again over the buggy copy."""
+    stem = original.__name__.rsplit(".", 1)[1]
+    rebuilt = {original.__name__: copy}
+    out = {}
+    for name, value in vars(tests).items():
+        home = getattr(value, "__module__", None)
+        if not isinstance(home, str) or not home.startswith("distsampling."):
+            continue
+        module = original if home == original.__name__ else sys.modules[home]
+        if home not in rebuilt:
+            source = Path(module.__file__).read_text()
+            if f"from .{stem} import" not in source:
+                continue
+            rebuilt[home] = _fresh_copy(module, source)
+        if getattr(module, name, None) is value:
+            out[name] = getattr(rebuilt[home], name)
+    return out
 
 
 def counterexample(error: BaseException) -> str:
@@ -69,10 +98,11 @@ def failure_report(bug: str, monkeypatch: pytest.MonkeyPatch) -> str:
     test_module, property_name = CAUGHT_BY[bug]
     tests = importlib.import_module(test_module)
     original, copy = patched_module((BUGS / f"{bug}.diff").read_text())
-    # the property (and its helpers) now see the buggy copy wherever they used the module's names
-    for name, value in list(vars(tests).items()):
-        if getattr(original, name, None) is value and not isinstance(value, types.ModuleType):
-            monkeypatch.setattr(tests, name, getattr(copy, name))
+    # modules executed again import the buggy copy; the property (and its helpers) see the bug
+    # wherever they used the module's names, or the names of a module built on it
+    monkeypatch.setitem(sys.modules, original.__name__, copy)
+    for name, value in copies_for(tests, original, copy).items():
+        monkeypatch.setattr(tests, name, value)
     prop = getattr(tests, property_name)
     # derandomized whatever the profile: the same shrunk example on every run (restored after)
     strict = settings(

@@ -1,11 +1,13 @@
 """Resume anywhere, on any number of ranks: state_dict()/load_state_dict() of every sampler.
 
 The properties: a run interrupted after ``k`` items and resumed from its state reads exactly
-the uninterrupted epoch (and the next ones); the state survives JSON and a fresh process; a
-state taken on ``W1`` ranks after each read ``m`` samples, loaded on ``W2`` ranks, reads every
-sample of the epoch exactly once over the whole epoch beyond torch-style padding, with equal
-counts per new rank; torchdata's StatefulDataLoader resumes through them; bad states are refused
-with errors that name the field. The gloo tests (2 -> 3 and 3 -> 2 ranks) are at the end.
+the uninterrupted epoch (and the next ones); a loaded position is where every ``iter()`` of its
+epoch starts, until ``set_epoch`` moves to another epoch, so a DataLoader that calls ``iter()``
+twice (workers, a peek, persistent workers, torchdata's StatefulDataLoader) reads the rest of
+the epoch once; the state survives JSON and a fresh process; a state taken on ``W1`` ranks after
+each read ``m`` samples, loaded on ``W2`` ranks, reads every sample of the epoch exactly once
+over the whole epoch beyond torch-style padding, with equal counts per new rank; bad states are
+refused with errors that name the field. The gloo tests (2 -> 3 and 3 -> 2 ranks) are at the end.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -22,23 +25,35 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.utils.data import RandomSampler
+from torch.utils.data import DataLoader, RandomSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from distsampling import (
+    BatchBalanceClassSampler,
     BatchSampler,
     DistributedSampler,
     DistributedSamplerWrapper,
     GroupedBatchSampler,
+    InferenceSampler,
+    InfiniteSampler,
     IterationBasedBatchSampler,
+    OrderAhead,
+    RepeatFactorSampler,
+    ResumableBatchSampler,
+    ResumableDistributedSampler,
+    ResumableDistributedSamplerWrapper,
+    ResumableUnpaddedDistributedSampler,
+    ResumableWeightedBalanceClassSampler,
     SequentialWindowedDataset,
     UnpaddedDistributedSampler,
     WeightedBalanceClassSampler,
+    check_state,
+    epoch_permutation,
     rank_positions,
     resumed_positions,
     run_world,
 )
-from distsampling.distributed import _epoch_order_of
+from distsampling.wrapper import yields_indices
 from strategies import (
     elastic_kinds,
     elastic_world_sizes,
@@ -49,7 +64,6 @@ from strategies import (
     resumable_kinds,
     seeds,
     stop_points,
-    windowed_args,
     world_sizes,
 )
 
@@ -60,14 +74,27 @@ TESTS = str(Path(__file__).parent)
 LABELS = [0] * 7 + [1] * 3 + [2] * 2  # 12 samples in 3 classes, for the weighted sampler
 _MISSING = object()  # a field left out of a state
 
+DS = "ResumableDistributedSampler"
+UNPADDED = "ResumableUnpaddedDistributedSampler"
+WRAPPED_WEIGHTED = "ResumableDistributedSamplerWrapper(ResumableWeightedBalanceClassSampler)"
+WRAPPED_LIST = "ResumableDistributedSamplerWrapper(list)"
+WEIGHTED = "ResumableWeightedBalanceClassSampler"
+BATCHED = "ResumableBatchSampler(ResumableDistributedSampler)"
+GROUPED = "GroupedBatchSampler(ResumableDistributedSampler)"
+ITERATION = "IterationBasedBatchSampler(ResumableBatchSampler(ResumableDistributedSampler))"
+WINDOWED = "ResumableDistributedSampler(SequentialWindowedDataset)"
+
 
 class WindowedReading:
     """A loop over windows: DistributedSampler picks window numbers, the dataset maps them to
-    window starts; epoch and state go to both (what a training loop saves)."""
+    window starts. The epoch goes to both; the state is the sampler's alone (the dataset's
+    state is its epoch, which the sampler's state holds)."""
 
     def __init__(self, n: int, world: int, rank: int, seed: int, drop_last: bool) -> None:
         self.dataset = SequentialWindowedDataset(max(n, 1) * 3, window=3, seed=abs(seed))
-        self.sampler = DistributedSampler(self.dataset, world, rank, seed=seed, drop_last=drop_last)
+        self.sampler = ResumableDistributedSampler(
+            self.dataset, world, rank, seed=seed, drop_last=drop_last
+        )
 
     def set_epoch(self, epoch: int) -> None:
         self.dataset.set_epoch(epoch)
@@ -77,39 +104,41 @@ class WindowedReading:
         return map(self.dataset.__getitem__, self.sampler)
 
     def state_dict(self) -> dict:
-        return {"sampler": self.sampler.state_dict(), "dataset": self.dataset.state_dict()}
+        return {"sampler": self.sampler.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.dataset.load_state_dict(state["dataset"])
         self.sampler.load_state_dict(state["sampler"])
+        self.dataset.set_epoch(state["sampler"]["epoch"])  # the dataset's state: its epoch
 
 
 def build(kind: str, world: int, rank: int, p: dict) -> Any:
     """A sampler of ``kind`` for ``rank`` of ``world``, built alike on every call."""
     n, seed, drop_last = p["n"], p["seed"], p["drop_last"]
 
-    def distributed() -> DistributedSampler:
-        return DistributedSampler(range(n), world, rank, p["shuffle"], seed, drop_last)
+    def distributed() -> ResumableDistributedSampler:
+        return ResumableDistributedSampler(range(n), world, rank, p["shuffle"], seed, drop_last)
 
-    if kind == "DistributedSampler":
+    if kind == DS:
         return distributed()
-    if kind == "UnpaddedDistributedSampler":
-        return UnpaddedDistributedSampler(range(n), world, rank, p["shuffle"], seed)
-    if kind == "DistributedSamplerWrapper(WeightedBalanceClassSampler)":
-        inner = WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=n, seed=seed)
-        return DistributedSamplerWrapper(inner, world, rank, p["shuffle"], seed, drop_last)
-    if kind == "DistributedSamplerWrapper(list)":
+    if kind == UNPADDED:
+        return ResumableUnpaddedDistributedSampler(range(n), world, rank, p["shuffle"], seed)
+    if kind == WRAPPED_WEIGHTED:
+        inner = ResumableWeightedBalanceClassSampler(LABELS, [1, 2, 3], length=n, seed=seed)
+        return ResumableDistributedSamplerWrapper(inner, world, rank, p["shuffle"], seed, drop_last)
+    if kind == WRAPPED_LIST:
         inner = [(7 * i) % 11 for i in range(n)]  # a fixed inner epoch, repeats included
-        return DistributedSamplerWrapper(inner, world, rank, p["shuffle"], seed, drop_last)
-    if kind == "WeightedBalanceClassSampler":
-        return WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=n, seed=seed)
-    if kind == "BatchSampler(DistributedSampler)":
-        return BatchSampler(distributed(), p["batch_size"], drop_last)
-    if kind == "GroupedBatchSampler(DistributedSampler)":
+        return ResumableDistributedSamplerWrapper(inner, world, rank, p["shuffle"], seed, drop_last)
+    if kind == WEIGHTED:
+        return ResumableWeightedBalanceClassSampler(LABELS, [1, 2, 3], length=n, seed=seed)
+    if kind == BATCHED:
+        return ResumableBatchSampler(distributed(), p["batch_size"], drop_last)
+    if kind == GROUPED:
         return GroupedBatchSampler(distributed(), [i % 3 for i in range(n)], p["batch_size"])
-    if kind == "IterationBasedBatchSampler(BatchSampler(DistributedSampler))":
-        return IterationBasedBatchSampler(BatchSampler(distributed(), p["batch_size"], False), 7)
-    if kind == "DistributedSampler(SequentialWindowedDataset)":
+    if kind == ITERATION:
+        return IterationBasedBatchSampler(
+            ResumableBatchSampler(distributed(), p["batch_size"], False), 7
+        )
+    if kind == WINDOWED:
         return WindowedReading(n, world, rank, seed, drop_last)
     raise AssertionError(kind)
 
@@ -155,12 +184,12 @@ def params(draw: st.DrawFn) -> dict:
 def test_first_k_then_the_resumed_rest_is_the_uninterrupted_epoch(kind, p, world, epoch, data):
     """Invariant: for every sampler, epoch and stop point k (0, the end, mid-batch included),
     first k + the rest read after load_state_dict(json round trip) == the uninterrupted epoch,
-    element for element (epoch_order() names that rest before it is read, and state_dict()
+    element for element (indices() names that rest before it is read, and state_dict()
     saves the loaded place again); the next epoch is the uninterrupted next epoch too."""
     rank = data.draw(ranks_for(world))
-    if kind == "IterationBasedBatchSampler(BatchSampler(DistributedSampler))" and p["n"] < world:
+    if kind == ITERATION and p["n"] < world:
         p["n"] = world  # a rank with no sample can never reach num_iterations (tested elsewhere)
-    if kind == "WeightedBalanceClassSampler":
+    if kind == WEIGHTED:
         world, rank = 1, 0
     uninterrupted = build(kind, world, rank, p)
     set_epoch(uninterrupted, epoch)
@@ -178,8 +207,8 @@ def test_first_k_then_the_resumed_rest_is_the_uninterrupted_epoch(kind, p, world
     resumed.load_state_dict(state)
     assert roundtrip(resumed.state_dict()) == state  # loaded, not read yet: the same place
     set_epoch(resumed, epoch)  # as a training loop does on resume: the position survives it
-    if hasattr(resumed, "epoch_order"):  # what the next iter() yields: the rest, nothing else
-        assert resumed.epoch_order().tolist() == idx_epoch[k:]
+    if hasattr(resumed, "indices"):  # what the next iter() yields: the rest, nothing else
+        assert resumed.indices().tolist() == idx_epoch[k:]
     idx_resumed = first + list(resumed)
     set_epoch(resumed, epoch + 1)
     assert idx_resumed == idx_epoch
@@ -194,7 +223,7 @@ def test_a_fresh_sampler_or_one_moved_to_another_epoch_saves_the_start_of_its_ep
     """Invariant: a sampler never iterated saves the start of its epoch, and set_epoch to another
     epoch in the middle of one forgets the position read: either state resumes the whole epoch
     (the iteration sampler, one run with no epochs of its own, is left out)."""
-    if kind.startswith("IterationBased"):
+    if kind == ITERATION:
         return
     fresh = build(kind, 3, 1, p)  # at epoch 0, never iterated
     resumed = build(kind, 3, 1, p)
@@ -213,25 +242,96 @@ def test_a_fresh_sampler_or_one_moved_to_another_epoch_saves_the_start_of_its_ep
     assert list(resumed) == list(uninterrupted)
 
 
+@given(kind=resumable_kinds, p=params(), epoch=epochs, data=st.data())
+def test_every_iter_of_the_loaded_epoch_starts_at_the_loaded_position(kind, p, epoch, data):
+    """Invariant: after load_state_dict of a state taken at k items, every iter() of that epoch
+    (a second one, one after a partial read, one after set_epoch of the same epoch) yields the
+    rest of the epoch, never its first k items again; state_dict() counts the latest iter()
+    from the loaded position."""
+    if kind == ITERATION and p["n"] < 3:
+        p["n"] = 3  # a rank with no sample can never reach num_iterations (tested elsewhere)
+    world, rank = (1, 0) if kind == WEIGHTED else (3, 1)
+    uninterrupted = build(kind, world, rank, p)
+    set_epoch(uninterrupted, epoch)
+    idx_epoch = list(uninterrupted)
+    k = data.draw(stop_points(len(idx_epoch)), label="k")
+    interrupted = build(kind, world, rank, p)
+    set_epoch(interrupted, epoch)
+    take(interrupted, k)
+    state = roundtrip(interrupted.state_dict())
+
+    resumed = build(kind, world, rank, p)
+    resumed.load_state_dict(state)
+    iter(resumed)  # an iter() never read (a DataLoader's first one): it takes nothing
+    assert list(resumed) == idx_epoch[k:]
+    assert list(resumed) == idx_epoch[k:]  # read whole, and again: the rest once more
+    # a partial read (a peek): the state counts it from the loaded position (at least one
+    # item: a batch sampler's iter() is a generator, which starts at its first batch)
+    j = data.draw(st.integers(min(1, len(idx_epoch) - k), len(idx_epoch) - k), label="j")
+    take(resumed, j)
+    read_on = build(kind, world, rank, p)
+    set_epoch(read_on, epoch)
+    take(read_on, k + j)
+    assert roundtrip(resumed.state_dict()) == roundtrip(read_on.state_dict())
+    set_epoch(resumed, epoch)  # the loop's call of the same epoch keeps the loaded position
+    assert list(resumed) == idx_epoch[k:]
+
+
+@given(kind=resumable_kinds, p=params(), epoch=epochs, data=st.data())
+def test_set_epoch_of_another_epoch_drops_a_loaded_position_and_of_the_same_keeps_it(
+    kind, p, epoch, data
+):
+    """Invariant: after load_state_dict of a state taken at k items of epoch e, set_epoch(e)
+    keeps the position (iter() yields the rest), while set_epoch(e') of any other epoch reads
+    e' whole, and going back to e then reads e whole too (a position belongs to its epoch)."""
+    if kind == ITERATION:
+        return  # no set_epoch: its passes are set by itself
+    world, rank = (1, 0) if kind == WEIGHTED else (2, 1)
+    other = data.draw(epochs.filter(lambda e: e != epoch), label="other epoch")
+    uninterrupted = build(kind, world, rank, p)
+    whole = {}
+    for e in (epoch, other):
+        set_epoch(uninterrupted, e)
+        whole[e] = list(uninterrupted)
+    k = data.draw(stop_points(len(whole[epoch])), label="k")
+    interrupted = build(kind, world, rank, p)
+    set_epoch(interrupted, epoch)
+    take(interrupted, k)
+    state = roundtrip(interrupted.state_dict())
+
+    kept = build(kind, world, rank, p)
+    kept.load_state_dict(state)
+    set_epoch(kept, epoch)
+    set_epoch(kept, epoch)  # any number of times
+    assert list(kept) == whole[epoch][k:]
+
+    dropped = build(kind, world, rank, p)
+    dropped.load_state_dict(state)
+    set_epoch(dropped, other)
+    assert list(dropped) == whole[other]
+    set_epoch(dropped, epoch)
+    assert list(dropped) == whole[epoch]
+
+
 @settings(max_examples=50)  # a whole labelled dataset per example: keep it quick
 @given(args=labelled_datasets(), seed=seeds, epoch=epochs, data=st.data())
 def test_the_weighted_sampler_resumed_anywhere_yields_the_rest_of_its_epoch(
     args, seed, epoch, data
 ):
     """Invariant: a weighted sampler stopped after k indices saves position k; one loaded from that
-    state saves it again, names the rest in epoch_order(), and yields it, also after set_epoch of
+    state saves it again, names the rest in indices(), and yields it, also after set_epoch of
     the same epoch."""
-    sampler = WeightedBalanceClassSampler(**args, seed=seed)
+    sampler = ResumableWeightedBalanceClassSampler(**args, seed=seed)
     sampler.set_epoch(epoch)
     whole = list(sampler)
     k = data.draw(stop_points(len(whole)), label="k")
     first = take(sampler, k)
     state = roundtrip(sampler.state_dict())
     assert (state["epoch"], state["position"]) == (epoch, k)
-    resumed = WeightedBalanceClassSampler(**args, seed=seed)
+    resumed = ResumableWeightedBalanceClassSampler(**args, seed=seed)
     resumed.load_state_dict(state)
     assert resumed.state_dict() == state
-    assert resumed.epoch_order().tolist() == whole[k:]
+    assert resumed.indices().tolist() == whole[k:]
     resumed.set_epoch(epoch)
     assert first + list(resumed) == whole
 
@@ -241,46 +341,48 @@ def test_the_weighted_sampler_resumed_anywhere_yields_the_rest_of_its_epoch(
     [
         ({"position": 11}, ValueError, r"position should be in the interval \[0, 10\], but got "),
         ({"epoch": "1"}, TypeError, r"^epoch should be an integer, but got epoch='1'"),
-        ({"position": _MISSING}, KeyError, r"state has no 'position': it is not a Weighted"),
-        ({"epoch": _MISSING}, KeyError, r"state has no 'epoch': it is not a WeightedBalance"),
+        ({"position": _MISSING}, KeyError, r"state has no 'position': it is not a ResumableWei"),
+        ({"epoch": _MISSING}, KeyError, r"state has no 'epoch': it is not a ResumableWeighted"),
     ],
 )
 def test_the_weighted_sampler_refuses_a_bad_position_or_epoch_naming_it(change, error, match):
     """Invariant: a position past the epoch's length, a non-integer epoch or a missing field
     fails, naming the field and its value."""
-    state = {**_state("WeightedBalanceClassSampler"), **change}  # length 10
+    state = {**_state(WEIGHTED), **change}  # length 10
     state = {key: value for key, value in state.items() if value is not _MISSING}
     with pytest.raises(error, match=match):
-        WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=10, seed=0).load_state_dict(state)
+        ResumableWeightedBalanceClassSampler(LABELS, [1, 2, 3], length=10, seed=0).load_state_dict(
+            state
+        )
 
 
 @given(kind=resumable_kinds, p=params(), epoch=epochs)
-def test_epoch_order_is_what_iter_yields_and_consumes_nothing(kind, p, epoch):
-    """Invariant: epoch_order().tolist() == list(sampler), and calling it changes nothing that
+def test_indices_is_what_iter_yields_and_consumes_nothing(kind, p, epoch):
+    """Invariant: indices().tolist() == list(sampler), and calling it changes nothing that
     iter() yields afterwards (no generator advanced, no position consumed)."""
     sampler = build(kind, 3, 1, p)
-    if not hasattr(sampler, "epoch_order"):
+    if not hasattr(sampler, "indices"):
         sampler = getattr(sampler, "sampler", None)  # a batch sampler: the sampler inside
-    if not hasattr(sampler, "epoch_order"):
+    if not hasattr(sampler, "indices"):
         return  # the windowed reading and the iteration sampler: no single index tensor
     set_epoch(sampler, epoch)
-    order = sampler.epoch_order().tolist()
-    assert sampler.epoch_order().tolist() == order
+    order = sampler.indices().tolist()
+    assert sampler.indices().tolist() == order
     assert list(sampler) == order
 
 
-@given(n=st.integers(0, 60), world=world_sizes, seed=seeds, epoch=epochs, drop_last=flags)
-def test_resuming_at_zero_is_torchs_split(n, world, seed, epoch, drop_last):
+@given(n=st.integers(0, 60), world=world_sizes, drop_last=flags)
+def test_resuming_at_zero_is_torchs_split(n, world, drop_last):
     """Invariant: resumed_positions at start 0 are rank_positions' positions, for every rank."""
     for rank in range(world):
-        idx_ours = resumed_positions(n, world, rank, 0, drop_last=drop_last).tolist()
-        idx_torch = rank_positions(n, world, rank, shuffle=False, drop_last=drop_last).tolist()
-        assert idx_ours == idx_torch
+        ours = resumed_positions(n, world, rank, 0, drop_last=drop_last).tolist()
+        torchs = rank_positions(n, world, rank, drop_last).tolist()
+        assert ours == torchs
 
 
-def test_the_rank_check_over_a_wrapped_random_sampler_epoch_order_draws_once():
-    """Invariant: epoch_order() of a wrapper over a seeded RandomSampler reads the draw that
-    iter() then yields: calling it leaves the training order as it was."""
+def test_the_rank_check_over_a_wrapped_random_sampler_indices_draws_once():
+    """Invariant: indices() (and epoch_order()) of a wrapper over a seeded RandomSampler read
+    the draw that iter() then yields: calling them leaves the training order as it was."""
 
     def wrapper() -> DistributedSamplerWrapper:
         return DistributedSamplerWrapper(
@@ -288,21 +390,22 @@ def test_the_rank_check_over_a_wrapped_random_sampler_epoch_order_draws_once():
         )
 
     plain, looked_at = wrapper(), wrapper()
+    looked_at.indices()
     looked_at.epoch_order()
     assert list(looked_at) == list(plain)
 
 
 @given(kind=resumable_kinds, p=params(), world=world_sizes, epoch=epochs, data=st.data())
-def test_a_loaded_state_is_saved_back_unchanged_and_epoch_order_shows_the_rest(
+def test_a_loaded_state_is_saved_back_unchanged_and_indices_shows_the_rest(
     kind, p, world, epoch, data
 ):
     """Invariant: on the world it was saved on, a loaded state is what state_dict() returns
     before the next iter() (a checkpoint of a checkpoint is the same checkpoint), and
-    epoch_order() after the load is exactly what the resumed iter() yields."""
+    indices() after the load is exactly what the resumed iter() yields."""
     rank = data.draw(ranks_for(world))
-    if kind == "IterationBasedBatchSampler(BatchSampler(DistributedSampler))" and p["n"] < world:
+    if kind == ITERATION and p["n"] < world:
         p["n"] = world  # a rank with no sample can never reach num_iterations (tested elsewhere)
-    if kind == "WeightedBalanceClassSampler":
+    if kind == WEIGHTED:
         world, rank = 1, 0
     interrupted = build(kind, world, rank, p)
     set_epoch(interrupted, epoch)
@@ -313,9 +416,9 @@ def test_a_loaded_state_is_saved_back_unchanged_and_epoch_order_shows_the_rest(
     resumed = build(kind, world, rank, p)
     resumed.load_state_dict(state)
     assert roundtrip(resumed.state_dict()) == state
-    sampler = resumed if hasattr(resumed, "epoch_order") else getattr(resumed, "sampler", None)
-    if hasattr(sampler, "epoch_order"):
-        assert sampler.epoch_order().tolist() == list(sampler)
+    sampler = resumed if hasattr(resumed, "indices") else getattr(resumed, "sampler", None)
+    if hasattr(sampler, "indices"):
+        assert sampler.indices().tolist() == list(sampler)
 
 
 @given(n=st.integers(0, 12), world=world_sizes, data=st.data())
@@ -375,9 +478,9 @@ def test_a_loaded_position_is_accepted_exactly_up_to_rank_zeros_count_from_its_s
     position = data.draw(st.integers(0, n + 1), label="position")
     if unpadded:
         drop_last = False
-        sampler = UnpaddedDistributedSampler(range(n), world, 0)
+        sampler = ResumableUnpaddedDistributedSampler(range(n), world, 0)
     else:
-        sampler = DistributedSampler(range(n), world, 0, drop_last=drop_last)
+        sampler = ResumableDistributedSampler(range(n), world, 0, drop_last=drop_last)
     state = {**sampler.state_dict(), "start": start, "position": position}
     most = len(resumed_positions(n, world, 0, start, drop_last=drop_last, pad=not unpadded))
     if position <= most:
@@ -396,9 +499,9 @@ def test_state_dict_takes_a_consumed_count_exactly_up_to_what_was_handed_out(n, 
     fresh sampler or one just loaded has handed out nothing (only 0, which keeps the loaded
     position); anything else is refused naming consumed."""
     rank = data.draw(ranks_for(world), label="rank")
-    s = DistributedSampler(range(n), world, rank, seed=1)
+    s = ResumableDistributedSampler(range(n), world, rank, seed=1)
 
-    def accepts(sampler: DistributedSampler, handed_out: int, position: int) -> None:
+    def accepts(sampler: ResumableDistributedSampler, handed_out: int, position: int) -> None:
         for c in (-1, 0, handed_out, handed_out + 1):
             if 0 <= c <= handed_out:
                 assert sampler.state_dict(consumed=c)["position"] == position + c
@@ -412,9 +515,56 @@ def test_state_dict_takes_a_consumed_count_exactly_up_to_what_was_handed_out(n, 
     k = data.draw(stop_points(len(s)), label="k")
     take(s, k)
     accepts(s, k, 0)
-    loaded = DistributedSampler(range(n), world, rank, seed=1)
+    loaded = ResumableDistributedSampler(range(n), world, rank, seed=1)
     loaded.load_state_dict(s.state_dict())
     accepts(loaded, 0, k)  # loaded, not yet read: the loaded position, nothing consumed
+    j = data.draw(st.integers(0, len(s) - k), label="j")
+    take(loaded, j)
+    accepts(loaded, j, k)  # consumed counts the latest iter(), from the loaded position
+
+
+@given(epoch=epochs, other=epochs, loaded=st.booleans(), consumed=st.integers(1, 5))
+def test_consumed_before_any_iter_of_the_epoch_is_refused_saying_so(epoch, other, loaded, consumed):
+    """Invariant: state_dict(consumed=c > 0) right after set_epoch (or load_state_dict), with
+    no iter() of that epoch yet, is a ValueError that says why: nothing was handed out, no
+    iter() of the epoch has run since it was set or loaded."""
+    s = ResumableDistributedSampler(range(20), 2, 1, seed=3)
+    if loaded:
+        s.load_state_dict({**s.state_dict(), "epoch": other, "position": 2})
+    else:  # an epoch read from, then another one set
+        s.set_epoch(other)
+        take(s, 3)
+    s.set_epoch(epoch)
+    if epoch == other:  # the same epoch: an iter() of it ran (or none since the load)
+        handed_out = 0 if loaded else 3
+    else:
+        handed_out = 0
+    if consumed <= handed_out:
+        assert s.state_dict(consumed=consumed)["position"] == consumed
+        return
+    if handed_out:
+        why = f"the latest iter() handed out {handed_out}"
+    else:
+        why = f"no iter() of epoch {epoch} has run since it was set or loaded"
+    with pytest.raises(ValueError) as error:
+        s.state_dict(consumed=consumed)
+    assert str(error.value) == (
+        f"consumed should be <= {handed_out} (samples handed out): {why}, but got "
+        f"consumed={consumed}"
+    )
+
+
+def test_consumed_4_right_after_set_epoch_says_no_iter_has_run():
+    """Invariant: the plain-DataLoader recipe's state_dict(consumed=...) called before the
+    epoch's iter() (a checkpoint hook placed too early) is refused, naming the epoch and why."""
+    s = ResumableDistributedSampler(range(20), 2, 0, seed=1)
+    s.set_epoch(7)
+    with pytest.raises(ValueError) as error:
+        s.state_dict(consumed=4)
+    assert str(error.value) == (
+        "consumed should be <= 0 (samples handed out): no iter() of epoch 7 has run since it "
+        "was set or loaded, but got consumed=4"
+    )
 
 
 @pytest.mark.parametrize("k", [0, 65535, 65536, 65537, 131072, 131073, 2 * 65536 + 11])
@@ -423,7 +573,7 @@ def test_the_position_counts_every_sample_handed_out_across_long_epochs(k):
     however long the share (indices become Python ints in chunks of 65,536) and after the
     iterator is exhausted."""
     n = 2 * 65536 + 11
-    s = DistributedSampler(range(n), 1, 0, shuffle=False)
+    s = ResumableDistributedSampler(range(n), 1, 0, shuffle=False)
     it = iter(s)
     assert list(islice(it, k)) == list(range(k))
     if k == n:
@@ -431,24 +581,44 @@ def test_the_position_counts_every_sample_handed_out_across_long_epochs(k):
     assert s.state_dict()["position"] == k
 
 
-def test_epoch_order_is_trusted_only_where_the_iterating_class_defines_it():
-    """Invariant: a sampler's epoch_order() stands for its epoch only if the class that
-    defines __iter__ defines epoch_order too: a subclass that iterates otherwise, or an object
-    that does not iterate at all, has no trusted order (None)."""
+def test_indices_are_trusted_only_where_the_iterating_class_defines_them():
+    """Invariant: a sampler's indices() stand for its epoch only if the class that defines
+    __iter__ defines indices too: a subclass that iterates otherwise, or an object that does
+    not iterate at all, yields no trusted indices."""
 
-    class Reversed(DistributedSampler):
+    class Reversed(ResumableDistributedSampler):
         def __iter__(self):
             return reversed(list(super().__iter__()))
 
     class NotIterable:
-        def epoch_order(self) -> torch.Tensor:
+        def indices(self) -> torch.Tensor:
             return torch.arange(3)
 
-    plain = DistributedSampler(range(7), 2, 1, seed=3)
-    assert _epoch_order_of(plain).tolist() == list(plain)
-    assert _epoch_order_of(Reversed(range(7), 2, 1, seed=3)) is None
-    assert _epoch_order_of(NotIterable()) is None
-    assert _epoch_order_of([3, 1, 2]) is None
+    for plain in (
+        DistributedSampler(range(7), 2, 1, seed=3),
+        ResumableDistributedSampler(range(7), 2, 1, seed=3),
+    ):
+        assert yields_indices(plain)
+        assert plain.indices().tolist() == list(plain)
+    assert not yields_indices(Reversed(range(7), 2, 1, seed=3))
+    assert not yields_indices(NotIterable())
+    assert not yields_indices([3, 1, 2])
+
+
+def test_the_plain_samplers_have_no_state():
+    """Invariant: the plain samplers are torch's features and nothing else: no state_dict or
+    load_state_dict (their Resumable* forms have them), so no one saves a position by mistake."""
+    plain = [
+        DistributedSampler(range(5), 1, 0),
+        UnpaddedDistributedSampler(range(5), 1, 0),
+        DistributedSamplerWrapper([0, 1], 1, 0),
+        WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=5),
+        BatchSampler(range(5), 2, False),
+        SequentialWindowedDataset(6, 3),
+    ]
+    for sampler in plain:
+        assert not hasattr(sampler, "state_dict"), type(sampler).__name__
+        assert not hasattr(sampler, "load_state_dict"), type(sampler).__name__
 
 
 # --- elastic -----------------------------------------------------------------------------------
@@ -475,7 +645,7 @@ def test_an_elastic_resume_reads_every_sample_of_the_epoch_once_beyond_padding(
         s = build(kind, w1, rank, p)
         set_epoch(s, epoch)
         firsts.append(list(s))
-    unpadded = kind == "UnpaddedDistributedSampler"
+    unpadded = kind == UNPADDED
     # lockstep: every rank read m items (unpadded ranks differ by one at the end)
     m = data.draw(st.integers(0, min(map(len, firsts))), label="m")
     before, state = [], None
@@ -501,7 +671,9 @@ def test_an_elastic_resume_reads_every_sample_of_the_epoch_once_beyond_padding(
     stream = [order[q % n] for q in range(total)] if n else []
     assert Counter(before + [i for a in after for i in a]) == Counter(stream)
     if p["drop_last"]:
-        assert n - max(w1, w2) < total <= n
+        # the batch sampler's drop_last cuts each new rank's short last batch on top
+        cut = w2 * (p["batch_size"] - 1) if kind == BATCHED else 0
+        assert n - max(w1, w2) - cut < total <= n
     else:
         assert n <= total < n + max(w1, w2)
 
@@ -510,14 +682,14 @@ def test_an_elastic_resume_reads_every_sample_of_the_epoch_once_beyond_padding(
 
 
 def _loader(how: str, workers: int, epoch: int) -> StatefulDataLoader:
-    sampler = DistributedSampler(range(23), num_replicas=2, rank=1, seed=4)
+    sampler = ResumableDistributedSampler(range(23), num_replicas=2, rank=1, seed=4)
     sampler.set_epoch(epoch)
     if how == "sampler":
         return StatefulDataLoader(
             list(range(23)), batch_size=3, sampler=sampler, num_workers=workers
         )
     if how == "batch_sampler":
-        batches = BatchSampler(sampler, 3, drop_last=False)
+        batches = ResumableBatchSampler(sampler, 3, drop_last=False)
     else:  # grouped batches (two groups): a batch sampler that counts batches, not samples
         batches = GroupedBatchSampler(sampler, [i % 2 for i in range(23)], 3)
     return StatefulDataLoader(list(range(23)), batch_sampler=batches, num_workers=workers)
@@ -555,12 +727,11 @@ def test_stateful_dataloader_resumes_with_exactly_the_remaining_batches(how, wor
 def test_the_plain_dataloader_pattern_resumes_exactly_despite_prefetching():
     """Invariant: with a plain DataLoader and 2 workers (which prefetch ahead of the loop),
     state_dict(consumed=batches_done * batch_size) resumes at the loop's batch, not the workers'."""
-    from torch.utils.data import DataLoader
 
-    def loader(sampler: DistributedSampler) -> DataLoader:
+    def loader(sampler: ResumableDistributedSampler) -> DataLoader:
         return DataLoader(list(range(40)), batch_size=4, sampler=sampler, num_workers=2)
 
-    sampler = DistributedSampler(range(40), 2, 0, seed=1)
+    sampler = ResumableDistributedSampler(range(40), 2, 0, seed=1)
     sampler.set_epoch(5)
     idx_epoch = [b.tolist() for b in loader(sampler)]
     first = []
@@ -569,20 +740,233 @@ def test_the_plain_dataloader_pattern_resumes_exactly_despite_prefetching():
         if len(first) == 2:
             state = sampler.state_dict(consumed=len(first) * 4)
             break
-    resumed = DistributedSampler(range(40), 2, 0, seed=1)
+    resumed = ResumableDistributedSampler(range(40), 2, 0, seed=1)
     resumed.load_state_dict(roundtrip(state))
     resumed.set_epoch(5)
     assert first + [b.tolist() for b in loader(resumed)] == idx_epoch
+
+
+def test_the_plain_dataloader_recipe_survives_two_preemptions_in_one_epoch():
+    """Invariant: docs/tutorials/resume.md's plain-DataLoader recipe (2 workers, which prefetch)
+    followed through two preemptions of one epoch: the loop counts the samples it took from
+    this iter(), saves state_dict(consumed=taken), and a new sampler resumes with
+    load_state_dict + set_epoch(the same epoch). What the loop trained on, run after run, is
+    exactly the uninterrupted epoch: nothing prefetched is lost, nothing is read twice."""
+    data, batch, epoch = list(range(50)), 4, 5
+
+    def sampler() -> ResumableDistributedSampler:
+        return ResumableDistributedSampler(data, num_replicas=2, rank=0, seed=1)
+
+    def loader(s: ResumableDistributedSampler) -> DataLoader:
+        return DataLoader(data, batch_size=batch, sampler=s, num_workers=2)
+
+    uninterrupted = sampler()
+    uninterrupted.set_epoch(epoch)
+    whole = list(uninterrupted)  # 25 samples: this rank's share of the epoch
+
+    trained: list[int] = []
+    saved: str | None = None
+    for preempt_after in (2, 3, None):  # steps of each run before it is preempted
+        s = sampler()
+        if saved is not None:
+            s.load_state_dict(json.loads(saved))
+        s.set_epoch(epoch)  # the loop's call: the loaded position survives its own epoch
+        taken = 0
+        for step, b in enumerate(loader(s), start=1):
+            trained += b.tolist()  # the training step
+            taken += len(b)
+            if step == preempt_after:
+                state = s.state_dict(consumed=taken)
+                assert s.state_dict()["position"] > state["position"]  # the workers ran ahead
+                saved = json.dumps(state)
+                break
+    assert trained == whole
+
+
+def test_a_dataloader_that_calls_iter_twice_reads_only_the_rest_after_a_load():
+    """Invariant: DataLoader(batch_size=None, num_workers=2) calls iter(sampler) twice before
+    it reads; after loading a state taken at 8 of a rank's 12 samples it reads the 4 left,
+    not all 12 (the loaded position is where every iter() of the epoch starts)."""
+    whole = list(ResumableDistributedSampler(range(24), 2, 0, seed=0))
+    assert len(whole) == 12
+    interrupted = ResumableDistributedSampler(range(24), 2, 0, seed=0)
+    take(interrupted, 8)
+    resumed = ResumableDistributedSampler(range(24), 2, 0, seed=0)
+    resumed.load_state_dict(roundtrip(interrupted.state_dict()))
+    loader = DataLoader(list(range(24)), batch_size=None, sampler=resumed, num_workers=2)
+    assert list(loader) == whole[8:]
+
+
+# --- every stateful sampler under every loader: the rest of the epoch, read once --------------
+
+#: the data every kind below indexes: item i is i, so a loader yields the indices themselves
+DATA = list(range(25))
+EPOCH = 3  # the epoch a state is taken in (kinds with set_epoch)
+ENDLESS_READ = 3  # loader items read from an endless stream
+
+
+def _share() -> ResumableDistributedSampler:
+    return ResumableDistributedSampler(range(25), 2, 1, seed=4)  # 13 indices
+
+
+#: name: (factory, yields batches (batch_sampler=), endless, k: items read before the state)
+STATEFUL_KINDS: dict[str, tuple[Callable[[], Any], bool, bool, int]] = {
+    "ResumableDistributedSampler": (_share, False, False, 7),
+    "ResumableUnpaddedDistributedSampler": (
+        lambda: ResumableUnpaddedDistributedSampler(range(25), 2, 1, seed=4), False, False, 7
+    ),
+    "ResumableDistributedSamplerWrapper": (
+        lambda: ResumableDistributedSamplerWrapper(
+            ResumableWeightedBalanceClassSampler(LABELS, [1, 2, 3], length=25, seed=4), 2, 1,
+            seed=4,
+        ),
+        False, False, 7,
+    ),
+    "ResumableWeightedBalanceClassSampler": (
+        lambda: ResumableWeightedBalanceClassSampler(LABELS, [1, 2, 3], length=13, seed=4),
+        False, False, 7,
+    ),
+    "ResumableBatchSampler": (lambda: ResumableBatchSampler(_share(), 3, False), True, False, 2),
+    "GroupedBatchSampler": (
+        lambda: GroupedBatchSampler(_share(), [i % 2 for i in range(25)], 3), True, False, 2
+    ),
+    "IterationBasedBatchSampler": (  # 5 batches a pass: k = 6 lies in the second pass
+        lambda: IterationBasedBatchSampler(ResumableBatchSampler(_share(), 3, False), 8),
+        True, False, 6,
+    ),
+    "OrderAhead": (lambda: OrderAhead(_share()), False, False, 7),
+    "InfiniteSampler": (lambda: InfiniteSampler(range(7), 2, 1, seed=4), False, True, 9),
+    "RepeatFactorSampler": (
+        lambda: RepeatFactorSampler([1, 2.5, 0.5, 1, 3], 2, 1, seed=4), False, True, 9
+    ),
+    "InferenceSampler": (lambda: InferenceSampler(range(25), 2, 1), False, False, 7),
+    "BatchBalanceClassSampler": (
+        lambda: BatchBalanceClassSampler(
+            LABELS, 2, 2, num_batches=5, num_replicas=2, rank=1, seed=4
+        ),
+        True, False, 2,
+    ),
+}  # fmt: skip
+
+
+def _items(sampler: Any, endless: bool, k: int) -> list:
+    """The uninterrupted epoch's items (an endless stream: enough of it to read on)."""
+    it = iter(sampler)
+    return list(islice(it, k + 4 * ENDLESS_READ)) if endless else list(it)
+
+
+def _resumed(name: str) -> tuple[Any, list]:
+    """A sampler of kind ``name`` loaded from a state taken at its k items (JSON round trip),
+    set to the state's epoch as a training loop does, and the rest it should read."""
+    make, _, endless, k = STATEFUL_KINDS[name]
+    uninterrupted = make()
+    set_epoch(uninterrupted, EPOCH)
+    whole = _items(uninterrupted, endless, k)
+    interrupted = make()
+    set_epoch(interrupted, EPOCH)
+    assert take(interrupted, k) == whole[:k]
+    state = roundtrip(interrupted.state_dict())
+    resumed = make()
+    resumed.load_state_dict(state)
+    set_epoch(resumed, EPOCH)  # the same epoch: the loaded position stays
+    return resumed, whole[k:]
+
+
+def _as_lists(items: list) -> list:
+    return [b.tolist() if isinstance(b, torch.Tensor) else b for b in items]
+
+
+#: (DataLoader class, batch_size, num_workers, persistent_workers, peek first)
+LOADERS = {
+    "None-0": (DataLoader, None, 0, False, False),
+    "None-2": (DataLoader, None, 2, False, False),
+    "4-0-peek": (DataLoader, 4, 0, False, True),
+    "4-2-peek": (DataLoader, 4, 2, False, True),
+    "4-2-persistent": (DataLoader, 4, 2, True, False),
+    "None-2-persistent-peek": (DataLoader, None, 2, True, True),
+    "Stateful-4-2": (StatefulDataLoader, 4, 2, False, False),
+}
+
+
+@pytest.mark.parametrize("how", list(LOADERS))
+@pytest.mark.parametrize("name", list(STATEFUL_KINDS))
+def test_after_a_load_every_loader_reads_the_rest_of_the_epoch_once(name, how):
+    """Invariant: for every stateful sampler, a state taken at k items and loaded into a new
+    sampler makes a DataLoader (batch_size None or 4, 0 or 2 workers, persistent workers, a
+    peek of one batch before the epoch's loop) or torchdata's StatefulDataLoader read exactly
+    the rest of the epoch, once: no replay of the first k, however many times the loader
+    calls iter(sampler). A peeked batch is the first of the rest, and the loop after it yields
+    the whole rest. Batch samplers go in as batch_sampler=; endless streams are read on."""
+    _, batches, endless, _ = STATEFUL_KINDS[name]
+    cls, batch_size, workers, persistent, peek = LOADERS[how]
+    if batches and batch_size is not None:
+        batch_size = None  # a batch sampler batches: the loader's batch_size must stay unset
+    resumed, rest = _resumed(name)
+    kwargs: dict[str, Any] = {"num_workers": workers, "persistent_workers": persistent}
+    if batches:
+        kwargs["batch_sampler"] = resumed
+    else:
+        kwargs.update(sampler=resumed, batch_size=batch_size)
+    loader = cls(DATA, **kwargs)
+    per_item = 1 if batches or batch_size is None else batch_size
+
+    def epoch() -> list:
+        """One loop over the loader: the whole epoch, or ENDLESS_READ items of a stream."""
+        it = iter(loader)
+        got = _as_lists(list(islice(it, ENDLESS_READ) if endless else it))
+        del it  # non-persistent workers end here
+        return got
+
+    peeked = _as_lists([next(iter(loader))]) if peek else None
+    got = epoch()
+    flat_got = got if batches or batch_size is None else [i for b in got for i in b]
+    if endless:
+        assert len(flat_got) == ENDLESS_READ * per_item
+        rest = rest[: len(flat_got)]
+    assert flat_got == rest
+    if peek:
+        assert peeked == got[:1]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("name", list(STATEFUL_KINDS))
+def test_a_stateful_dataloaders_own_state_resumes_every_stateful_sampler(name, workers):
+    """Invariant: for every stateful sampler, StatefulDataLoader's state_dict() after k loader
+    items (it asks the sampler for its state), loaded into a new loader over a new sampler,
+    reads exactly the rest: first k + the rest == the uninterrupted epoch (for an endless
+    stream, its next items)."""
+    make, batches, endless, k = STATEFUL_KINDS[name]
+
+    def loader() -> StatefulDataLoader:
+        sampler = make()
+        set_epoch(sampler, EPOCH)
+        if batches:
+            return StatefulDataLoader(DATA, batch_sampler=sampler, num_workers=workers)
+        return StatefulDataLoader(DATA, batch_size=None, sampler=sampler, num_workers=workers)
+
+    def read(it: Any, count: int | None) -> list:
+        return _as_lists(list(islice(it, count)))
+
+    more = ENDLESS_READ if endless else None
+    whole = read(iter(loader()), k + ENDLESS_READ if endless else None)
+    interrupted = loader()
+    it = iter(interrupted)
+    first = read(it, k)
+    state = interrupted.state_dict()
+    del it
+    resumed = loader()
+    resumed.load_state_dict(state)
+    assert first + read(iter(resumed), more) == whole
 
 
 # --- JSON and a fresh process --------------------------------------------------------------
 
 FRESH = """
 import json, sys
-from distsampling import DistributedSampler, DistributedSamplerWrapper, WeightedBalanceClassSampler
+from distsampling import ResumableDistributedSamplerWrapper, ResumableWeightedBalanceClassSampler
 state = json.loads(sys.argv[1])
-inner = WeightedBalanceClassSampler([0] * 7 + [1] * 3 + [2] * 2, [1, 2, 3], length=30, seed=9)
-s = DistributedSamplerWrapper(inner, num_replicas=3, rank=2, seed=9)
+inner = ResumableWeightedBalanceClassSampler([0] * 7 + [1] * 3 + [2] * 2, [1, 2, 3], length=30, seed=9)
+s = ResumableDistributedSamplerWrapper(inner, num_replicas=3, rank=2, seed=9)
 s.load_state_dict(state)
 print(json.dumps(list(s)))
 """
@@ -591,8 +975,8 @@ print(json.dumps(list(s)))
 def test_the_state_survives_json_and_a_fresh_process():
     """Invariant: a state written as JSON resumes in a fresh interpreter (other global RNG state,
     nothing shared) at exactly the rest of the epoch."""
-    inner = WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=30, seed=9)
-    s = DistributedSamplerWrapper(inner, num_replicas=3, rank=2, seed=9)
+    inner = ResumableWeightedBalanceClassSampler(LABELS, [1, 2, 3], length=30, seed=9)
+    s = ResumableDistributedSamplerWrapper(inner, num_replicas=3, rank=2, seed=9)
     s.set_epoch(4)
     idx_epoch = list(s)
     first = take(s, 4)
@@ -611,7 +995,7 @@ def test_the_state_survives_json_and_a_fresh_process():
 # --- bad input -----------------------------------------------------------------------------
 
 
-def _state(kind: str = "DistributedSampler") -> dict:
+def _state(kind: str = DS) -> dict:
     s = build(
         kind, 2, 0, {"n": 10, "seed": 0, "shuffle": True, "drop_last": False, "batch_size": 2}
     )
@@ -619,17 +1003,17 @@ def _state(kind: str = "DistributedSampler") -> dict:
     return s.state_dict()
 
 
-def _fresh(**kw: Any) -> DistributedSampler:
-    return DistributedSampler(range(kw.get("n", 10)), 2, 0, seed=kw.get("seed", 0))
+def _fresh(**kw: Any) -> ResumableDistributedSampler:
+    return ResumableDistributedSampler(range(kw.get("n", 10)), 2, 0, seed=kw.get("seed", 0))
 
 
 @pytest.mark.parametrize(
     ("change", "error", "match"),
     [
         (
-            {"kind": "UnpaddedDistributedSampler"},
+            {"kind": UNPADDED},
             ValueError,
-            "kind was 'UnpaddedDistributedSampler'",
+            "kind was 'ResumableUnpaddedDistributedSampler'",
         ),
         ({"version": 2}, ValueError, "format version=2"),
         ({"seed": 1}, ValueError, "seed was 1 when saved, but is 0 now"),
@@ -660,29 +1044,31 @@ def test_a_state_missing_a_key_is_refused_naming_it(key):
     """Invariant: every field the sampler reads is required, by name."""
     state = _state()
     del state[key]
-    with pytest.raises(KeyError, match=f"state has no {key!r}: it is not a DistributedSampler"):
+    with pytest.raises(
+        KeyError, match=f"state has no {key!r}: it is not a ResumableDistributedSampler"
+    ):
         _fresh().load_state_dict(state)
 
 
 @pytest.mark.parametrize(
     "kind",
     [
-        "UnpaddedDistributedSampler",
-        "DistributedSamplerWrapper(WeightedBalanceClassSampler)",
-        "WeightedBalanceClassSampler",
-        "BatchSampler(DistributedSampler)",
-        "GroupedBatchSampler(DistributedSampler)",
-        "IterationBasedBatchSampler(BatchSampler(DistributedSampler))",
+        UNPADDED,
+        WRAPPED_WEIGHTED,
+        WEIGHTED,
+        BATCHED,
+        GROUPED,
+        ITERATION,
     ],
 )
 def test_every_sampler_refuses_another_samplers_state_and_a_negative_position(kind):
     """Invariant: each sampler checks the kind and its position field."""
     p = {"n": 10, "seed": 0, "shuffle": True, "drop_last": False, "batch_size": 2}
-    with pytest.raises(ValueError, match="kind was 'DistributedSampler'"):
+    with pytest.raises(ValueError, match="kind was 'ResumableDistributedSampler'"):
         build(kind, 2, 0, p).load_state_dict(_state())
     state = _state(kind)
     field = "iteration" if "Iteration" in kind else "position"
-    holder = state["sampler"] if kind.startswith("BatchSampler") else state
+    holder = state["sampler"] if kind == BATCHED else state
     holder[field] = -1
     with pytest.raises(ValueError, match=f"{field}=-1"):
         build(kind, 2, 0, p).load_state_dict(state)
@@ -691,7 +1077,7 @@ def test_every_sampler_refuses_another_samplers_state_and_a_negative_position(ki
 @pytest.mark.parametrize(
     ("inner", "n", "change", "error", "match"),
     [
-        ("WeightedBalanceClassSampler", 10, {}, TypeError, r"=\[0, 7, .*\] has no load_state_dict"),
+        (WEIGHTED, 10, {}, TypeError, r"=\[0, 7, .*\] has no load_state_dict"),
         ("list", 11, {}, ValueError, r"sampler_len was 10 when saved, but is 11 now$"),
         ("list", 10, {"epoch": "1"}, TypeError, r"^epoch should be an integer, but got epoch='1'"),
         ("list", 10, {"sampler_len": _MISSING}, KeyError, r"state has no 'sampler_len': it is not"),
@@ -702,12 +1088,12 @@ def test_every_sampler_refuses_another_samplers_state_and_a_negative_position(ki
 def test_the_wrapper_refuses_a_state_it_cannot_resume_naming_why(inner, n, change, error, match):
     """Invariant: a wrapper over a list (of n indices) refuses an inner sampler's state, another
     length, a non-integer epoch and a state missing a field; each error names field and value."""
-    state = _state(f"DistributedSamplerWrapper({inner})")  # saved over 10 indices
+    state = _state(f"ResumableDistributedSamplerWrapper({inner})")  # saved over 10 indices
     state.update(change)
     state = {key: value for key, value in state.items() if value is not _MISSING}
     p = {"n": n, "seed": 0, "shuffle": True, "drop_last": False, "batch_size": 2}
     with pytest.raises(error, match=match):
-        build("DistributedSamplerWrapper(list)", 2, 0, p).load_state_dict(state)
+        build(WRAPPED_LIST, 2, 0, p).load_state_dict(state)
 
 
 @settings(max_examples=50)
@@ -743,39 +1129,12 @@ def test_a_grouped_sampler_over_a_plain_list_resumes_after_any_batch(groups, bat
 def test_the_grouped_sampler_refuses_a_bad_position_naming_it(change, world, error, match):
     """Invariant: a negative position is refused as such, on any world (not as another world's
     state), and so is a state without its sampler or position field."""
-    kind = "GroupedBatchSampler(DistributedSampler)"
+    kind = GROUPED
     state = {**_state(kind), **change}
     state = {key: value for key, value in state.items() if value is not _MISSING}
     p = {"n": 10, "seed": 0, "shuffle": True, "drop_last": False, "batch_size": 2}
     with pytest.raises(error, match=match):
         build(kind, world, 0, p).load_state_dict(state)
-
-
-def test_the_windowed_dataset_refuses_another_seed():
-    """Invariant: SequentialWindowedDataset's state names its seed when it does not match."""
-    state = SequentialWindowedDataset(30, 3, seed=1).state_dict()
-    with pytest.raises(ValueError, match="seed was 1 when saved, but is 2 now"):
-        SequentialWindowedDataset(30, 3, seed=2).load_state_dict(state)
-
-
-@given(args=windowed_args(), epoch=epochs)
-def test_the_windowed_datasets_state_is_its_arguments_and_epoch(args, epoch):
-    """Invariant: SequentialWindowedDataset's state is its kind, version, arguments and epoch;
-    loading it sets that epoch (and so the offset); a state of other arguments is refused
-    naming the field, one without an epoch naming the epoch."""
-    ds = SequentialWindowedDataset(**args)
-    ds.set_epoch(epoch)
-    state = roundtrip(ds.state_dict())
-    assert state == {"kind": "SequentialWindowedDataset", "version": 1, **args, "epoch": epoch}
-    loaded = SequentialWindowedDataset(**args)
-    loaded.load_state_dict(state)
-    assert (loaded.epoch, loaded.offset) == (epoch, ds.offset)
-    for field in ("size", "window", "drop_last"):
-        other = not args[field] if field == "drop_last" else args[field] + 1
-        with pytest.raises(ValueError, match=f"{field} was {other!r} when saved, but is"):
-            loaded.load_state_dict({**state, field: other})
-    with pytest.raises(KeyError, match="state has no 'epoch': it is not a SequentialWindowed"):
-        loaded.load_state_dict({k: v for k, v in state.items() if k != "epoch"})
 
 
 GROUPED_OTHER_WORLD = (
@@ -789,25 +1148,21 @@ def test_grouped_and_iteration_samplers_refuse_another_world_mid_pass():
     """Invariant: a grouped pass or an iteration count cannot be split over another world: the
     error says what is supported (same world, or a grouped pass boundary)."""
     p = {"n": 20, "seed": 0, "shuffle": True, "drop_last": False, "batch_size": 2}
-    grouped = build("GroupedBatchSampler(DistributedSampler)", 2, 0, p)
+    grouped = build(GROUPED, 2, 0, p)
     take(grouped, 2)
     with pytest.raises(ValueError, match=GROUPED_OTHER_WORLD):
-        build("GroupedBatchSampler(DistributedSampler)", 3, 0, p).load_state_dict(
-            grouped.state_dict()
-        )
-    at_start = build("GroupedBatchSampler(DistributedSampler)", 2, 0, p).state_dict()
-    build("GroupedBatchSampler(DistributedSampler)", 3, 0, p).load_state_dict(at_start)
-    iteration = build("IterationBasedBatchSampler(BatchSampler(DistributedSampler))", 2, 0, p)
+        build(GROUPED, 3, 0, p).load_state_dict(grouped.state_dict())
+    at_start = build(GROUPED, 2, 0, p).state_dict()
+    build(GROUPED, 3, 0, p).load_state_dict(at_start)
+    iteration = build(ITERATION, 2, 0, p)
     with pytest.raises(ValueError, match="num_replicas was 2 when saved, but is 3 now"):
-        build(
-            "IterationBasedBatchSampler(BatchSampler(DistributedSampler))", 3, 0, p
-        ).load_state_dict(iteration.state_dict())
+        build(ITERATION, 3, 0, p).load_state_dict(iteration.state_dict())
 
 
 WRAPPER_CANNOT_SAVE = (
     r"^DistributedSamplerWrapper can save its position only if its epoch can be drawn again: "
-    r"the inner sampler needs state_dict\(\)/load_state_dict\(\) \(this project's samplers "
-    r"have them\) or a fixed order \(SequentialSampler, a list\), but got "
+    r"the inner sampler needs state_dict\(\)/load_state_dict\(\) \(this package's Resumable\* "
+    r"samplers have them\) or a fixed order \(SequentialSampler, a list\), but got "
     r"sampler=<torch\.utils\.data\.sampler\.RandomSampler object at 0x\w+> of type RandomSampler$"
 )
 
@@ -816,9 +1171,9 @@ def test_a_wrapper_refuses_a_state_whose_inner_sampler_was_built_otherwise():
     """Invariant: the wrapper's state carries its inner sampler's state, so a wrapper around an
     inner sampler of another seed refuses it (naming the inner seed), though its own seed matches."""
 
-    def wrapper(inner_seed: int) -> DistributedSamplerWrapper:
-        inner = WeightedBalanceClassSampler(LABELS, [1, 2, 3], length=10, seed=inner_seed)
-        return DistributedSamplerWrapper(inner, 2, 0, seed=5)
+    def wrapper(inner_seed: int) -> ResumableDistributedSamplerWrapper:
+        inner = ResumableWeightedBalanceClassSampler(LABELS, [1, 2, 3], length=10, seed=inner_seed)
+        return ResumableDistributedSamplerWrapper(inner, 2, 0, seed=5)
 
     saved = wrapper(1)
     take(saved, 2)
@@ -828,11 +1183,11 @@ def test_a_wrapper_refuses_a_state_whose_inner_sampler_was_built_otherwise():
 
 def test_samplers_that_cannot_be_drawn_again_refuse_to_save():
     """Invariant: a position that could not be resumed exactly is never written."""
-    wrapper = DistributedSamplerWrapper(RandomSampler(range(5)), 2, 0)
+    wrapper = ResumableDistributedSamplerWrapper(RandomSampler(range(5)), 2, 0)
     with pytest.raises(TypeError, match=WRAPPER_CANNOT_SAVE):
         wrapper.state_dict()
     with pytest.raises(TypeError, match="through its sampler's state_dict"):
-        BatchSampler([1, 2, 3], 2, False).state_dict()
+        ResumableBatchSampler([1, 2, 3], 2, False).state_dict()
     with pytest.raises(TypeError, match="state should be a dict"):
         _fresh().load_state_dict([("position", 1)])
 
@@ -844,21 +1199,23 @@ def test_a_batch_samplers_state_is_its_sampler_state_and_must_match_its_batching
     """Invariant: BatchSampler's state is the inner sampler's, under its own kind, version,
     batch_size and drop_last; a state of other batching is refused naming the field, and a
     batch sampler over a plain iterable refuses to save or resume, naming the iterable."""
-    inner = DistributedSampler(range(20), 2, 1, seed=2)
-    batches = BatchSampler(inner, batch_size, drop_last)
+    inner = ResumableDistributedSampler(range(20), 2, 1, seed=2)
+    batches = ResumableBatchSampler(inner, batch_size, drop_last)
     take(batches, k)
     state = batches.state_dict()
     assert state == {"kind": "BatchSampler", "version": 1, "batch_size": batch_size,
                      "drop_last": drop_last, "sampler": inner.state_dict()}  # fmt: skip
     for field, other in (("batch_size", batch_size + 1), ("drop_last", not drop_last)):
-        changed = BatchSampler(DistributedSampler(range(20), 2, 1, seed=2), batch_size, drop_last)
+        changed = ResumableBatchSampler(
+            ResumableDistributedSampler(range(20), 2, 1, seed=2), batch_size, drop_last
+        )
         with pytest.raises(ValueError) as error:
             changed.load_state_dict({**state, field: other})
         assert str(error.value) == (
             f"state does not match this sampler: {field} was {other!r} when saved, "
             f"but is {state[field]!r} now"
         )
-    plain = BatchSampler([1, 2, 3], batch_size, drop_last)
+    plain = ResumableBatchSampler([1, 2, 3], batch_size, drop_last)
     with pytest.raises(TypeError) as error:
         plain.state_dict()
     assert str(error.value) == (
@@ -884,7 +1241,9 @@ def test_an_iteration_samplers_state_is_its_count_on_its_world(world, num_iterat
     rank = data.draw(ranks_for(world), label="rank")
 
     def build_on(w: int, r: int) -> IterationBasedBatchSampler:
-        inner = BatchSampler(DistributedSampler(range(3 * w), w, r, seed=1), 2, False)
+        inner = ResumableBatchSampler(
+            ResumableDistributedSampler(range(3 * w), w, r, seed=1), 2, False
+        )
         return IterationBasedBatchSampler(inner, num_iterations)
 
     k = data.draw(st.integers(0, num_iterations), label="k")
@@ -945,6 +1304,91 @@ def test_a_real_group_resumed_on_another_world_reads_each_sample_once(w1, w2, tm
     reads = Counter([i for b in before for i in b] + [i for a in after for i in a])
     assert set(reads) == set(range(n))
     assert sum(reads.values()) - n < w2
-    order = rank_positions(n, 1, 0, seed=seed, epoch=epoch).tolist()
+    order = epoch_permutation(n, True, seed, epoch).tolist()
     padding = [order[q % n] for q in range(n, sum(reads.values()))]
     assert reads == Counter(order) + Counter(padding)
+
+
+# --- check_state: a saved state_dict() is refused unless it is this sampler's -------------------
+
+FIELDS = st.dictionaries(st.sampled_from(["seed", "size", "shuffle", "epoch"]), st.integers(0, 3))
+
+
+@given(
+    data=st.data(),
+    must_match=FIELDS,
+    required=st.lists(st.sampled_from(["position", "epoch", "seed"]), unique=True, max_size=2),
+)
+def test_a_state_is_taken_only_whole_of_this_kind_and_version_and_matching(
+    data, must_match, required
+):
+    """Invariant: ``check_state`` returns the very dict when it is of this kind and version,
+    holds every must-match and required field, and each must-match field is equal. Otherwise
+    the first failure in that order is raised, naming the field and both values."""
+    saved = {
+        "kind": data.draw(st.sampled_from(["S", "T"])),
+        "version": data.draw(st.integers(1, 2)),
+    }
+    saved |= data.draw(FIELDS)
+    saved |= data.draw(st.dictionaries(st.sampled_from(["position", "other"]), st.integers(0, 2)))
+    for key in data.draw(st.lists(st.sampled_from(["kind", "version"]), unique=True)):
+        del saved[key]
+
+    def missing(key: str) -> str:
+        return f"state has no {key!r}: it is not a S state_dict() (got {saved!r})"
+
+    expected: tuple[type, str] | None = None
+    for key in ("kind", "version"):
+        if key not in saved:
+            expected = (KeyError, missing(key))
+            break
+    else:
+        if saved["kind"] != "S":
+            text = f"state comes from another sampler: kind was {saved['kind']!r} when saved, but this is a S"
+            expected = (ValueError, text)
+        elif saved["version"] != 1:
+            expected = (
+                ValueError,
+                f"state has format version={saved['version']!r}, but this S reads version=1",
+            )
+        elif absent := [k for k in [*must_match, *required] if k not in saved]:
+            expected = (KeyError, missing(absent[0]))
+        elif unequal := [k for k, v in must_match.items() if saved[k] != v]:
+            k = unequal[0]
+            expected = (
+                ValueError,
+                f"state does not match this sampler: {k} was {saved[k]!r} when saved, "
+                f"but is {must_match[k]!r} now",
+            )
+    if expected is None:
+        assert check_state(saved, "S", 1, must_match, required=required) is saved
+        if not required:  # ``required`` may be left out: no further field is asked for
+            assert check_state(saved, "S", 1, must_match) is saved
+        return
+    with pytest.raises(expected[0]) as err:
+        check_state(saved, "S", 1, must_match, required=required)
+    assert err.value.args == (expected[1],)
+
+
+@pytest.mark.parametrize("state", [None, [("kind", "S")], "{}", 3])
+def test_a_state_that_is_not_a_dict_is_refused_naming_its_type(state):
+    """Invariant: anything but a dict (a list of pairs, a JSON string not yet parsed) is a
+    TypeError naming the value and its type."""
+    with pytest.raises(TypeError) as err:
+        check_state(state, "S", 1, {})
+    assert str(err.value) == (
+        f"state should be a dict from state_dict(), but got state={state!r} "
+        f"of type {type(state).__name__}"
+    )
+
+
+def test_the_first_failing_state_field_is_the_one_named():
+    """Invariant: kind before version before the other fields, and fields in the caller's order:
+    the message explains the first gap, not a later symptom of it."""
+    with pytest.raises(KeyError) as err:
+        check_state({"seed": 0}, "S", 1, {"seed": 0})
+    assert err.value.args[0].startswith("state has no 'kind': ")
+    with pytest.raises(ValueError, match=r"^state comes from another sampler"):
+        check_state({"kind": "T", "version": 9}, "S", 1, {})
+    with pytest.raises(ValueError, match=r"^state does not match this sampler: a was 1"):
+        check_state({"kind": "S", "version": 1, "a": 1, "b": 1}, "S", 1, {"a": 0, "b": 0})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import operator
 import random
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from distsampling import (
     DatasetFromSampler,
     DistributedSamplerWrapper,
     WeightedBalanceClassSampler,
+    index_tensor,
 )
 from strategies import (
     GENERATOR_SEED_HIGH,
@@ -386,29 +388,6 @@ def test_the_discarded_randperm_is_replaced_by_draws_that_leave_the_same_generat
         assert torch.equal(g_ours.get_state(), g_torch.get_state())
 
 
-@pytest.mark.parametrize("n", [1, 2, (1 << 22) + 2])  # the last one spans two chunks of draws
-def test_advancing_as_randperm_leaves_the_state_randperm_leaves(n):
-    """Invariant: _advance_as_randperm(n, g) and torch.randperm(n, generator=g) leave g alike."""
-    from distsampling.wrapper import _advance_as_randperm
-
-    g_ours, g_torch = torch.Generator().manual_seed(n), torch.Generator().manual_seed(n)
-    _advance_as_randperm(n, g_ours)
-    torch.randperm(n, generator=g_torch)
-    assert torch.equal(g_ours.get_state(), g_torch.get_state())
-
-
-def test_randperm_takes_two_draws_an_element_from_torchs_64_bit_threshold_on():
-    """Invariant (torch's randperm_cpu in aten/src/ATen/native/TensorFactories.cpp): n - 1 32-bit
-    draws below n = (2**32 - 1) // 20, then one 64-bit draw (two 32-bit ones) per element. A
-    randperm that large takes gigabytes, so the threshold itself is pinned here; the draws below
-    it are proven against torch.randperm above."""
-    from distsampling.wrapper import _randperm_draws
-
-    assert (2**32 - 1) // 20 == 214_748_364
-    assert [_randperm_draws(n) for n in (1, 2, 214_748_363)] == [0, 1, 214_748_362]
-    assert [_randperm_draws(n) for n in (214_748_364, 10**9)] == [429_496_728, 2 * 10**9]
-
-
 @given(inner=inner_epochs, args=sampler_args_some_omitted(), epoch=st.none() | epochs)
 def test_omitted_arguments_take_torchs_defaults(inner, args, epoch):
     """Invariant: leaving out shuffle, seed, drop_last or set_epoch reads the positions torch's
@@ -472,3 +451,51 @@ def test_a_copy_sets_its_epoch_without_moving_the_original_or_its_inner_sampler(
     fixed = DistributedSamplerWrapper(list(range(n)), **args)
     twin = copy.copy(fixed)
     assert twin.sampler is fixed.sampler and twin.dataset is not fixed.dataset
+
+
+# index_tensor: one pass of any sampler as an integer tensor
+
+
+@given(ints=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=40), form=st.integers(0, 2))
+def test_a_pass_of_integer_indices_becomes_an_int64_tensor_of_the_same_values(ints, form):
+    """Invariant: ``index_tensor`` of a sampler yielding Python, numpy or tensor ints is the
+    ``(m,)`` int64 tensor of those values, in order, at int64's limits too."""
+    as_form = [lambda v: v, np.int64, torch.tensor][form]
+    out = index_tensor([as_form(v) for v in ints])
+    assert out.dtype == torch.int64 and out.shape == (len(ints),)
+    assert out.tolist() == ints
+
+
+@given(
+    good=st.lists(st.integers(0, 9), max_size=5),
+    bad=st.sampled_from([1.5, 2.0, "1", [0, 1], None, 2**63, -(2**63) - 1]),
+)
+def test_a_pass_that_yields_anything_but_integers_is_refused_not_truncated(good, bad):
+    """Invariant: a float (1.5 or 2.0), a string, a batch, None or an integer beyond int64
+    anywhere in the pass is a TypeError naming the sampler and the underlying error: never
+    truncated, parsed or wrapped into an index."""
+    sampler = [*good, bad]
+    with pytest.raises(TypeError) as err:
+        index_tensor(sampler)
+    cause = err.value.__cause__
+    assert str(err.value) == (
+        f"sampler should yield integer indices, but got sampler={sampler!r} ({cause})"
+    )
+    assert isinstance(err.value.__cause__, TypeError | ValueError | OverflowError)
+
+
+def _is_index_error(cause: BaseException, bad: object) -> bool:
+    """What ``operator.index`` (or int64 conversion) raises for ``bad`` is the chained cause."""
+    try:
+        np.fromiter([operator.index(bad)], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError) as expected:
+        return type(cause) is type(expected) and str(cause) == str(expected)
+    return False
+
+
+@pytest.mark.parametrize("bad", [1.5, "1", [0, 1], None, 2**63])
+def test_the_refused_index_carries_the_conversions_own_error(bad):
+    """Invariant: the TypeError's cause is exactly what converting that one value raised."""
+    with pytest.raises(TypeError) as err:
+        index_tensor([0, bad])
+    assert _is_index_error(err.value.__cause__, bad)

@@ -21,6 +21,11 @@ from distsampling import (
     DistributedSampler,
     DistributedSamplerWrapper,
     RankMismatchError,
+    ResumableBatchSampler,
+    ResumableDistributedSampler,
+    ResumableDistributedSamplerWrapper,
+    ResumableUnpaddedDistributedSampler,
+    ResumableWeightedBalanceClassSampler,
     SequentialWindowedDataset,
     UnpaddedDistributedSampler,
     WeightedBalanceClassSampler,
@@ -44,10 +49,20 @@ PARTITIONS: dict[str, Factory] = {
     "BatchSampler(DistributedSampler)": lambda r, w: BatchSampler(
         DistributedSampler(range(23), w, r, seed=5), 4, False
     ),
+    # the resumable forms split alike: the resume layer changes nothing a fresh epoch reads
+    "ResumableDistributedSampler": lambda r, w: ResumableDistributedSampler(
+        range(23), w, r, seed=5
+    ),
+    "ResumableBatchSampler(ResumableDistributedSampler)": lambda r, w: ResumableBatchSampler(
+        ResumableDistributedSampler(range(23), w, r, seed=5, drop_last=True), 4, False
+    ),
 }
 #: samplers whose ranks cover the epoch exactly once, without padding
 EXACT_COVERS: dict[str, Factory] = {
     "UnpaddedDistributedSampler": lambda r, w: UnpaddedDistributedSampler(range(23), w, r, seed=5),
+    "ResumableUnpaddedDistributedSampler": lambda r, w: ResumableUnpaddedDistributedSampler(
+        range(23), w, r, seed=5
+    ),
 }
 
 
@@ -90,6 +105,11 @@ WRAPPED: dict[str, Factory] = {
     "DistributedSamplerWrapper(WeightedBalanceClassSampler)": lambda r, w: (
         DistributedSamplerWrapper(
             WeightedBalanceClassSampler(LABELS, {5: 3, 7: 1, 9: 0}, 26, seed=2), w, r, seed=5
+        )
+    ),
+    "ResumableDistributedSamplerWrapper(ResumableWeightedBalanceClassSampler)": lambda r, w: (
+        ResumableDistributedSamplerWrapper(
+            ResumableWeightedBalanceClassSampler(LABELS, {5: 3, 7: 1, 9: 0}, 26, seed=2), w, r
         )
     ),
     "DistributedSamplerWrapper(RandomSampler with a seeded generator)": lambda r, w: (
@@ -195,7 +215,7 @@ PROVOKED: dict[str, Factory] = {
     "different seed": lambda r, w: DistributedSampler(range(20), w, r, seed=r),
     "unseeded inner sampler": lambda r, w: DistributedSamplerWrapper(GlobalRNGSampler(20), w, r),
     "resumed from another checkpoint": lambda r, w: _resumed(
-        DistributedSampler(range(20), w, r, seed=1), 2 if r == 0 else 3
+        ResumableDistributedSampler(range(20), w, r, seed=1), 2 if r == 0 else 3
     ),
 }
 

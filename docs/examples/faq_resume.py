@@ -1,12 +1,13 @@
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from distsampling import DistributedSampler
+from distsampling import ResumableDistributedSampler
 
 dataset = list(range(20))
 
 
 def loader_for(epoch: int) -> StatefulDataLoader:
-    sampler = DistributedSampler(dataset, num_replicas=2, rank=0, seed=0)  # this rank's share
+    # this rank's share, in the resumable form: the loader saves and loads its position
+    sampler = ResumableDistributedSampler(dataset, num_replicas=2, rank=0, seed=0)
     sampler.set_epoch(epoch)
     return StatefulDataLoader(dataset, batch_size=2, sampler=sampler)
 

@@ -12,7 +12,7 @@ import tempfile
 import torch.distributed as dist
 from torch.utils.data import DataLoader
 
-from distsampling import DistributedSampler, assert_rank_consistent
+from distsampling import ResumableDistributedSampler, assert_rank_consistent
 
 N, BATCH, EPOCHS = 50, 4, 2
 CHECKPOINT = os.path.join(tempfile.gettempdir(), "distsampling-resume-demo.json")
@@ -24,7 +24,7 @@ def main() -> None:
     args = parser.parse_args()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    sampler = DistributedSampler(range(N), seed=0)  # num_replicas and rank from the group
+    sampler = ResumableDistributedSampler(range(N), seed=0)  # world and rank from the group
     loader = DataLoader(list(range(N)), batch_size=BATCH, sampler=sampler)
 
     start_epoch, read = 0, []  # `read`: every rank's indices so far, only to check the demo

@@ -2,13 +2,13 @@
 
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from distsampling import DistributedSampler
+from distsampling import ResumableDistributedSampler
 
 data = list(range(23))
 
 
 def make_loader() -> StatefulDataLoader:
-    sampler = DistributedSampler(data, num_replicas=2, rank=1, seed=4)  # rank 1 of 2
+    sampler = ResumableDistributedSampler(data, num_replicas=2, rank=1, seed=4)  # rank 1 of 2
     sampler.set_epoch(2)
     return StatefulDataLoader(data, batch_size=3, sampler=sampler, num_workers=2)
 

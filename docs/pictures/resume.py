@@ -1,10 +1,10 @@
-"""Pictures for docs/tutorials/resume.md, drawn from distsampling.DistributedSampler itself."""
+"""Pictures for docs/tutorials/resume.md, drawn from distsampling.ResumableDistributedSampler."""
 
 from __future__ import annotations
 
 from _svg import grid
 
-from distsampling import DistributedSampler
+from distsampling import ResumableDistributedSampler
 
 N, W1, W2, M, SEED = 11, 2, 3, 2, 0  # 11 samples; 2 ranks read 2 each, then 3 ranks finish
 
@@ -13,16 +13,16 @@ def _reads(world: int, state: dict | None = None) -> list[list[int]]:
     """Each rank's indices: the whole epoch, or the rest of it after loading ``state``."""
     out = []
     for rank in range(world):
-        s = DistributedSampler(range(N), world, rank, seed=SEED)
+        s = ResumableDistributedSampler(range(N), world, rank, seed=SEED)
         if state is not None:
             s.load_state_dict(state)
-        out.append(s.epoch_order().tolist())
+        out.append(s.indices().tolist())
     return out
 
 
 def render() -> dict[str, str]:
     whole = _reads(W1)
-    saver = DistributedSampler(range(N), W1, 0, seed=SEED)
+    saver = ResumableDistributedSampler(range(N), W1, 0, seed=SEED)
     it = iter(saver)
     for _ in range(M):
         next(it)

@@ -1,10 +1,9 @@
 r"""The one small helper the sampler files share: argument checks, and torch's split arithmetic.
 
-Every check names the argument and the value, in torch's words (``... but got batch_size=0``),
-so a user knows at once what to fix. The arithmetic is the part of torch's DistributedSampler
-that :class:`~distsampling.DistributedSampler` and the wrapper both need: how long each rank's
-share is (:func:`split_sizes`), the epoch's order (:func:`epoch_permutation`) and which
-positions of it a rank reads (:func:`rank_positions`).
+Every check names the argument and the value, in torch's words (``... but got batch_size=0``).
+The arithmetic is what DistributedSampler and the wrapper share: each rank's share length
+(:func:`split_sizes`), the epoch's order (:func:`epoch_permutation`), a rank's positions in it
+(:func:`rank_positions`).
 
 References:
     torch/utils/data/distributed.py (DistributedSampler.__init__ and __iter__)
@@ -94,8 +93,7 @@ def check_rank(rank: object, num_replicas: int) -> int:
 def resolve_world(num_replicas: object, rank: object) -> tuple[int, int]:
     """``(num_replicas, rank)``, each taken from the default process group where it is ``None``."""
     if num_replicas is None or rank is None:
-        # torch's words first (RuntimeError, or ValueError from dist.get_world_size), then ours
-        how = (
+        how = (  # after torch's own words (RuntimeError, or dist.get_world_size's ValueError)
             "num_replicas and rank default to the world size and rank of the default process "
             f"group, but got num_replicas={num_replicas}, rank={rank} and no process group. Call "
             "torch.distributed.init_process_group(...) first (torchrun sets the environment "
@@ -129,10 +127,8 @@ def split_sizes(n: int, num_replicas: int, drop_last: bool) -> tuple[int, int]:
     r"""``(num_samples, total_size)``: indices per rank, and the padded (or cut) epoch's length.
 
     Examples:
-        >>> split_sizes(10, 3, drop_last=False)  # pad 10 -> 12: two indices repeat
-        (4, 12)
-        >>> split_sizes(10, 3, drop_last=True)  # cut 10 -> 9: the last index is dropped
-        (3, 9)
+        >>> split_sizes(10, 3, drop_last=False), split_sizes(10, 3, drop_last=True)  # pad, cut
+        ((4, 12), (3, 9))
     """
     n = check_int("n", n, low=0)
     num_replicas = check_int("num_replicas", num_replicas, low=1)
@@ -142,9 +138,8 @@ def split_sizes(n: int, num_replicas: int, drop_last: bool) -> tuple[int, int]:
 
 
 def epoch_permutation(n: int, shuffle: bool, seed: int, epoch: int) -> torch.Tensor:
-    r"""The epoch's order ``(n,)``: torch's ``randperm(n)`` seeded by ``seed + epoch``, or ``0..n-1``.
-
-    int32 below ``2**31`` samples: ``randperm`` draws the same permutation whatever the dtype.
+    r"""The epoch's order ``(n,)``: torch's ``randperm(n)`` seeded by ``seed + epoch``, or ``0..n-1``
+    (int32 below ``2**31`` samples: ``randperm`` draws the same permutation whatever the dtype).
 
     Examples:
         >>> epoch_permutation(5, shuffle=True, seed=0, epoch=0).tolist()

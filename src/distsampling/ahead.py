@@ -8,9 +8,9 @@ Python code (it takes a core, not the interpreter).
 
 :class:`OrderAhead` wraps a sampler. When the loop reads epoch ``e``, it starts drawing epoch
 ``e + 1`` on a background thread, from a copy of the sampler set to that epoch. At the next
-``iter()`` it hands out that order only if the sampler is exactly where the copy was: its
-``state_dict()`` equals the copy's (same epoch, nothing loaded or read, same settings, the
-contract resuming already relies on: equal states, equal rest of the epoch). Anything else (a
+``iter()`` it hands out that order only if the sampler is exactly where the copy was: the same
+epoch, and for a resumable sampler the same ``state_dict()`` (nothing loaded, same settings:
+the contract resuming already relies on, equal states, equal rest of the epoch). Anything else (a
 skipped, repeated or earlier epoch, a loaded checkpoint) is read from the sampler itself, as if
 there were no wrapper. So the indices are always the sampler's own, only sometimes drawn early.
 
@@ -29,7 +29,7 @@ from itertools import chain, islice
 from typing import Any
 
 import torch
-from torch.utils.data import Sampler
+from torch.utils.data import Sampler, SequentialSampler
 
 from ._validate import check_int
 from .resume import _Counter
@@ -37,7 +37,17 @@ from .resume import _Counter
 __all__ = ["OrderAhead"]
 
 #: what OrderAhead calls on the sampler (and on a DistributedSamplerWrapper's inner sampler)
-_NEEDED = ("set_epoch", "indices", "state_dict")
+_NEEDED = ("set_epoch", "indices")
+#: inner epochs that never change: a copy reads them without drawing anything
+_FIXED = (list, tuple, range, SequentialSampler)
+
+
+def _key(sampler: Any) -> dict[str, Any]:
+    """What decides the sampler's next ``iter()``: its ``state_dict()`` (epoch, position,
+    settings), or, for a plain sampler that has no position to load, its epoch."""
+    if callable(getattr(sampler, "state_dict", None)):
+        return sampler.state_dict()
+    return {"epoch": sampler.epoch}
 
 
 def _check_sampler(sampler: object, name: str = "sampler") -> None:
@@ -47,10 +57,9 @@ def _check_sampler(sampler: object, name: str = "sampler") -> None:
         missing.append("an epoch attribute")
     if missing:
         raise TypeError(
-            f"{name} should have set_epoch(), indices(), state_dict() and an epoch attribute "
-            "(the Resumable* samplers of distsampling.resumable), but got "
-            f"{name}={sampler!r} of type "
-            f"{type(sampler).__name__}, which lacks {', '.join(missing)}"
+            f"{name} should have set_epoch(), indices() and an epoch attribute (this package's "
+            f"samplers), but got {name}={sampler!r} of type {type(sampler).__name__}, which "
+            f"lacks {', '.join(missing)}"
         )
     # a subclass that overrides __iter__ but not indices yields something else than its
     # indices(): only trust indices when the class that defines __iter__ defines it too
@@ -66,8 +75,14 @@ def _check_sampler(sampler: object, name: str = "sampler") -> None:
     inner = getattr(sampler, "sampler", None)
     if callable(getattr(inner, "set_epoch", None)):
         _check_sampler(inner, f"{name}.sampler")
+    elif inner is not None and not isinstance(inner, _FIXED):
+        raise TypeError(
+            f"{name}.sampler should draw its epoch from set_epoch (this package's samplers) or "
+            f"be a fixed order (a list, SequentialSampler): a copy of any other one would draw "
+            f"from its generator on another thread, but got {name}.sampler={inner!r}"
+        )
     try:
-        sampler.state_dict()  # type: ignore[attr-defined]
+        _key(sampler)
     except TypeError as err:  # e.g. a wrapper around torch's RandomSampler: no state to compare
         raise TypeError(
             f"{name} should describe its epoch by state_dict(), which OrderAhead compares to "
@@ -123,7 +138,8 @@ class OrderAhead(Sampler[int]):
     index of ``e`` is out). After ``set_epoch(e + 1)``, ``iter()`` hands out that order at once.
     Any other sequence (another epoch, the same one again, a loaded checkpoint) reads the
     sampler as it is, so the indices are always exactly ``list(sampler)``: the drawn order is
-    used only when ``sampler.state_dict()`` equals the state it was drawn for.
+    used only when the sampler is in the state it was drawn for (its epoch, and its
+    ``state_dict()`` where it has one).
 
     It holds one drawn order (this rank's share of the next epoch) besides the one being read,
     and runs at most one thread, which ends with its draw (a program that ends during a draw
@@ -135,14 +151,14 @@ class OrderAhead(Sampler[int]):
     ``load_state_dict``): its settings are copied when a draw starts.
 
     Args:
-        sampler: a sampler with ``set_epoch()``, ``indices()``, ``state_dict()`` and
-            ``epoch`` whose order depends on its settings and state only, as this package's
-            resumable samplers (:mod:`distsampling.resumable`; a wrapper around one of them or
-            around a fixed list).
+        sampler: a sampler with ``set_epoch()``, ``indices()`` and ``epoch`` whose order depends
+            on its settings, epoch and state only, as this package's samplers, plain or
+            resumable (:mod:`distsampling.resumable`; a wrapper around one of them or around a
+            fixed list). Only a resumable one can save and load its position through this.
 
     Examples:
-        >>> from distsampling import ResumableDistributedSampler
-        >>> s = OrderAhead(ResumableDistributedSampler(range(10), num_replicas=2, rank=0))
+        >>> from distsampling import DistributedSampler
+        >>> s = OrderAhead(DistributedSampler(range(10), num_replicas=2, rank=0, seed=0))
         >>> list(s)  # epoch 0; epoch 1 is drawn meanwhile
         [4, 7, 3, 0, 6]
         >>> s.set_epoch(1)
@@ -175,7 +191,7 @@ class OrderAhead(Sampler[int]):
         # start drawing `epoch` on a copy, unless that very state is drawn (or drawing) already
         twin = _twin(self.sampler)
         twin.set_epoch(epoch)
-        key = twin.state_dict()
+        key = _key(twin)
         if self._next is not None and self._next.key == key:
             return
         if self._next is not None:  # another epoch's draw: let it end, so one thread at most
@@ -189,7 +205,7 @@ class OrderAhead(Sampler[int]):
         yield ints
 
     def __iter__(self) -> Iterator[int]:
-        state = self.sampler.state_dict()  # type: ignore[attr-defined]
+        state = _key(self.sampler)
         order, epoch = self._take(state), self.epoch
         if order is None:  # not drawn for this state: the sampler's own iter(), as without us
             self._own = None
@@ -217,7 +233,7 @@ class OrderAhead(Sampler[int]):
     def indices(self) -> torch.Tensor:
         r"""The indices the next ``iter()`` yields, as a 1-D tensor: the sampler's ``indices()``."""
         draw = self._next
-        if draw is not None and draw.key == self.sampler.state_dict():  # type: ignore[attr-defined]
+        if draw is not None and draw.key == _key(self.sampler):
             order = draw.result()
             if order is not None:
                 return order.clone()  # a copy: the caller may write into it, iter() reads it
@@ -230,6 +246,12 @@ class OrderAhead(Sampler[int]):
             consumed: samples of the current ``iter()`` the loop has used (DistributedSampler's
                 argument, for a DataLoader whose workers prefetch; see its ``state_dict``).
         """
+        if not callable(getattr(self.sampler, "state_dict", None)):
+            raise TypeError(
+                "OrderAhead saves its position through its sampler's state_dict(), but got "
+                f"sampler={self.sampler!r}, a plain sampler without one: wrap its resumable form "
+                "(distsampling.resumable)"
+            )
         params = inspect.signature(self.sampler.state_dict).parameters  # type: ignore[attr-defined]
         if consumed is not None and "consumed" not in params:
             raise TypeError(

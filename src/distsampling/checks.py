@@ -102,10 +102,10 @@ def epoch_digest(sampler: Any) -> dict[str, Any]:
     whose ranks read different counts by design. Nothing is iterated or drawn anew.
 
     Examples:
-        >>> from distsampling import DistributedSampler
-        >>> d = epoch_digest(DistributedSampler(range(10), num_replicas=2, rank=1))
+        >>> from distsampling import ResumableDistributedSampler
+        >>> d = epoch_digest(ResumableDistributedSampler(range(10), num_replicas=2, rank=1))
         >>> {k: d[k] for k in ("type", "dataset_len", "seed", "epoch", "position")}
-        {'type': 'DistributedSampler', 'dataset_len': 10, 'seed': 0, 'epoch': 0, 'position': {'start': 0, 'position': 0}}
+        {'type': 'ResumableDistributedSampler', 'dataset_len': 10, 'seed': 0, 'epoch': 0, 'position': {'start': 0, 'position': 0}}
     """
     chain = _chain(sampler)
     unpadded = any(isinstance(s, UnpaddedDistributedSampler) for s in chain)

@@ -2,13 +2,10 @@ r"""DistributedSampler: which rank reads which sample, index for index the same 
 
 Every rank computes the same epoch order (a permutation seeded by ``seed + epoch``, or
 ``0..N-1``), pads it with its own head until its length divides by ``num_replicas`` (or cuts
-the tail with ``drop_last``), and keeps every ``num_replicas``-th position starting at ``rank``.
-So the split is *strided*, never contiguous halves: with 2 ranks, rank 0 reads positions 0, 2,
-4, ... Nothing is exchanged: the ranks agree because they compute the same order.
-
-torch builds the padded epoch as a Python list on every rank, then slices it. Here the same
-steps run on tensors, and only this rank's ``N / num_replicas`` indices become Python ints.
-Resuming mid-epoch is a layer of its own: :mod:`distsampling.resume`.
+the tail with ``drop_last``), and keeps every ``num_replicas``-th position from ``rank`` on:
+a *strided* split, never contiguous halves. The ranks agree without exchanging anything.
+torch builds the padded epoch as a Python list on every rank; here the same steps run on
+tensors. Resuming mid-epoch is a layer of its own: :mod:`distsampling.resume`.
 
 References:
     torch/utils/data/distributed.py (DistributedSampler)
@@ -40,10 +37,8 @@ class DistributedSampler(Sampler[int]):
     r"""Restrict data loading to one rank's share of the dataset, exactly as torch does.
 
     Each rank reads ``num_samples = ceil(N / num_replicas)`` indices (``floor`` with
-    ``drop_last=True``). Without ``drop_last`` the epoch is padded by repeating its first
-    indices so that every rank reads the same number; with it the tail is cut and nothing
-    repeats. Call :meth:`set_epoch` at the start of every epoch, or every epoch reads the same
-    order.
+    ``drop_last=True``): the epoch is padded with its first indices, or its tail is cut. Call
+    :meth:`set_epoch` at the start of every epoch, or every epoch reads the same order.
 
     Args:
         dataset: anything with ``__len__``; only its length is used.
@@ -57,8 +52,7 @@ class DistributedSampler(Sampler[int]):
         >>> [list(DistributedSampler(range(10), 2, rank, shuffle=False)) for rank in (0, 1)]
         [[0, 2, 4, 6, 8], [1, 3, 5, 7, 9]]
         >>> s = DistributedSampler(range(10), num_replicas=2, rank=0, seed=0)
-        >>> s.set_epoch(1)
-        >>> list(s)
+        >>> s.set_epoch(1); list(s)
         [5, 1, 0, 9, 7]
     """
 
@@ -85,11 +79,7 @@ class DistributedSampler(Sampler[int]):
         )
 
     def epoch_order(self) -> torch.Tensor:
-        r"""The whole epoch's order, ``(N,)``: the permutation every rank takes its share of.
-
-        ``randperm(N)`` from a generator seeded with ``seed + epoch`` (``0..N-1`` without
-        shuffle); int32 below ``2**31`` samples.
-        """
+        r"""The whole epoch's order, ``(N,)``: the permutation every rank takes its share of."""
         n = len(self.dataset)
         if n != self.dataset_len:  # torch compares total_size: 10 -> 9 on 4 ranks would pass
             raise RuntimeError(
@@ -128,4 +118,6 @@ class DistributedSampler(Sampler[int]):
         Args:
             epoch: epoch number (an integer; call it with the same value on every rank).
         """
-        self.epoch = check_int("epoch", epoch)  # seed + epoch is checked where torch checks it: iter()
+        self.epoch = check_int(
+            "epoch", epoch
+        )  # seed + epoch is checked where torch checks it: iter()

@@ -130,12 +130,12 @@ class ResumableBatchSampler(BatchSampler):
                 f"but got sampler={self.sampler!r} of type {type(self.sampler).__name__}"
             )
         inner = self.sampler.state_dict()  # type: ignore[union-attr]
-        return {"kind": "BatchSampler", "version": 1, "batch_size": self.batch_size,
+        return {"kind": type(self).__name__, "version": 1, "batch_size": self.batch_size,
                 "drop_last": self.drop_last, "sampler": inner}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         must_match = {"batch_size": self.batch_size, "drop_last": self.drop_last}
-        state = check_state(state, "BatchSampler", 1, must_match, required=("sampler",))
+        state = check_state(state, type(self).__name__, 1, must_match, required=("sampler",))
         if not callable(getattr(self.sampler, "load_state_dict", None)):
             raise TypeError(
                 "BatchSampler can resume only through its sampler's load_state_dict(), "

@@ -157,7 +157,10 @@ class Resumable:
     _counter: _Counter | None = None  # the latest iter(), counting what it handed out
 
     def _identity(self) -> dict[str, Any]:
-        raise NotImplementedError  # the fields a state must match: data, seed, flags
+        raise NotImplementedError(
+            f"{type(self).__name__} should define _identity(): the fields a saved state must "
+            "match (the data's length, the seed, the flags), as distsampling.resumable does"
+        )
 
     def _stream_len(self) -> int:
         return len(self.dataset)  # type: ignore[attr-defined]

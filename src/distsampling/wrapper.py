@@ -4,18 +4,13 @@ Each epoch the wrapper forwards ``set_epoch`` to the inner sampler, reads the in
 (into an integer tensor, not a Python list), and gives this rank the inner indices at the
 positions that torch's ``DistributedSampler`` gives it over ``range(len(inner epoch))``.
 
-Randomness contract. The ranks never exchange indices: they agree only if every rank's inner
-sampler yields **the same epoch** for the same ``set_epoch`` value. So the inner sampler must
-draw from its own generator, seeded alike on every rank (from ``set_epoch``, or advanced
-alike), never from a global RNG (``numpy.random``, ``random``, torch's default generator), and
-have the same length on every rank. :class:`~distsampling.WeightedBalanceClassSampler` meets it
-by seeding from ``(seed, epoch)``; torch's ``RandomSampler`` meets it only with
-``generator=torch.Generator().manual_seed(s)`` on every rank (without one it seeds itself from
-torch's global RNG, which differs per rank).
+Randomness contract: ranks never exchange indices, so every rank's inner sampler must yield
+**the same epoch** for the same ``set_epoch``: seeded alike on every rank, never from a global
+RNG. :class:`~distsampling.WeightedBalanceClassSampler` seeds from ``(seed, epoch)``; torch's
+``RandomSampler`` needs ``generator=torch.Generator().manual_seed(s)`` on every rank.
 
 References:
-    catalyst/data/sampler.py (DatasetFromSampler, DistributedSamplerWrapper);
-    torch/utils/data/distributed.py (DistributedSampler)
+    catalyst/data/sampler.py (DatasetFromSampler, DistributedSamplerWrapper)
 """
 
 from __future__ import annotations
@@ -60,11 +55,9 @@ def yields_indices(sampler: object) -> bool:
 
 
 def index_tensor(sampler: Iterable[int]) -> torch.Tensor:
-    r"""One ``iter()`` of ``sampler`` as a 1-D integer tensor, never a list of Python ints.
-
-    This package's samplers hand over ``indices()`` (when the class that defines ``__iter__``
-    defines it too: a subclass may yield something else), torch's ``RandomSampler`` is drawn
-    with the same ``randperm`` calls, and any other sampler's ints are read into numpy storage.
+    r"""One ``iter()`` of ``sampler`` as a 1-D integer tensor, never a list of Python ints: this
+    package's samplers hand over ``indices()``, torch's ``RandomSampler`` is drawn with the same
+    ``randperm`` calls, and any other sampler's ints are read into numpy storage.
 
     Examples:
         >>> index_tensor([3, 1, 2])
@@ -87,8 +80,7 @@ def index_tensor(sampler: Iterable[int]) -> torch.Tensor:
 class DatasetFromSampler(Dataset[int]):
     r"""The current epoch of a sampler, seen as a dataset: item ``i`` is its ``i``-th index.
 
-    The epoch is drawn on first access and kept (as a tensor) until :meth:`set_epoch`, which
-    forwards the epoch to the sampler (when it has ``set_epoch``) and drops the kept epoch.
+    The epoch is drawn on first access and kept (a tensor) until :meth:`set_epoch`.
 
     Args:
         sampler: an iterable of integer indices with ``__len__`` (a sampler, a list, ...).
@@ -130,8 +122,7 @@ class DatasetFromSampler(Dataset[int]):
     def __getitem__(self, index: int) -> int:
         return int(self.indices[index])
 
-    def __len__(self) -> int:
-        # the kept epoch's length, or the sampler's when none is kept: it may change per epoch
+    def __len__(self) -> int:  # the kept epoch's, or the sampler's: it may change per epoch
         return len(self._indices) if self._indices is not None else len(self.sampler)  # type: ignore[arg-type]
 
 
@@ -182,46 +173,25 @@ class DistributedSamplerWrapper(Sampler[int]):
     def indices(self) -> torch.Tensor:
         r"""This rank's inner indices, ``(num_samples,)``: what ``iter()`` yields, as a tensor."""
         inner = self.dataset.indices  # (n,)
-        order = epoch_permutation(len(inner), self.shuffle, self.seed, self.epoch)  # (n,)
-        # torch's positions for this rank, then the inner indices there
-        return inner[
-            order[rank_positions(len(inner), self.num_replicas, self.rank, self.drop_last)]
-        ]
-
-    def _chunks(self) -> Iterator[list[int]]:
-        for chunk in self.indices().split(1 << 16):
-            yield chunk.tolist()
+        at = rank_positions(len(inner), self.num_replicas, self.rank, self.drop_last)  # torch's
+        return inner[epoch_permutation(len(inner), self.shuffle, self.seed, self.epoch)[at]]
 
     def __iter__(self) -> Iterator[int]:
-        return chain.from_iterable(self._chunks())  # read at the first next(), as torch's
+        indices = self.indices()  # drawn at iter(), as catalyst's wrapper draws its epoch
+        return chain.from_iterable(chunk.tolist() for chunk in indices.split(1 << 16))
 
     def __len__(self) -> int:
         return split_sizes(len(self.dataset), self.num_replicas, self.drop_last)[0]
 
     def set_epoch(self, epoch: int) -> None:
-        r"""Set the epoch here and in the inner sampler; call it with the same value on all ranks.
-
-        Args:
-            epoch: epoch number (an integer).
-        """
+        r"""Set the epoch here and in the inner sampler; call it with the same value on all ranks."""
         self.epoch = check_int("epoch", epoch)
         self.dataset.set_epoch(self.epoch)
 
     def __copy__(self) -> DistributedSamplerWrapper:
-        r"""A copy whose ``set_epoch`` moves neither this wrapper's epoch nor its inner one.
-
-        The copy gets its own dataset and its own shallow copy of an inner sampler that has an
-        epoch (``copy.copy``: the rule holds for a wrapper inside a wrapper).
-
-        Examples:
-            >>> from distsampling import WeightedBalanceClassSampler
-            >>> w = DistributedSamplerWrapper(
-            ...     WeightedBalanceClassSampler([0, 0, 1], [1, 1], length=3, seed=2), 1, 0)
-            >>> twin = copy.copy(w)
-            >>> twin.set_epoch(5)
-            >>> w.epoch, w.sampler.epoch, twin.sampler.epoch
-            (0, 0, 5)
-        """
+        r"""A copy with a dataset and an inner sampler (``copy.copy``) of its own, whose
+        ``set_epoch`` moves neither this wrapper's epoch nor its inner one (what a draw ahead
+        on a copy, :class:`~distsampling.OrderAhead`, relies on)."""
         twin = type(self).__new__(type(self))
         twin.__dict__.update(vars(self))
         if callable(getattr(self.sampler, "set_epoch", None)):
