@@ -1196,14 +1196,14 @@ def test_samplers_that_cannot_be_drawn_again_refuse_to_save():
 def test_a_batch_samplers_state_is_its_sampler_state_and_must_match_its_batching(
     batch_size, drop_last, k
 ):
-    """Invariant: BatchSampler's state is the inner sampler's, under its own kind, version,
-    batch_size and drop_last; a state of other batching is refused naming the field, and a
-    batch sampler over a plain iterable refuses to save or resume, naming the iterable."""
+    """Invariant: ResumableBatchSampler's state is the inner sampler's, under its own kind,
+    version, batch_size and drop_last; a state of other batching is refused naming the field,
+    and a batch sampler over a plain iterable refuses to save or resume, naming the iterable."""
     inner = ResumableDistributedSampler(range(20), 2, 1, seed=2)
     batches = ResumableBatchSampler(inner, batch_size, drop_last)
     take(batches, k)
     state = batches.state_dict()
-    assert state == {"kind": "BatchSampler", "version": 1, "batch_size": batch_size,
+    assert state == {"kind": "ResumableBatchSampler", "version": 1, "batch_size": batch_size,
                      "drop_last": drop_last, "sampler": inner.state_dict()}  # fmt: skip
     for field, other in (("batch_size", batch_size + 1), ("drop_last", not drop_last)):
         changed = ResumableBatchSampler(
@@ -1228,7 +1228,7 @@ def test_a_batch_samplers_state_is_its_sampler_state_and_must_match_its_batching
         "BatchSampler can resume only through its sampler's load_state_dict(), "
         "but got sampler=[1, 2, 3] of type list"
     )
-    with pytest.raises(KeyError, match="state has no 'sampler': it is not a BatchSampler"):
+    with pytest.raises(KeyError, match="state has no 'sampler': it is not a ResumableBatchSampler"):
         plain.load_state_dict({k: v for k, v in state.items() if k != "sampler"})
 
 

@@ -21,7 +21,6 @@ from distsampling._validate import (
     check_bool,
     check_int,
     check_len,
-    check_rank,
     resolve_world,
 )
 from strategies import integer_bounds, tagged_bools, tagged_integers, world_sizes
@@ -127,11 +126,11 @@ def test_a_rank_in_the_world_is_taken_and_any_other_is_refused_in_torchs_words(d
     torch's "Invalid rank ..." sentence first, then the argument and the world it was given."""
     rank = data.draw(st.one_of(st.integers(-3, world + 3), st.sampled_from([-1, world])))
     if 0 <= rank < world:
-        assert check_rank(rank, world) == rank
-        assert check_rank(np.int64(rank), world) == rank
+        assert resolve_world(world, rank) == (world, rank)
+        assert resolve_world(world, np.int64(rank)) == (world, rank)
         return
     with pytest.raises(ValueError) as err:
-        check_rank(rank, world)
+        resolve_world(world, rank)
     assert str(err.value) == (
         f"Invalid rank {rank}, rank should be in the interval [0, {world - 1}], "
         f"but got rank={rank} for num_replicas={world}"
@@ -142,7 +141,7 @@ def test_a_rank_that_is_not_an_integer_is_refused_as_one():
     """Invariant: the rank is an integer first (a bool or a float is a TypeError naming rank)."""
     for bad in (True, 0.0, "0"):
         with pytest.raises(TypeError, match=rf"^rank should be an integer, but got rank={bad!r}"):
-            check_rank(bad, 2)
+            resolve_world(2, bad)
 
 
 def _how(num_replicas: object, rank: object) -> str:

@@ -1,9 +1,7 @@
-r"""The one small helper the sampler files share: argument checks, and torch's split arithmetic.
-
-Every check names the argument and the value, in torch's words (``... but got batch_size=0``).
-The arithmetic is what DistributedSampler and the wrapper share: each rank's share length
-(:func:`split_sizes`), the epoch's order (:func:`epoch_permutation`), a rank's positions in it
-(:func:`rank_positions`).
+r"""The one small helper the sampler files share: argument checks that name the argument and the
+value in torch's words (``... but got batch_size=0``), and the split arithmetic that
+DistributedSampler and the wrapper share (:func:`split_sizes`, :func:`epoch_permutation`,
+:func:`rank_positions`).
 
 References:
     torch/utils/data/distributed.py (DistributedSampler.__init__ and __iter__)
@@ -46,14 +44,10 @@ def check_int(name: str, value: object, *, low: int | None = None, high: int | N
         raise TypeError(
             f"{name} should be an integer, but got {name}={value!r} of type {type(value).__name__}"
         ) from None
-    if low is not None and high is not None and not low <= value <= high:
-        raise ValueError(
-            f"{name} should be in the interval [{low}, {high}], but got {name}={value}"
-        )
-    if low is not None and value < low:
-        raise ValueError(f"{name} should be >= {low}, but got {name}={value}")
-    if high is not None and value > high:
-        raise ValueError(f"{name} should be <= {high}, but got {name}={value}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"<= {high}" if low is None else None
+        bound = bound or f"in the interval [{low}, {high}]"
+        raise ValueError(f"{name} should be {bound}, but got {name}={value}")
     return value
 
 
@@ -79,19 +73,8 @@ def check_len(name: str, obj: object) -> int:
         ) from None
 
 
-def check_rank(rank: object, num_replicas: int) -> int:
-    """Return ``rank`` as an ``int``; raise, in torch's words, unless it is in ``[0, num_replicas)``."""
-    rank = check_int("rank", rank)
-    if not 0 <= rank < num_replicas:
-        raise ValueError(
-            f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}], "
-            f"but got rank={rank} for num_replicas={num_replicas}"
-        )
-    return rank
-
-
 def resolve_world(num_replicas: object, rank: object) -> tuple[int, int]:
-    """``(num_replicas, rank)``, each taken from the default process group where it is ``None``."""
+    """``(num_replicas, rank)`` checked, each from the default process group where it is ``None``."""
     if num_replicas is None or rank is None:
         how = (  # after torch's own words (RuntimeError, or dist.get_world_size's ValueError)
             "num_replicas and rank default to the world size and rank of the default process "
@@ -102,14 +85,17 @@ def resolve_world(num_replicas: object, rank: object) -> tuple[int, int]:
         if not dist.is_available():
             raise RuntimeError(f"Requires distributed package to be available: {how}")
         if not dist.is_initialized():
-            raise ValueError(
-                "Default process group has not been initialized, please make sure to call "
-                f"init_process_group: {how}"
-            )
+            init = "please make sure to call init_process_group"
+            raise ValueError(f"Default process group has not been initialized, {init}: {how}")
         num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
         rank = dist.get_rank() if rank is None else rank
-    num_replicas = check_int("num_replicas", num_replicas, low=1)
-    return num_replicas, check_rank(rank, num_replicas)
+    num_replicas, rank = check_int("num_replicas", num_replicas, low=1), check_int("rank", rank)
+    if not 0 <= rank < num_replicas:  # torch's words: its own tests match "Invalid rank"
+        raise ValueError(
+            f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}], "
+            f"but got rank={rank} for num_replicas={num_replicas}"
+        )
+    return num_replicas, rank
 
 
 def check_seed(seed: object, epoch: int = 0) -> int:
@@ -164,8 +150,7 @@ def rank_positions(n: int, num_replicas: int, rank: int, drop_last: bool = False
         >>> rank_positions(5, 2, 1).tolist()  # padded to 6: positions 1, 3 and 5 -> 5 % 5 = 0
         [1, 3, 0]
     """
-    n, num_replicas = check_int("n", n, low=0), check_int("num_replicas", num_replicas, low=1)
-    rank = check_rank(rank, num_replicas)
+    n, (num_replicas, rank) = check_int("n", n, low=0), resolve_world(num_replicas, rank)
     num_samples, total_size = split_sizes(n, num_replicas, drop_last)
     if total_size > 2**63 - 1:  # positions are int64 (torch would build a list this long)
         raise ValueError(

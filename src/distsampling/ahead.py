@@ -31,8 +31,7 @@ from typing import Any
 import torch
 from torch.utils.data import Sampler, SequentialSampler
 
-from ._validate import check_int
-from .resume import _Counter
+from .resume import _Counter, check_consumed
 
 __all__ = ["OrderAhead"]
 
@@ -264,7 +263,7 @@ class OrderAhead(Sampler[int]):
         state, reader = self._own  # its state when iter() began, `position` later by what we read
         count = reader.yielded
         if consumed is not None:
-            count = check_int("consumed", consumed, low=0, high=count)
+            count = check_consumed(consumed, count, f"the latest iter() handed out {count}")
         return {**state, "position": state["position"] + count}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

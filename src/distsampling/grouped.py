@@ -139,7 +139,9 @@ class GroupedBatchSampler(Sampler[list[int]]):
         emit = torch.argsort(order[starts])  # (B,)
         # resume: skip the first batches by slicing their bounds, none of them is built
         epoch = getattr(self.sampler, "epoch", None)
-        skip = self._skip if epoch == self._skip_epoch else 0  # until the inner epoch moves
+        if epoch != self._skip_epoch:  # a loaded position belongs to its pass: drop it
+            self._skip = 0
+        skip = self._skip  # where every iter() of the loaded pass starts
         starts, ends = starts[emit][skip:], ends[emit][skip:]
         flat = indices[order].tolist()  # the grouped pass as Python ints, once
         self._yielded, self._epoch = skip, epoch

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from ._validate import check_bool, check_int, check_rank, split_sizes
+from ._validate import check_bool, check_int, resolve_world, split_sizes
 
 __all__ = ["Resumable", "check_state", "resumed_positions"]
 
@@ -66,10 +66,13 @@ def check_state(
             f"state should be a dict from state_dict(), but got state={state!r} "
             f"of type {type(state).__name__}"
         )
+
     def present(*keys: str) -> None:
         for key in keys:
             if key not in state:
-                raise KeyError(f"state has no {key!r}: it is not a {kind} state_dict() (got {state!r})")
+                raise KeyError(
+                    f"state has no {key!r}: it is not a {kind} state_dict() (got {state!r})"
+                )
 
     present("kind", "version")  # the class and format first: they explain any other gap
     if state["kind"] != kind:
@@ -108,8 +111,7 @@ def resumed_positions(
         >>> resumed_positions(10, 4, 3, start=4).tolist()  # 6 left on 4 ranks: 7, then 11 % 10
         [7, 1]
     """
-    n, num_replicas = check_int("n", n, low=0), check_int("num_replicas", num_replicas, low=1)
-    rank = check_rank(rank, num_replicas)
+    n, (num_replicas, rank) = check_int("n", n, low=0), resolve_world(num_replicas, rank)
     start = check_int("start", start, low=0, high=n)
     if check_bool("pad", pad):  # each rank reads the same count: torch's split of the rest
         count = split_sizes(n - start, num_replicas, drop_last)[0]
@@ -117,6 +119,17 @@ def resumed_positions(
         count = len(range(start + rank, n, num_replicas))
     positions = start + rank + num_replicas * torch.arange(count)  # (count,)
     return positions % max(n, 1)  # the stream past n repeats the head of the order
+
+
+def check_consumed(consumed: object, handed_out: int, why: str) -> int:
+    """``consumed`` as an int in ``[0, handed_out]``: a loop cannot have used more than it got."""
+    consumed = check_int("consumed", consumed, low=0)
+    if consumed > handed_out:
+        raise ValueError(
+            f"consumed should be <= {handed_out} (samples handed out): {why}, but got "
+            f"consumed={consumed}"
+        )
+    return consumed
 
 
 class _Counter:
@@ -205,18 +218,12 @@ class Resumable:
         start, position = self._loaded
         handed_out = 0 if self._counter is None else self._counter.yielded
         if consumed is not None:
-            consumed = check_int("consumed", consumed, low=0)
-            if consumed > handed_out:
-                why = (
-                    f"the latest iter() handed out {handed_out}"
-                    if self._counter is not None
-                    else f"no iter() of epoch {self.epoch} has run since it was set or loaded"  # type: ignore[attr-defined]
-                )
-                raise ValueError(
-                    f"consumed should be <= {handed_out} (samples handed out): {why}, but got "
-                    f"consumed={consumed}"
-                )
-            handed_out = consumed
+            why = (
+                f"the latest iter() handed out {handed_out}"
+                if self._counter is not None
+                else f"no iter() of epoch {self.epoch} has run since it was set or loaded"  # type: ignore[attr-defined]
+            )
+            handed_out = check_consumed(consumed, handed_out, why)
         return {
             "kind": type(self).__name__,
             "version": 1,

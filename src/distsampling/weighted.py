@@ -80,7 +80,7 @@ def _group(labels: object) -> tuple[list[object], np.ndarray, np.ndarray]:
     arr = labels.detach().cpu().numpy() if isinstance(labels, torch.Tensor) else np.asarray(labels)
     if arr.ndim != 1:
         raise ValueError(f"labels should be 1-D, one label per sample, but got shape {arr.shape}")
-    # integer labels in a compact range are counted, O(N) (uint64 may pass int64: it is sorted)
+    # compact integer labels are counted, O(N); uint64 ones (maybe past int64) are sorted
     compact = arr.dtype.kind in "iu" and np.can_cast(arr.dtype, np.int64)
     if compact and int(arr.max()) - int(arr.min()) <= 4 * arr.size + 1024:
         low = int(arr.min())
@@ -135,9 +135,10 @@ def _align(weight: object, classes: list[object]) -> tuple[list[object], Sequenc
 class WeightedBalanceClassSampler(Sampler[int]):
     r"""Draw ``length`` indices per epoch, with class counts proportional to per-class weights.
 
-    The counts are :func:`largest_remainder_counts`; a class of ``n`` drawn ``k`` times gives each
-    sample ``k // n`` times and ``k % n`` distinct others. The epoch is a function of ``(seed,
-    epoch)`` alone: ranks that build it and call :meth:`set_epoch` alike draw the same one.
+    Every epoch draws ``samples_per_class`` per class (:func:`largest_remainder_counts`, summing
+    to ``length``): of ``n`` samples drawn ``k`` times, each ``k // n`` times plus ``k % n``
+    distinct ones. The shuffled epoch comes from a generator seeded by ``(seed, epoch)`` alone,
+    never a global RNG: ranks that build it and call :meth:`set_epoch` alike draw the same epoch.
 
     Args:
         labels: one label per sample (list, numpy array or tensor); any sortable values.
@@ -161,7 +162,6 @@ class WeightedBalanceClassSampler(Sampler[int]):
         self.classes, sizes, self._members = _group(labels)  # sorted distinct labels, ...
         self.class_sizes: list[int] = sizes.tolist()  # ... how many samples carry each
         self._starts = np.concatenate([[0], np.cumsum(sizes)])  # (C + 1,) class c's slice
-        # draws per class, the same every epoch, aligned with classes; they sum to length
         self.samples_per_class = _apportion("weight", self.length, *_align(weight, self.classes))
 
     def epoch_order(self) -> torch.Tensor:
