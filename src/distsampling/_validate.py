@@ -1,10 +1,7 @@
-r"""The one small helper the sampler files share: argument checks that name the argument and the
-value in torch's words (``... but got batch_size=0``), and the split arithmetic that
-DistributedSampler and the wrapper share (:func:`split_sizes`, :func:`epoch_permutation`,
-:func:`rank_positions`).
+r"""The one small helper of the sampler files: checks that name the argument and the value in
+torch's words (``... but got batch_size=0``), and the split arithmetic of DistributedSampler.
 
-References:
-    torch/utils/data/distributed.py (DistributedSampler.__init__ and __iter__)
+References: torch/utils/data/distributed.py (DistributedSampler.__init__ and __iter__)
 """
 
 from __future__ import annotations
@@ -77,10 +74,10 @@ def resolve_world(num_replicas: object, rank: object) -> tuple[int, int]:
     """``(num_replicas, rank)`` checked, each from the default process group where it is ``None``."""
     if num_replicas is None or rank is None:
         how = (  # after torch's own words (RuntimeError, or dist.get_world_size's ValueError)
-            "num_replicas and rank default to the world size and rank of the default process "
-            f"group, but got num_replicas={num_replicas}, rank={rank} and no process group. Call "
-            "torch.distributed.init_process_group(...) first (torchrun sets the environment "
-            "for it), or pass num_replicas= and rank= explicitly."
+            "num_replicas and rank default to the world size and rank of the default process group"
+            f", but got num_replicas={num_replicas}, rank={rank} and no process group. Call torch."
+            "distributed.init_process_group(...) first (torchrun sets the environment for it), "
+            "or pass num_replicas= and rank= explicitly."
         )
         if not dist.is_available():
             raise RuntimeError(f"Requires distributed package to be available: {how}")
@@ -116,8 +113,7 @@ def split_sizes(n: int, num_replicas: int, drop_last: bool) -> tuple[int, int]:
         >>> split_sizes(10, 3, drop_last=False), split_sizes(10, 3, drop_last=True)  # pad, cut
         ((4, 12), (3, 9))
     """
-    n = check_int("n", n, low=0)
-    num_replicas = check_int("num_replicas", num_replicas, low=1)
+    n, num_replicas = check_int("n", n, low=0), check_int("num_replicas", num_replicas, low=1)
     # torch's ceil((n - W) / W) with drop_last is floor(n / W); without it, ceil(n / W)
     num_samples = n // num_replicas if check_bool("drop_last", drop_last) else -(-n // num_replicas)
     return num_samples, num_samples * num_replicas
@@ -143,8 +139,7 @@ def epoch_permutation(n: int, shuffle: bool, seed: int, epoch: int) -> torch.Ten
 def rank_positions(n: int, num_replicas: int, rank: int, drop_last: bool = False) -> torch.Tensor:
     r"""The positions of an epoch order of length ``n`` that ``rank`` reads: ``(num_samples,)``.
 
-    torch's split: the order is padded with its own head (position ``p >= n`` reads ``p % n``)
-    or cut to ``total_size``, and rank ``r`` keeps positions ``r, r + W, r + 2W, ...``.
+    torch's split: padded with the head (``p >= n`` reads ``p % n``) or cut, every W-th from rank.
 
     Examples:
         >>> rank_positions(5, 2, 1).tolist()  # padded to 6: positions 1, 3 and 5 -> 5 % 5 = 0

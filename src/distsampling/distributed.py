@@ -118,6 +118,4 @@ class DistributedSampler(Sampler[int]):
         Args:
             epoch: epoch number (an integer; call it with the same value on every rank).
         """
-        self.epoch = check_int(
-            "epoch", epoch
-        )  # seed + epoch is checked where torch checks it: iter()
+        self.epoch = check_int("epoch", epoch)  # seed + epoch: checked at iter(), as torch does

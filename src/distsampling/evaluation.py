@@ -119,25 +119,24 @@ def gather_by_index(
 ) -> list[Any]:
     r"""Collective: gather every rank's per-sample ``values`` into dataset order, padding dropped.
 
-        Args:
-            indices: the dataset indices this rank evaluated (what its sampler yielded).
-            values: one result per index (a loss, a prediction, a correct/incorrect flag).
-            size: the dataset length.
-            group: the process group; the default group when ``None``.
+    Args:
+        indices: the dataset indices this rank evaluated (what its sampler yielded).
+        values: one result per index (a loss, a prediction, a correct/incorrect flag).
+        size: the dataset length.
+        group: the process group; the default group when ``None``.
 
-        Returns:
-            ``size`` values, value ``i`` for dataset index ``i``, on every rank.
+    Returns:
+        ``size`` values, value ``i`` for dataset index ``i``, on every rank.
 
-        Examples:
-            >>> import torch
-    import torch.distributed as dist
-            >>> from distsampling import DistributedSampler
-            >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-            >>> indices = list(DistributedSampler(range(4), seed=3))  # this rank's share
-            >>> squares = [i * i for i in indices]  # one result per evaluated sample
-            >>> gather_by_index(indices, squares, size=4)  # every rank's, in dataset order
-            [0, 1, 4, 9]
-            >>> dist.destroy_process_group()
+    Examples:
+        >>> import torch.distributed as dist
+        >>> from distsampling import DistributedSampler
+        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        >>> indices = list(DistributedSampler(range(4), seed=3))  # this rank's share
+        >>> squares = [i * i for i in indices]  # one result per evaluated sample
+        >>> gather_by_index(indices, squares, size=4)  # every rank's, in dataset order
+        [0, 1, 4, 9]
+        >>> dist.destroy_process_group()
     """
     gathered: list[Any] = [None] * dist.get_world_size(group)
     dist.all_gather_object(gathered, (list(indices), list(values)), group=group)

@@ -4,8 +4,7 @@ torch's ``WeightedRandomSampler`` weighs *samples*, so class counts vary by epoc
 ``BalanceClassSampler`` forces *equal* ones. Here each class's count is its weight's share of
 ``length``, rounded by largest remainders so that the counts add up to ``length`` exactly.
 
-References:
-    catalyst/data/sampler.py (BalanceClassSampler); torch/utils/data/sampler.py
+References: catalyst/data/sampler.py (BalanceClassSampler); torch/utils/data/sampler.py
     (WeightedRandomSampler); Hamilton's (largest remainder) apportionment method.
 """
 
@@ -182,15 +181,10 @@ class WeightedBalanceClassSampler(Sampler[int]):
         rng.shuffle(out)  # classes were laid out one after another: mix them
         return torch.from_numpy(out)
 
-    def indices(self) -> torch.Tensor:
-        r"""What ``iter()`` yields, as a tensor: the epoch's order (this sampler is not split)."""
-        return self.epoch_order()
+    indices = epoch_order  # what iter() yields, as a tensor: this sampler is not split
 
-    def _chunks(self) -> Iterator[list[int]]:
-        yield from (chunk.tolist() for chunk in self.indices().split(1 << 16))
-
-    def __iter__(self) -> Iterator[int]:
-        return chain.from_iterable(self._chunks())  # drawn at the first next()
+    def __iter__(self) -> Iterator[int]:  # the epoch is drawn at iter(), then handed out in C
+        return chain.from_iterable(chunk.tolist() for chunk in self.indices().split(1 << 16))
 
     def __len__(self) -> int:
         return self.length

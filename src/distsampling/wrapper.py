@@ -38,8 +38,7 @@ __all__ = ["DatasetFromSampler", "DistributedSamplerWrapper", "index_tensor", "y
 
 
 def _random_sampler_epoch(sampler: RandomSampler) -> torch.Tensor:
-    # torch's RandomSampler without replacement calls randperm(n) k // n + 1 times on its
-    # generator and keeps k indices: the same calls give the same indices and generator state
+    # torch's k // n + 1 randperm(n) calls, k kept: the same indices and generator state after
     n, k, generator = len(sampler.data_source), sampler.num_samples, sampler.generator
     if generator is None:  # as torch: a seed from the global RNG (it differs per rank!)
         generator = torch.Generator()
@@ -48,8 +47,7 @@ def _random_sampler_epoch(sampler: RandomSampler) -> torch.Tensor:
 
 
 def yields_indices(sampler: object) -> bool:
-    """Whether ``iter(sampler)`` yields ``sampler.indices()``: the class that defines
-    ``__iter__`` defines ``indices`` too (a subclass that overrides ``__iter__`` alone does not)."""
+    """Whether ``iter(sampler)`` yields ``sampler.indices()``: its ``__iter__``'s class has both."""
     owner = next((c for c in type(sampler).__mro__ if "__iter__" in vars(c)), None)
     return owner is not None and "indices" in vars(owner)
 
@@ -68,8 +66,7 @@ def index_tensor(sampler: Iterable[int]) -> torch.Tensor:
     if type(sampler) is RandomSampler and not sampler.replacement and len(sampler.data_source):
         return _random_sampler_epoch(sampler)
     try:
-        # operator.index takes ints (numpy's and integer tensors too) and refuses floats,
-        # strings and lists (a batch sampler): np.fromiter alone would truncate 1.5 to 1
+        # operator.index refuses floats, strings and lists: np.fromiter would truncate 1.5 to 1
         return torch.from_numpy(np.fromiter(map(operator.index, sampler), dtype=np.int64))
     except (TypeError, ValueError, OverflowError) as err:
         raise TypeError(
@@ -131,8 +128,7 @@ class DistributedSamplerWrapper(Sampler[int]):
 
     Rank ``r`` reads ``inner_epoch[p]`` for the positions ``p`` that torch's
     ``DistributedSampler(range(len(inner_epoch)), num_replicas, r, shuffle, seed, drop_last)``
-    yields after ``set_epoch(epoch)``. ``len`` follows the inner sampler's length, epoch by epoch.
-    Ranks agree only if the inner sampler keeps the randomness contract of this module.
+    yields after ``set_epoch(epoch)``; ``len`` follows the inner length (the module's contract).
 
     Args:
         sampler: the inner sampler: integer indices, ``__len__``, optionally ``set_epoch``.
@@ -176,9 +172,8 @@ class DistributedSamplerWrapper(Sampler[int]):
         at = rank_positions(len(inner), self.num_replicas, self.rank, self.drop_last)  # torch's
         return inner[epoch_permutation(len(inner), self.shuffle, self.seed, self.epoch)[at]]
 
-    def __iter__(self) -> Iterator[int]:
-        indices = self.indices()  # drawn at iter(), as catalyst's wrapper draws its epoch
-        return chain.from_iterable(chunk.tolist() for chunk in indices.split(1 << 16))
+    def __iter__(self) -> Iterator[int]:  # drawn at iter(), as catalyst's wrapper draws
+        return chain.from_iterable(chunk.tolist() for chunk in self.indices().split(1 << 16))
 
     def __len__(self) -> int:
         return split_sizes(len(self.dataset), self.num_replicas, self.drop_last)[0]
@@ -189,9 +184,8 @@ class DistributedSamplerWrapper(Sampler[int]):
         self.dataset.set_epoch(self.epoch)
 
     def __copy__(self) -> DistributedSamplerWrapper:
-        r"""A copy with a dataset and an inner sampler (``copy.copy``) of its own, whose
-        ``set_epoch`` moves neither this wrapper's epoch nor its inner one (what a draw ahead
-        on a copy, :class:`~distsampling.OrderAhead`, relies on)."""
+        r"""A copy with a dataset and an inner sampler of its own: its ``set_epoch`` moves neither
+        this wrapper's epoch nor its inner one (a draw ahead on a copy relies on it)."""
         twin = type(self).__new__(type(self))
         twin.__dict__.update(vars(self))
         if callable(getattr(self.sampler, "set_epoch", None)):
