@@ -39,6 +39,7 @@ from distsampling import (
     IterationBasedBatchSampler,
     OrderAhead,
     RepeatFactorSampler,
+    Resumable,
     ResumableBatchSampler,
     ResumableDistributedSampler,
     ResumableDistributedSamplerWrapper,
@@ -157,6 +158,14 @@ def take(sampler: Any, k: int) -> list:
     return [next(it) for _ in range(k)]
 
 
+def state_after(kind: str, world: int, rank: int, p: dict, epoch: int, k: int) -> dict:
+    """The state a sampler of ``kind`` saves after reading ``k`` items of ``epoch`` (via JSON)."""
+    interrupted = build(kind, world, rank, p)
+    set_epoch(interrupted, epoch)
+    take(interrupted, k)
+    return roundtrip(interrupted.state_dict())
+
+
 def flat(items: list) -> list[int]:
     return [i for b in items for i in b] if items and isinstance(items[0], list) else list(items)
 
@@ -255,10 +264,7 @@ def test_every_iter_of_the_loaded_epoch_starts_at_the_loaded_position(kind, p, e
     set_epoch(uninterrupted, epoch)
     idx_epoch = list(uninterrupted)
     k = data.draw(stop_points(len(idx_epoch)), label="k")
-    interrupted = build(kind, world, rank, p)
-    set_epoch(interrupted, epoch)
-    take(interrupted, k)
-    state = roundtrip(interrupted.state_dict())
+    state = state_after(kind, world, rank, p, epoch, k)
 
     resumed = build(kind, world, rank, p)
     resumed.load_state_dict(state)
@@ -294,10 +300,7 @@ def test_set_epoch_of_another_epoch_drops_a_loaded_position_and_of_the_same_keep
         set_epoch(uninterrupted, e)
         whole[e] = list(uninterrupted)
     k = data.draw(stop_points(len(whole[epoch])), label="k")
-    interrupted = build(kind, world, rank, p)
-    set_epoch(interrupted, epoch)
-    take(interrupted, k)
-    state = roundtrip(interrupted.state_dict())
+    state = state_after(kind, world, rank, p, epoch, k)
 
     kept = build(kind, world, rank, p)
     kept.load_state_dict(state)
@@ -1392,3 +1395,18 @@ def test_the_first_failing_state_field_is_the_one_named():
         check_state({"kind": "T", "version": 9}, "S", 1, {})
     with pytest.raises(ValueError, match=r"^state does not match this sampler: a was 1"):
         check_state({"kind": "S", "version": 1, "a": 1, "b": 1}, "S", 1, {"a": 0, "b": 0})
+
+
+def test_a_resumable_class_without_its_identity_is_told_what_to_define():
+    """Invariant: a class composed with Resumable that does not say what a state must match
+    fails at its first state_dict() naming itself and _identity(), not with a bare error."""
+
+    class Forgetful(Resumable, DistributedSampler):
+        pass
+
+    with pytest.raises(NotImplementedError) as error:
+        Forgetful(range(4), num_replicas=1, rank=0).state_dict()
+    assert str(error.value) == (
+        "Forgetful should define _identity(): the fields a saved state must match (the data's "
+        "length, the seed, the flags), as distsampling.resumable does"
+    )

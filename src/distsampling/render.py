@@ -159,7 +159,7 @@ def format_windows(
         >>> print(format_windows(10, 3, 2, 1, batch_size=2))
         SequentialWindowedDataset(size=10, window=3, seed=0): 4 windows, the last wraps around
         DistributedSampler(num_replicas=2, shuffle=True, seed=0, drop_last=False): 2 windows per rank
-        BatchSampler(batch_size=2, drop_last=False): 1 batches per rank
+        BatchSampler(batch_size=2, drop_last=False): 1 batch per rank
         epoch 0 (offset 1)
           rank 0: [1-2-3, 0-1-2]
           rank 1: [4-5-6, 7-8-9]
@@ -190,7 +190,8 @@ def format_windows(
 
 def _batch_line(first: DistributedSampler, batch_size: int, drop_last: bool) -> str:
     n_batches = len(BatchSampler(first, batch_size, drop_last))  # checks batch_size
-    return f"BatchSampler(batch_size={batch_size}, drop_last={drop_last}): {n_batches} batches per rank"
+    batches = "batch" if n_batches == 1 else "batches"
+    return f"BatchSampler(batch_size={batch_size}, drop_last={drop_last}): {n_batches} {batches} per rank"
 
 
 def _row(shown: list[str], batch_size: int | None, drop_last: bool) -> str:

@@ -69,6 +69,8 @@ class ResumableWeightedBalanceClassSampler(Resumable, WeightedBalanceClassSample
     saved over other labels or weights is refused.
     """
 
+    num_replicas, rank, drop_last = 1, 0, False  # one stream, not split across ranks
+
     def _identity(self) -> dict[str, Any]:
         counts = np.asarray([self.class_sizes, self.samples_per_class], dtype=np.int64)
         classes = hashlib.sha1(counts.tobytes()).hexdigest()[:16]

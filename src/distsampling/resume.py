@@ -161,9 +161,9 @@ class Resumable:
 
     The sampler it is mixed into provides ``indices()`` (this rank's share, a tensor),
     ``epoch_order()`` (the whole epoch's order, the stream that ranks take shares of),
-    ``epoch`` and ``set_epoch``, and optionally ``num_replicas``, ``rank``, ``drop_last`` (else
-    1, 0, False) and ``pad = False`` (an unpadded split). The resumable class names what a state
-    must match in ``_identity()``. Read the module docstring for the arithmetic.
+    ``epoch``, ``set_epoch``, ``num_replicas``, ``rank`` and ``drop_last`` (a sampler that is not
+    split: 1, 0 and False), and ``pad = False`` if its split pads nothing. The resumable class
+    names what a state must match in ``_identity()``. The module docstring has the arithmetic.
     """
 
     _loaded: tuple[int, int] = (0, 0)  # (start, position) where every iter() of the epoch starts
@@ -178,20 +178,15 @@ class Resumable:
     def _stream_len(self) -> int:
         return len(self.dataset)  # type: ignore[attr-defined]
 
-    def _world(self) -> tuple[int, int, bool]:
-        # (num_replicas, rank, drop_last): a sampler that is not split reads the whole stream
-        get = getattr
-        return get(self, "num_replicas", 1), get(self, "rank", 0), get(self, "drop_last", False)
-
     def indices(self) -> torch.Tensor:
         r"""What the next ``iter()`` yields, as a tensor: the rest of the share after a load."""
         start, position = self._loaded
         if start == 0:  # torch's split of the epoch, less the indices already read
             return super().indices()[position:]  # type: ignore[misc]
         order = self.epoch_order()  # type: ignore[attr-defined]  # (N,)
-        num_replicas, rank, drop_last = self._world()
+        W, rank, drop_last = self.num_replicas, self.rank, self.drop_last  # type: ignore[attr-defined]
         pad = getattr(self, "pad", True)  # UnpaddedDistributedSampler: False
-        at = resumed_positions(len(order), num_replicas, rank, start, drop_last=drop_last, pad=pad)
+        at = resumed_positions(len(order), W, rank, start, drop_last=drop_last, pad=pad)
         return order[at[position:]]
 
     def __iter__(self) -> Iterator[int]:
@@ -229,7 +224,7 @@ class Resumable:
             "version": 1,
             **self._identity(),
             "epoch": self.epoch,  # type: ignore[attr-defined]
-            "num_replicas": self._world()[0],
+            "num_replicas": self.num_replicas,  # type: ignore[attr-defined]
             "start": start,
             "position": position + handed_out,
         }
@@ -246,7 +241,7 @@ class Resumable:
         fields = ("epoch", "num_replicas", "start", "position")
         state = check_state(state, type(self).__name__, 1, self._identity(), required=fields)
         super().set_epoch(check_int("epoch", state["epoch"]))  # type: ignore[misc]
-        n, (num_replicas, _, drop_last) = self._stream_len(), self._world()
+        n, num_replicas, drop_last = self._stream_len(), self.num_replicas, self.drop_last  # type: ignore[attr-defined]
         saved_world = check_int("num_replicas", state["num_replicas"], low=1)
         start = check_int("start", state["start"], low=0, high=n)
         # the most a rank can have read from `start`: rank 0's count, ceil (floor with drop_last)
