@@ -55,8 +55,9 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     # the resume layer, and the resumable forms built on it
     "resume": ([RESUME], False),
     "resumable": (["tests/test_resumable.py", RESUME], False),
-    # the checks and split arithmetic every sampler copies along: proven in tests/test_validate.py
-    "_validate": (["tests/test_validate.py"], False),
+    # the checks every sampler copies along (tests/test_validate.py) and the split arithmetic
+    # of DistributedSampler (proven against torch's in tests/test_distributed.py)
+    "_validate": (["tests/test_validate.py", "tests/test_distributed.py"], False),
 }
 
 # mutmut's exit codes per mutant (mutmut/stats.py), folded into the columns we report
