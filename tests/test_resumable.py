@@ -184,3 +184,28 @@ def test_the_resumable_wrapper_refuses_to_save_an_inner_epoch_it_cannot_draw_aga
     with pytest.raises(TypeError, match=r"^DistributedSamplerWrapper can save its position only"):
         ResumableDistributedSamplerWrapper(inner, 2, 0).state_dict()
     assert ResumableDistributedSamplerWrapper([3, 1, 2], 2, 0).state_dict()["sampler"] is None
+
+
+@given(n=st.integers(0, 30), world=world_sizes, data=st.data())
+def test_the_resumable_wrapper_saves_what_the_loop_consumed_with_its_inner_state(n, world, data):
+    """Invariant: state_dict(consumed=j) of the resumable wrapper is its position j of the
+    latest iter() (what a plain DataLoader's loop used, not what the workers fetched), with the
+    inner sampler's state beside it; it resumes at exactly that point."""
+    rank = data.draw(ranks_for(world))
+
+    def make() -> ResumableDistributedSamplerWrapper:
+        inner = ResumableWeightedBalanceClassSampler(LABELS, [1, 2, 3], n, seed=1)
+        return ResumableDistributedSamplerWrapper(inner, world, rank, seed=2)
+
+    whole = list(make())
+    wrapper = make()
+    it = iter(wrapper)
+    handed_out = data.draw(st.integers(0, len(whole)), label="handed out")
+    for _ in range(handed_out):
+        next(it)
+    j = data.draw(st.integers(0, handed_out), label="consumed")
+    state = json.loads(json.dumps(wrapper.state_dict(consumed=j)))
+    assert state["position"] == j and state["sampler"] == make().sampler.state_dict()
+    resumed = make()
+    resumed.load_state_dict(state)
+    assert list(resumed) == whole[j:]
