@@ -187,11 +187,22 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("modules", nargs="*", choices=[[], *MODULES], help="default: all")
     parser.add_argument("--max-children", type=int, default=2, help="parallel mutants (<= cores)")
+    parser.add_argument(
+        "--recount", action="store_true", help="only reclassify the last survivors (equivalent.md)"
+    )
     args = parser.parse_args(argv)
     path = HERE / "results.json"
     results = json.loads(path.read_text()) if path.exists() else {}
     results = {m: r for m, r in results.items() if m in MODULES}
-    for module in args.modules or list(MODULES):
+    if args.recount:  # survivors since listed in equivalent.md: no mutant is run again
+        known = equivalents()
+        for r in results.values():
+            listed = [u for u in r.get("unexplained", []) if (u["function"], u["line"]) in known]
+            r["equivalent"] = r.get("equivalent", 0) + len(listed)
+            r["unexplained"] = [u for u in r["unexplained"] if u not in listed]
+            r["survived"] = len(r["unexplained"])
+        write(results)
+    for module in [] if args.recount else args.modules or list(MODULES):
         results[module] = run(module, args.max_children)
         write(results)
         for s in results[module]["unexplained"]:
