@@ -97,7 +97,9 @@ class DistributedSampler(Sampler[int]):
             tensor([1, 3, 0], dtype=torch.int32)
         """
         order = self.epoch_order()  # (N,)
-        # pad with the head of the order (or cut the tail), then every W-th position from rank
+        if self.total_size <= len(order):  # nothing to pad: a strided view, nothing copied
+            return order[self.rank : self.total_size : self.num_replicas]
+        # pad with the head of the order, then every W-th position from rank
         return order[rank_positions(len(order), self.num_replicas, self.rank, self.drop_last)]
 
     def _chunks(self) -> Iterator[list[int]]:

@@ -38,12 +38,13 @@ __all__ = ["DatasetFromSampler", "DistributedSamplerWrapper", "index_tensor", "y
 
 
 def _random_sampler_epoch(sampler: RandomSampler) -> torch.Tensor:
-    # torch's k // n + 1 randperm(n) calls, k kept: the same indices and generator state after
     n, k, generator = len(sampler.data_source), sampler.num_samples, sampler.generator
     if generator is None:  # as torch: a seed from the global RNG (it differs per rank!)
         generator = torch.Generator()
         generator.manual_seed(int(torch.empty((), dtype=torch.int64).random_().item()))
-    return torch.cat([torch.randperm(n, generator=generator) for _ in range(k // n + 1)])[:k]
+    dtype = torch.int32 if n < 2**31 else torch.int64  # randperm draws alike whatever the dtype
+    parts = [torch.randperm(n, generator=generator, dtype=dtype) for _ in range(k // n + 1)]
+    return parts[0] if k == n else torch.cat(parts)[:k]  # torch's k // n + 1 calls, k kept
 
 
 def yields_indices(sampler: object) -> bool:
@@ -184,8 +185,7 @@ class DistributedSamplerWrapper(Sampler[int]):
         self.dataset.set_epoch(self.epoch)
 
     def __copy__(self) -> DistributedSamplerWrapper:
-        r"""A copy with a dataset and an inner sampler of its own: its ``set_epoch`` moves neither
-        this wrapper's epoch nor its inner one (a draw ahead on a copy relies on it)."""
+        r"""A copy with its own dataset and inner sampler: its ``set_epoch`` moves neither of ours."""
         twin = type(self).__new__(type(self))
         twin.__dict__.update(vars(self))
         if callable(getattr(self.sampler, "set_epoch", None)):
