@@ -62,6 +62,11 @@ BROKEN_IMAGES = """() => [...document.images]
 PROSE = """() => {
   const body = document.body.cloneNode(true);
   body.querySelectorAll('details.mkdocstrings-source').forEach(el => el.remove());
+  // a module of src/ shown whole on a tutorial: source code, where roles are the source's own
+  body.querySelectorAll('.highlight').forEach(el => {
+    const name = el.querySelector('.filename');
+    if (name && name.textContent.startsWith('src/distsampling/')) el.remove();
+  });
   return body.textContent;
 }"""
 
