@@ -536,3 +536,21 @@ def test_the_refusals_name_the_samplers_it_takes_and_what_is_missing_word_for_wo
         "sampler should yield its indices(), but got sampler=NoIter(): it has no __iter__ "
         "without indices()"
     )
+
+
+class _NoConsumed(DistributedSampler):
+    """A sampler whose state_dict() takes no argument (a user's own, say)."""
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.set_epoch(state["epoch"])
+
+
+def test_a_sampler_whose_state_dict_takes_no_argument_saves_through_order_ahead():
+    """Invariant: without consumed, OrderAhead calls the sampler's state_dict() with no
+    argument, so a sampler whose state_dict() takes none saves its state through it."""
+    ahead = OrderAhead(_NoConsumed(range(6), 2, 0))
+    ahead.set_epoch(3)
+    assert ahead.state_dict() == {"epoch": 3}

@@ -485,3 +485,20 @@ def test_rank_positions_refuses_exactly_the_padded_epochs_of_2_to_the_63_positio
     else:
         with pytest.raises(RuntimeError):  # torch's allocation, after every check passed
             rank_positions(n, num_replicas, 0)
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "message"),
+    [
+        ((-1, True, 0, 0), ValueError, "n should be >= 0, but got n=-1"),
+        ((1.5, True, 0, 0), TypeError, "n should be an integer, but got n=1.5 of type float"),
+        ((3, 1, 0, 0), TypeError, "shuffle should be a boolean value, but got shuffle=1"),
+        ((3, True, 0, "1"), TypeError, "epoch should be an integer, but got epoch='1' of type str"),
+    ],
+)
+def test_epoch_permutation_refuses_a_bad_argument_naming_it(args, error, message):
+    """Invariant: epoch_permutation checks what the sampler checks, naming the argument and the
+    value: a negative or non-integer length, a truthy non-bool shuffle, a non-integer epoch."""
+    with pytest.raises(error) as caught:
+        epoch_permutation(*args)
+    assert str(caught.value) == message

@@ -192,3 +192,10 @@ def test_the_state_names_its_class_and_format_version_1():
     'InferenceSampler', version 1), so other samplers and later versions can refuse or read it."""
     state = InferenceSampler(range(5), 2, 1).state_dict()
     assert (state["kind"], state["version"]) == ("InferenceSampler", 1)
+
+
+def test_a_fresh_sampler_saves_position_zero_and_reads_its_whole_block():
+    """Invariant: before any iter(), the state is at the start of this rank's block."""
+    s = InferenceSampler(range(7), 2, 1)
+    assert s.state_dict()["position"] == 0 and s.position == 0
+    assert list(s) == list(range(4, 7))

@@ -153,4 +153,4 @@ def rank_positions(n: int, num_replicas: int, rank: int, drop_last: bool = False
             f"num_replicas={num_replicas} for n={n}: total_size={total_size}"
         )
     positions = rank + num_replicas * torch.arange(num_samples)  # (num_samples,)
-    return positions % n if total_size > n else positions
+    return positions % max(n, 1)  # past n: the head of the order again

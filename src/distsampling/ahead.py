@@ -41,12 +41,12 @@ _NEEDED = ("set_epoch", "indices")
 _FIXED = (list, tuple, range, SequentialSampler)
 
 
-def _key(sampler: Any) -> dict[str, Any]:
+def _key(sampler: Any) -> object:
     """What decides the sampler's next ``iter()``: its ``state_dict()`` (epoch, position,
     settings), or, for a plain sampler that has no position to load, its epoch."""
     if callable(getattr(sampler, "state_dict", None)):
         return sampler.state_dict()
-    return {"epoch": sampler.epoch}
+    return sampler.epoch
 
 
 def _check_sampler(sampler: object, name: str = "sampler") -> None:
@@ -104,12 +104,12 @@ def _twin(sampler: Any) -> Any:
 class _Draw:
     """One epoch's share, drawn by ``twin.indices()`` on a thread of its own.
 
-    ``key`` is the twin's ``state_dict()`` before the draw: the order is the next ``iter()``
+    ``key`` is the twin's :func:`_key` before the draw: the order is the next ``iter()``
     of any sampler in that state. A draw that raises leaves ``None``: the sampler then draws
     (and raises) on the loop's own thread, where the error belongs.
     """
 
-    def __init__(self, key: dict[str, Any], twin: Any) -> None:
+    def __init__(self, key: object, twin: Any) -> None:
         self.key, self.order = key, None
         name = f"OrderAhead epoch {twin.epoch}"  # threading.enumerate() says what it draws
         self._thread = threading.Thread(target=self._run, args=(twin,), name=name)
@@ -170,14 +170,14 @@ class OrderAhead(Sampler[int]):
         self.sampler = sampler
         self._next: _Draw | None = None  # the order drawn (or being drawn) for the next epoch
         # (state, reader) while iter() hands out a drawn order; None: the sampler's own iter()
-        self._own: tuple[dict[str, Any], _Counter] | None = None
+        self._own: tuple[Any, _Counter] | None = None
 
     @property
     def epoch(self) -> int:
         r"""The wrapped sampler's epoch."""
         return self.sampler.epoch  # type: ignore[attr-defined]
 
-    def _take(self, state: dict[str, Any]) -> torch.Tensor | None:
+    def _take(self, state: object) -> torch.Tensor | None:
         # the drawn order if it was drawn for exactly this state (waiting for the rest of the
         # draw if needed), else None; a taken order is handed over, never kept here as well
         draw = self._next
