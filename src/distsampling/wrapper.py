@@ -25,6 +25,7 @@ import torch
 from torch.utils.data import Dataset, RandomSampler, Sampler
 
 from ._validate import (
+    _index_dtype,
     check_bool,
     check_int,
     check_seed,
@@ -38,12 +39,11 @@ __all__ = ["DatasetFromSampler", "DistributedSamplerWrapper", "index_tensor", "y
 
 
 def _random_sampler_epoch(sampler: RandomSampler) -> torch.Tensor:
-    n, k, generator = len(sampler.data_source), sampler.num_samples, sampler.generator
-    if generator is None:  # as torch: a seed from the global RNG (it differs per rank!)
-        generator = torch.Generator()
-        generator.manual_seed(int(torch.empty((), dtype=torch.int64).random_().item()))
-    dtype = torch.int32 if n < 2**31 else torch.int64  # randperm draws alike whatever the dtype
-    parts = [torch.randperm(n, generator=generator, dtype=dtype) for _ in range(k // n + 1)]
+    n, k, g = len(sampler.data_source), sampler.num_samples, sampler.generator
+    if g is None:  # as torch: a seed from the global RNG (it differs per rank!)
+        g = torch.Generator()
+        g.manual_seed(int(torch.empty((), dtype=torch.int64).random_().item()))
+    parts = [torch.randperm(n, generator=g, dtype=_index_dtype(n)) for _ in range(k // n + 1)]
     return parts[0] if k == n else torch.cat(parts)[:k]  # torch's k // n + 1 calls, k kept
 
 
