@@ -20,8 +20,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLE = re.compile(r":(?:py:)?(class|func|meth|attr|mod|exc|obj|data):(`|<code>)")
-# the source listings mkdocstrings adds under each object show the file as it is (roles too)
-SOURCE = re.compile(r'<details class="mkdocstrings-source".*?</details>', re.S)
+# the source listings mkdocstrings adds under each object, and a module of src/ shown whole on a
+# tutorial, show the file as it is (roles too)
+SOURCE = re.compile(
+    r'<details class="mkdocstrings-source".*?</details>'
+    r'|<div class="highlight"><span class="filename">src/distsampling/.*?</pre></div>',
+    re.S,
+)
 
 
 @pytest.fixture(scope="module")
