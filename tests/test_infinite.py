@@ -349,3 +349,22 @@ def test_a_stateful_dataloader_resumes_the_stream_exactly(workers):
     resumed.load_state_dict(state)
     assert [b.tolist() for _, b in zip(range(4), resumed)] == expected
     assert expected == [stream_torch(10, True, 1, 72)[1::2][i : i + 3] for i in range(15, 27, 3)]
+
+
+@given(n=stream_lengths, args=stream_sampler_args, k=stream_reads, more=st.integers(0, 40))
+def test_a_state_is_saved_back_unchanged_and_a_resumed_stream_resumes_again(n, args, k, more):
+    """Invariant: a fresh sampler saves position 0; a loaded state is what state_dict() returns
+    before any read; and a state saved after reading on from a resume resumes too (its pass
+    and pass start stay consistent): two preemptions read the uninterrupted stream."""
+    assert InfiniteSampler(range(n), **args).state_dict()["position"] == 0
+    whole = list(islice(InfiniteSampler(range(n), **args), k + 2 * more))
+    first = InfiniteSampler(range(n), **args)
+    head = list(islice(first, k))
+    state = json.loads(json.dumps(first.state_dict()))
+    second = InfiniteSampler(range(n), **args)
+    second.load_state_dict(state)
+    assert json.loads(json.dumps(second.state_dict())) == state
+    middle = list(islice(second, more))
+    third = InfiniteSampler(range(n), **args)
+    third.load_state_dict(json.loads(json.dumps(second.state_dict())))
+    assert head + middle + list(islice(third, more)) == whole

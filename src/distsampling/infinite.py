@@ -134,15 +134,14 @@ class _PassStream(Sampler[int]):
         while True:
             state = g.get_state()  # the generator before pass q: where a resume restarts
             order = self._draw_pass(g)  # (L,) pass q of the global stream
-            done = reading[0] + reading[1] - operator.length_hint(reading[2])
+            done = reading[0] + reading[1]  # read so far: the last chunk is used up here
             want = self.rank + done * W  # global position of this rank's next index
             if want < start + len(order):  # pass q holds some of this rank's positions
                 reading[3:] = q, start, state
                 mine = order[want - start :: W]  # (k,) positions want, want + W, ... of pass q
                 for chunk in mine.split(_CHUNK):
                     values = chunk.tolist()
-                    done = reading[0] + reading[1] - operator.length_hint(reading[2])
-                    reading[:3] = done, len(values), iter(values)
+                    reading[:3] = reading[0] + reading[1], len(values), iter(values)
                     yield from reading[2]
             q, start = q + 1, start + len(order)
 
