@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import random
 import subprocess
 import sys
@@ -19,10 +20,11 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from distsampling import WeightedBalanceClassSampler, largest_remainder_counts
-from distsampling.weighted import _group
+from distsampling.weighted import _distinct_picks, _group
 from strategies import (
     class_labelled_arrays,
     class_weight_lists,
+    class_weight_values,
     dataset_class_counts,
     epoch_lengths,
     epochs,
@@ -48,6 +50,99 @@ def epoch_of(args, seed=0, epoch=0):
     return list(s)
 
 
+# the oracles: the arithmetic and the loop this module replaced, kept as they were
+
+
+def largest_remainder_counts_reference(weights, total):
+    """The exact Fraction arithmetic of largest_remainder_counts before it went vectorised: a
+    float read as its exact binary fraction, an int as itself; each count the floor of its quota
+    total * w / sum(w), then one seat each to the largest remainders, ties to the earlier class."""
+    exact = [
+        Fraction(int(w)) if isinstance(w, numbers.Integral) else Fraction(float(w)) for w in weights
+    ]
+    whole = sum(exact)
+    quotas = [total * f / whole for f in exact]
+    counts = [math.floor(q) for q in quotas]
+    by_remainder = sorted(range(len(quotas)), key=lambda i: (counts[i] - quotas[i], i))
+    for i in by_remainder[: total - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+#: one weight for the oracle: values that tie, zero, the extremes of float64 (the smallest
+#: subnormal, the smallest normal, the largest), the neighbours of 1 (remainders a hair apart),
+#: any float, and ints past 2**53 (which float64 would round)
+apportion_weight_values = st.one_of(
+    st.sampled_from(
+        [0, 0.0, 1, 1.0, 2, 3, 5, 0.1, 0.5, 1 / 3, 5e-324, 2.2250738585072014e-308]
+        + [1.7976931348623157e308, 1 - 2**-53, 1 + 2**-52, 2**53, 2**53 + 1]
+    ),
+    st.floats(min_value=0.0, allow_nan=False, allow_infinity=False),
+    st.integers(min_value=0, max_value=2**70),
+)
+#: totals: epoch lengths, large ones (float64 quotas off by far more than 2**-52), any 64-bit
+#: one, and those where float64 quotas give out
+apportion_totals = st.one_of(
+    st.integers(min_value=0, max_value=300),
+    st.integers(min_value=2**30, max_value=2**52),
+    st.integers(min_value=0, max_value=2**64),
+    st.sampled_from([2**52 - 1, 2**52, 2**62, 10**30]),
+)
+
+
+@st.composite
+def apportion_weights(draw):
+    """Per-class weights with a positive sum, for 1 to 3,000 classes: a few drawn values dealt
+    out at random (so most weights tie with others), and sometimes floats of every magnitude
+    from 2**-1074 to 2**1000 among them (each its own, remainders all apart)."""
+    pool = draw(st.lists(apportion_weight_values, min_size=1, max_size=5))
+    size = draw(st.one_of(st.integers(1, 10), st.sampled_from([100, 3000])))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    weights = [pool[i] for i in rng.integers(0, len(pool), size).tolist()]
+    if draw(st.booleans()):
+        spread = np.ldexp(rng.random(size), rng.integers(-1074, 1000, size)).tolist()
+        weights = [x if keep else y for x, y, keep in zip(weights, spread, rng.random(size) < 0.5)]
+    if not any(weights):
+        weights[draw(st.integers(0, size - 1))] = draw(st.sampled_from([1, 5e-324, 2**70]))
+    return weights
+
+
+@st.composite
+def pick_sizes(draw):
+    """``(n, k)`` per class, ``0 <= k <= n``: small classes with any k (k past n / 2 draws the
+    values left out), exactly half, all or none, and classes of up to 100,000 samples."""
+    ns = draw(
+        st.lists(st.one_of(st.integers(1, 40), st.integers(1, 10**5)), min_size=1, max_size=12)
+    )
+    ks = [
+        draw(st.one_of(st.integers(0, min(n, 3000)), st.sampled_from([0, n // 2, n // 2 + 1, n])))
+        if n <= 3000
+        else draw(st.integers(0, 3000))
+        for n in ns
+    ]
+    return np.array(ns, dtype=np.int64), np.array(ks, dtype=np.int64)
+
+
+@st.composite
+def weighted_samplers(draw):
+    """Arguments of WeightedBalanceClassSampler: 1 to 2,000 classes of 1 to 6 samples, now and
+    then one of 10,001 or 20,000, weights that tie and zeros, lengths from 0 to three times the
+    samples."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    num_classes = draw(st.one_of(st.integers(1, 8), st.sampled_from([300, 2000])))
+    sizes = rng.integers(1, 7, num_classes)  # (C,)
+    if draw(st.booleans()):
+        sizes[rng.integers(num_classes)] = draw(st.sampled_from([10_001, 20_000]))
+    labels = rng.permutation(np.repeat(np.arange(num_classes), sizes))  # (N,)
+    pool = draw(st.lists(class_weight_values, min_size=1, max_size=4))
+    weight = [pool[i] for i in rng.integers(0, len(pool), num_classes).tolist()]
+    if not any(weight):
+        weight[0] = 1
+    n = labels.size
+    length = draw(st.one_of(st.integers(0, 50), st.sampled_from([n, 3 * n]), st.integers(0, 2 * n)))
+    return {"labels": labels, "weight": weight, "length": length}
+
+
 # largest_remainder_counts
 
 
@@ -57,6 +152,29 @@ def test_counts_are_non_negative_ints_summing_to_exactly_total(weights, total):
     counts = largest_remainder_counts(weights, total)
     assert all(isinstance(c, int) and c >= 0 for c in counts)
     assert sum(counts) == total and len(counts) == len(weights)
+
+
+@given(weights=apportion_weights(), total=apportion_totals)
+@example(weights=[1, 4, 5], total=5)  # remainders .5, 0, .5 of two distinct weights: a tie
+@example(weights=[1.0] * 7, total=10**30)  # a total past float64: exact integers throughout
+@example(weights=[5e-324, 1.7976931348623157e308, 0.0], total=3)  # 2**-1074 beside 2**1024
+@example(weights=[2**53 + 1, 2**53, 1.0], total=3)  # an int float64 rounds
+# where float64 quotas, off by ~total * 2**-52, would decide wrongly: the exact integers decide
+@example(weights=[0.4256188319668169, 0.42561883196681743, 0.42561883196681705], total=3 * 2**43)
+@example(weights=[1 + 2**-52, 1.0, 1.0, 1 - 2**-53], total=844232881344)  # remainders 1e-16 apart
+@example(weights=[0.7000000000000001, 0.9, 0.1, 0.7000000000000001, 0.5], total=10**11)
+@example(
+    weights=[7048608217889410.0, 4686140888644399.0, 8470662197413580.0, 3664395971472403.0],
+    total=712507913899873,
+)
+def test_counts_are_those_of_the_exact_fraction_arithmetic(weights, total):
+    """Invariant: the vectorised apportionment is the Fraction arithmetic it replaced, count for
+    count: floors of the exact quotas, the seats left to the largest exact remainders, ties to
+    the earlier class; for ties, zeros, subnormal to the largest floats, ints past 2**53, totals
+    past 2**52 and up to 3,000 classes."""
+    assert largest_remainder_counts(weights, total) == largest_remainder_counts_reference(
+        weights, total
+    )
 
 
 @given(m=st.integers(min_value=2**53, max_value=2**80))
@@ -174,6 +292,67 @@ def test_class_counts_of_an_epoch_are_the_largest_remainder_counts(args, seed, e
     drawn = Counter(labels[i] for i in idx_ours)
     assert [drawn[c] for c in sorted(set(labels))] == expected
     assert len(idx_ours) == len(WeightedBalanceClassSampler(**args)) == args["length"]
+
+
+@given(sizes=pick_sizes(), seed=st.integers(min_value=0, max_value=2**32 - 1))
+def test_picks_are_k_distinct_values_of_each_class(sizes, seed):
+    """Invariant: the mask holds, for every class c, exactly k[c] of its own n[c] values (a mask
+    cannot hold one twice), whether k is below, at or past half of n."""
+    n, k = sizes
+    mask = _distinct_picks(np.random.default_rng(seed), n, k)
+    assert mask.shape == (int(n.sum()),) and mask.dtype == bool
+    chosen = np.add.reduceat(mask, np.cumsum(n) - n) if mask.size else np.zeros(0)
+    assert chosen.tolist() == k.tolist()
+
+
+@pytest.mark.parametrize("n, k", [(5, 2), (6, 4), (4, 2), (7, 1)])
+def test_every_set_of_picks_is_equally_likely(n, k):
+    """Invariant: over 6,000 seeds, each of the C(n, k) sets of k values is picked equally often
+    (k below half of n, past it, and at it): the chi-square of the counts stays under the bar that
+    uniform picks exceed once in a million runs (C(n, k) - 1 degrees of freedom)."""
+    runs, sets = 6000, math.comb(n, k)
+    counts = Counter(
+        tuple(
+            np.flatnonzero(_distinct_picks(np.random.default_rng(s), np.array([n]), np.array([k])))
+        )
+        for s in range(runs)
+    )
+    assert len(counts) == sets and all(len(c) == k for c in counts)
+    expected = runs / sets
+    chi2 = sum((v - expected) ** 2 / expected for v in counts.values())
+    bars = {5: 35.9, 6: 38.3, 9: 44.8, 14: 54.6}  # chi-square's 1 - 1e-6 quantile, by dof
+    assert chi2 < bars[sets - 1], (n, k, chi2)
+
+
+@given(args=weighted_samplers(), seed=any_seeds, epoch=any_epochs)
+def test_an_epoch_is_each_member_full_times_and_distinct_picks_of_the_rest(args, seed, epoch):
+    """Invariant: with the Fraction arithmetic's k draws of a class of n samples, every member is
+    drawn k // n times, and k % n distinct members once more, for classes of up to 20,000."""
+    sampler = WeightedBalanceClassSampler(**args, seed=seed)
+    sampler.set_epoch(epoch)
+    expected = largest_remainder_counts_reference(args["weight"], args["length"])
+    assert sampler.samples_per_class == expected
+    times = np.bincount(sampler.epoch_order().numpy(), minlength=args["labels"].size)
+    for c, k in enumerate(expected):
+        members = np.flatnonzero(args["labels"] == c)
+        full, rest = divmod(k, members.size)
+        assert (
+            np.sort(times[members]).tolist() == [full] * (members.size - rest) + [full + 1] * rest
+        )
+
+
+def test_a_hundred_thousand_classes_get_the_exact_counts():
+    """Invariant: at 100,000 classes (past the 16-bit class codes) of 1 to 3 samples, weighted
+    by random floats, the counts are the Fraction arithmetic's and the epoch draws them."""
+    rng = np.random.default_rng(7)
+    sizes = rng.integers(1, 4, 100_000)  # (C,)
+    labels = rng.permutation(np.repeat(np.arange(sizes.size), sizes))  # (N,)
+    weight, length = rng.random(sizes.size).tolist(), 150_001
+    sampler = WeightedBalanceClassSampler(labels, weight, length, seed=5)
+    expected = largest_remainder_counts_reference(weight, length)
+    assert sampler.samples_per_class == expected
+    drawn = np.bincount(labels[sampler.epoch_order().numpy()], minlength=sizes.size)
+    assert drawn.tolist() == expected
 
 
 @given(args=labelled_datasets(), seed=seeds, epoch=epochs)
@@ -300,7 +479,7 @@ def handed_in(values: np.ndarray, form: str) -> object:
 def test_labels_of_any_number_of_classes_group_into_sorted_classes(data):
     """Invariant: grouping finds the sorted distinct labels, their counts, and every sample under its
     own class in index order; for 1 to 70,000 classes (past the 8- and 16-bit class codes), labels
-    from -1, 0, 1 or anywhere, dense or sparse. (Internal: the sampler at 70,000 classes is slow.)"""
+    from -1, 0, 1 or anywhere, dense or sparse."""
     labels, sizes, form = data
     values, counts = np.unique(labels, return_counts=True)
     classes, class_sizes, members = _group(handed_in(labels, form))

@@ -10,10 +10,10 @@ References: catalyst/data/sampler.py (BalanceClassSampler); torch/utils/data/sam
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 from collections.abc import Iterator, Mapping, Sequence
-from fractions import Fraction
 from itertools import chain
 
 import numpy as np
@@ -28,8 +28,13 @@ Labels = Sequence[object] | np.ndarray | torch.Tensor  # one label per sample
 Weights = Sequence[float] | Mapping[object, float]  # per class: in label order, or label -> weight
 
 
-def _apportion(name: str, total: int, weights: list[object], keys: Sequence[object]) -> list[int]:
-    # exact rationals: Fraction(float) is the float's exact binary fraction, so no rounding below
+def _reals(name: str, weights: list[object], keys: Sequence[object]) -> tuple[list, np.ndarray]:
+    """The weights as exact Python ints and floats, and as float64; raise at the first bad one."""
+    if set(map(type, weights)) <= {int, float}:  # the usual case, checked at numpy's speed
+        with contextlib.suppress(OverflowError):  # an int past float's range: one by one below
+            w = np.array(weights, dtype=np.float64)  # (C,)
+            if np.isfinite(w).all() and (w >= 0).all():
+                return weights, w
     exact = []
     for key, w in zip(keys, weights):
         at = f"{name}[{key!r}]"
@@ -37,16 +42,80 @@ def _apportion(name: str, total: int, weights: list[object], keys: Sequence[obje
             raise TypeError(f"{at} should be a real number, but got {at}={w!r}")
         if not math.isfinite(w) or w < 0:
             raise ValueError(f"{at} should be finite and >= 0, but got {at}={w!r}")
-        exact.append(Fraction(int(w)) if isinstance(w, numbers.Integral) else Fraction(float(w)))
-    whole = sum(exact)
-    if whole == 0:
+        exact.append(int(w) if isinstance(w, numbers.Integral) else float(w))
+    return exact, np.array(exact, dtype=np.float64)
+
+
+def _apportion(name: str, total: int, weights: list[object], keys: Sequence[object]) -> list[int]:
+    exact, w = _reals(name, weights, keys)  # (C,) the weights, exact, and as float64
+    if not w.any():
         raise ValueError(f"{name} should have a positive sum, but got {name}={weights!r}")
-    quotas = [total * f / whole for f in exact]  # exact: sum(quotas) == total
-    counts = [math.floor(q) for q in quotas]
-    by_remainder = sorted(range(len(quotas)), key=lambda i: (counts[i] - quotas[i], i))
-    for i in by_remainder[: total - sum(counts)]:  # the seats left: largest remainders first
-        counts[i] += 1
-    return counts
+    # integers: a float is m * 2**(e - 53) (m a 53-bit int), so in units of 2**-shift every weight
+    # is an int a_i, and class i's quota total * a_i / A (A = sum a) is divmod(total * a_i, A)
+    man, ex = np.frexp(w[w > 0])  # (P,) positive weights = man * 2**ex, 0.5 <= man < 1
+    low = int(ex.min())
+    shift = max(0, 53 - low)
+    floats_exact = w.tolist() == exact  # no int past 2**53, rounded by float64
+    if floats_exact:  # A per exponent, in 18-bit slices of the mantissas: each float sum exact
+        m, x = np.ldexp(man, 53).astype(np.int64), ex - low  # (P,) w = m * 2**(x + low - 53)
+        parts = ((s, np.bincount(x, (m >> s) & (2**18 - 1))) for s in (0, 18, 36))
+        A = sum(int(t) << (s + j + low - 53 + shift) for s, ts in parts for j, t in enumerate(ts))
+    else:
+        A = sum(p * (2**shift // q) for p, q in (v.as_integer_ratio() for v in exact))
+    distinct = w if floats_exact else np.array(exact, dtype=object)  # (C,) equal iff equal
+
+    def divmods(i: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # exact, per distinct weight:
+        u, back = np.unique(distinct[i], return_inverse=True)  # (U,) and each class's, (len(i),)
+        ratios = (v.as_integer_ratio() for v in u.tolist())
+        pairs = [divmod(total * p * (2**shift // q), A) for p, q in ratios]  # floor, remainder
+        return np.array(pairs, dtype=object).reshape(-1, 2), back  # (U, 2) Python ints
+
+    C, fast = w.size, floats_exact and total < 2**52
+    err = (total * 2.0**-40 if fast else 0.0) + 2.0**-50  # each remainder within err of frac
+    if fast:  # float64 quotas, off the exact ones by < total * 2**-50: most floors are sure
+        bits = A.bit_length()
+        q = total * (np.ldexp(w, shift - bits) / (A / (1 << bits)))  # (C,) total * w_i / sum(w)
+        counts = np.floor(q)
+        frac, counts = q - counts, counts.astype(np.int64)  # (C,) (C,)
+    else:  # an int past 2**53 or a total past 2**52: every count from the exact divmods
+        frac, counts = np.zeros(C), np.zeros(C, dtype=np.int64 if total < 2**62 else object)
+    # a floor is undecided where the quota may lie across an integer (never below 0)
+    i = np.flatnonzero((frac < err) & (counts > 0) | (frac + err >= 1) | (not fast))
+    d, back = divmods(i)
+    counts[i], frac[i] = d[back, 0], (d[:, 1] / A)[back]  # exact floors; remainders rounded
+    seats = total - int(counts.sum())  # 0 <= seats < C left: to the largest remainders
+    if seats > 0:
+        top = np.sort(frac)  # (C,)
+        t = top[C - seats] - err  # >= seats remainders are >= t: one below t gets no seat
+        s = top[C - seats - 1] + err  # <= seats remainders are > s: one above s gets a seat
+        sure, i = frac - err > s, np.flatnonzero((frac - err <= s) & (frac + err >= t))
+        d, back = divmods(i)  # the undecided ones, by their exact remainders
+        rank = np.unique(-d[:, 1], return_inverse=True)[1][back]  # descending, ties alike
+        counts[sure] += 1
+        counts[i[np.lexsort((i, rank))][: seats - int(sure.sum())]] += 1  # ties: the earlier class
+    return counts.tolist()
+
+
+def _distinct_picks(rng: np.random.Generator, n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    r"""For every class ``c``, ``k[c] <= n[c]`` distinct values of ``range(n[c])``, each set of
+    that size equally likely; as a mask over the classes' values laid end to end, ``(sum(n),)``.
+
+    Values are drawn with replacement until ``k[c]`` distinct ones are held, every class a round at
+    a time; past half a class, its ``n - k`` values left out are drawn instead, so a draw is new
+    with chance >= 1/2 and the rounds stay few. The rule treats every value alike: every set is
+    equally likely.
+    """
+    flip = 2 * k > n  # (C,) draw the values left out instead
+    missing = np.where(flip, n - k, k)  # (C,) <= n // 2 still to draw
+    offset = np.cumsum(n) - n  # (C,) class c's values are offset[c] + range(n[c])
+    mask = np.zeros(int(n.sum()), dtype=bool)  # (sum(n),) the values drawn so far
+    while missing.any():
+        c = np.repeat(np.arange(n.size), missing)  # (sum(missing),) the class of each draw
+        v, first = np.unique(offset[c] + rng.integers(0, n[c]), return_index=True)
+        new = ~mask[v]  # drawn once in this round, and never before
+        mask[v[new]] = True
+        missing = missing - np.bincount(c[first[new]], minlength=n.size)
+    return mask ^ np.repeat(flip, n)  # a left-out class: all its values but the drawn ones
 
 
 def largest_remainder_counts(weights: Weights, total: int) -> list[int] | dict[object, int]:
@@ -96,7 +165,12 @@ def _group(labels: object) -> tuple[list[object], np.ndarray, np.ndarray]:
             uniques, codes, sizes = np.unique(arr, return_inverse=True, return_counts=True)
         except TypeError as e:
             raise TypeError(f"labels should be mutually sortable, but got labels={labels!r}") from e
-    members = np.argsort(codes, kind="stable")  # (N,) sample indices, class after class
+    # (N,) sample indices, class after class: numpy radix-sorts 8/16-bit codes, O(N); wider
+    # ones (past 65,536 classes) by their 16-bit digits, lowest first, each pass stable
+    narrow = codes if codes.dtype.itemsize <= 2 else codes.astype(np.uint16)  # the low digit
+    members = np.argsort(narrow, kind="stable")
+    for bit in range(16, int(codes.max(initial=0)).bit_length(), 16):
+        members = members[np.argsort((codes[members] >> bit).astype(np.uint16), kind="stable")]
     return uniques.tolist(), sizes, torch.from_numpy(members).to(_index_dtype(arr.size)).numpy()
 
 
@@ -169,15 +243,12 @@ class WeightedBalanceClassSampler(Sampler[int]):
         # spawn key pads the seed's words to a fixed 4, so no two pairs feed numpy the same words
         seed, epoch = (2 * v if v >= 0 else -2 * v - 1 for v in (self.seed, self.epoch))
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=[epoch]))
-        out = np.empty(self.length, dtype=self._members.dtype)  # (length,)
-        at = 0
-        for c, k in enumerate(self.samples_per_class):
-            members = self._members[self._starts[c] : self._starts[c + 1]]  # (n,) this class
-            n = members.size
-            full, rest = divmod(k, n)  # every member `full` times, then `rest < n` distinct ones
-            out[at : at + full * n].reshape(full, n)[:] = members  # a (full, n) block
-            out[at + full * n : at + k] = members[rng.choice(n, rest, replace=False, shuffle=False)]
-            at += k
+        k = np.array(self.samples_per_class, dtype=np.int64)  # (C,) draws per class
+        n = np.diff(self._starts)  # (C,) samples per class, laid out class after class
+        full, rest = np.divmod(k, n)  # every member `full` times, then `rest < n` distinct ones
+        every = np.repeat(self._members, np.repeat(full, n))  # (sum(full * n),)
+        some = self._members[_distinct_picks(rng, n, rest)]  # (sum(rest),)
+        out = np.concatenate([every, some])  # (length,)
         rng.shuffle(out)  # classes were laid out one after another: mix them
         return torch.from_numpy(out)
 
