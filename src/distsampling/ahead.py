@@ -210,7 +210,7 @@ class OrderAhead(Sampler[int]):
             self._own = None
             ints = iter(self.sampler)
         else:  # drawn for this state: hand it out, counting for state_dict
-            reader = _Counter(lambda: order)
+            reader = _Counter(lambda: order.split(1 << 16))
             self._own = (state, reader)
             ints = reader.ints
         return chain.from_iterable(self._then_draw(ints, epoch))

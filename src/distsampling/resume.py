@@ -29,7 +29,7 @@ References:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
 from operator import length_hint
 from typing import Any
@@ -95,7 +95,14 @@ def check_state(
 
 
 def resumed_positions(
-    n: int, num_replicas: int, rank: int, start: int, *, drop_last: bool = False, pad: bool = True
+    n: int,
+    num_replicas: int,
+    rank: int,
+    start: int,
+    *,
+    drop_last: bool = False,
+    pad: bool = True,
+    steps: range | None = None,
 ) -> torch.Tensor:
     r"""Positions into an epoch order of length ``n`` that ``rank`` reads from stream ``start`` on.
 
@@ -104,6 +111,7 @@ def resumed_positions(
     ``p % n``, the head of the order, as torch pads) to a multiple of ``W``, or cut to one with
     ``drop_last``; ``pad=False`` stops below ``n``. With ``start=0`` these are
     :func:`~distsampling.rank_positions`' positions (``pad=False``: those below ``n``).
+    ``steps`` picks some of them (``range(a, b)``: the ``a``-th to the ``b - 1``-th), in O(b - a).
 
     Examples:
         >>> resumed_positions(10, 3, 0, start=4).tolist()  # 6 left on 3 ranks: 4, 7
@@ -117,7 +125,8 @@ def resumed_positions(
         count = split_sizes(n - start, num_replicas, drop_last)[0]
     else:  # positions below n only
         count = len(range(start + rank, n, num_replicas))
-    positions = start + rank + num_replicas * torch.arange(count)  # (count,)
+    steps = range(count) if steps is None else range(count)[steps.start : steps.stop]
+    positions = start + rank + num_replicas * torch.arange(steps.start, steps.stop)  # (count,)
     return positions % max(n, 1)  # the stream past n repeats the head of the order
 
 
@@ -135,17 +144,18 @@ def check_consumed(consumed: object, handed_out: int, why: str) -> int:
 class _Counter:
     """One ``iter()``: its ints at C speed (``ints``) and how many it has handed out.
 
-    The indices are computed on the first ``next`` (an ``iter()`` never read costs nothing)
-    and turned into ints a chunk at a time. The count is read off the chunk's list iterator
-    (``length_hint``): handed out = finished chunks + chunk length - what is left of it.
+    ``blocks()`` gives the indices as tensors, computed on the first ``next`` (an ``iter()``
+    never read costs nothing) and turned into ints a block at a time. The count is read off the
+    block's list iterator (``length_hint``): handed out = finished blocks + block length - what
+    is left of it.
     """
 
-    def __init__(self, indices: Callable[[], torch.Tensor], chunk: int = 1 << 16) -> None:
-        self._done, self._len, self._it = 0, 0, iter(())  # finished chunks, current chunk
-        self.ints: Iterator[int] = chain.from_iterable(self._chunks(indices, chunk))
+    def __init__(self, blocks: Callable[[], Iterable[torch.Tensor]]) -> None:
+        self._done, self._len, self._it = 0, 0, iter(())  # finished blocks, current block
+        self.ints: Iterator[int] = chain.from_iterable(self._lists(blocks))
 
-    def _chunks(self, indices: Callable[[], torch.Tensor], chunk: int) -> Iterator[Iterator[int]]:
-        for part in indices().split(chunk):
+    def _lists(self, blocks: Callable[[], Iterable[torch.Tensor]]) -> Iterator[Iterator[int]]:
+        for part in blocks():
             self._done += self._len
             self._it, self._len = iter(part.tolist()), len(part)
             yield self._it
@@ -179,11 +189,9 @@ class Resumable:
     def _stream_len(self) -> int:
         return len(self.dataset)  # type: ignore[attr-defined]
 
-    def indices(self) -> torch.Tensor:
-        r"""What the next ``iter()`` yields, as a tensor: the rest of the share after a load."""
+    def _rest(self, steps: range | None = None) -> torch.Tensor:
+        """The order at the stream positions the next ``iter()`` reads (``steps`` of them)."""
         start, position = self._loaded
-        if start == 0:  # torch's split of the epoch, less the indices already read
-            return super().indices()[position:]  # type: ignore[misc]
         W, rank, drop_last = self.num_replicas, self.rank, self.drop_last  # type: ignore[attr-defined]
         pad = getattr(self, "pad", True)  # UnpaddedDistributedSampler: False
         order_at = getattr(self, "order_at", None)  # an order that is a function of position
@@ -192,11 +200,30 @@ class Resumable:
             order_at, n = order.__getitem__, len(order)
         else:
             n = self._stream_len()
-        at = resumed_positions(n, W, rank, start, drop_last=drop_last, pad=pad)
-        return order_at(at[position:])
+        steps = range(position, 2**63) if steps is None else steps
+        at = resumed_positions(n, W, rank, start, drop_last=drop_last, pad=pad, steps=steps)
+        return order_at(at)
+
+    def indices(self) -> torch.Tensor:
+        r"""What the next ``iter()`` yields, as a tensor: the rest of the share after a load."""
+        start, position = self._loaded
+        if start == 0:  # torch's split of the epoch, less the indices already read
+            return super().indices()[position:]  # type: ignore[misc]
+        return self._rest()
+
+    def _blocks(self) -> Iterator[torch.Tensor]:
+        """What the next ``iter()`` yields, a block at a time: an order computed per position is
+        computed as it is read (256 indices first, so that the first comes at once)."""
+        if getattr(self, "order_at", None) is None:
+            yield from self.indices().split(1 << 16)
+            return
+        begin, size = self._loaded[1], 256
+        while len(block := self._rest(range(begin, begin + size))):
+            yield block
+            begin, size = begin + size, 1 << 14
 
     def __iter__(self) -> Iterator[int]:
-        self._counter = _Counter(self.indices)  # a new count; the loaded position stays
+        self._counter = _Counter(self._blocks)  # a new count; the loaded position stays
         return self._counter.ints
 
     def set_epoch(self, epoch: int) -> None:
