@@ -86,12 +86,15 @@ class Comparison:
     note: str = ""
     columns: tuple[str, ...] = ()  # the figures to report (default: all)
     ratios: tuple[str, ...] | None = None  # the figures with a ratio to the baseline (default: all)
+    python: str | None = None  # the interpreter its contenders run in (default: this one)
 
 
-def run_in_fresh_process(target: str, params: dict, timeout: float = 600) -> dict[str, float]:
-    """Run one contender once in a new interpreter; return its figures."""
+def run_in_fresh_process(
+    target: str, params: dict, timeout: float = 600, python: str | None = None
+) -> dict[str, float]:
+    """Run one contender once in a new interpreter (``python``, default this one's); its figures."""
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks._harness", target, json.dumps(params)],
+        [python or sys.executable, "-m", "benchmarks._harness", target, json.dumps(params)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -116,7 +119,9 @@ def measure(comparison: Comparison, repeats: int) -> dict[str, dict[str, Spread]
     runs: dict[str, list[dict[str, float]]] = {label: [] for label in comparison.contenders}
     for _ in range(repeats):  # interleave contenders so drift in the machine hits all alike
         for label, target in comparison.contenders.items():
-            runs[label].append(run_in_fresh_process(target, comparison.params))
+            runs[label].append(
+                run_in_fresh_process(target, comparison.params, python=comparison.python)
+            )
     return {label: {key: spread(r[key] for r in rs) for key in rs[0]} for label, rs in runs.items()}
 
 

@@ -30,6 +30,7 @@ operations up on one block first.
 from __future__ import annotations
 
 import time
+from itertools import chain, islice
 
 import torch
 import torch.utils.data as tud
@@ -41,10 +42,12 @@ from distsampling import (
     index_shuffle,
 )
 
-from ._harness import Comparison
+from ._harness import ROOT, Comparison
 
 EPOCH = 1
 LAION = 5_850_000_000  # LAION-5B's image-text pairs
+PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
+PER_INDEX = 1 << 16  # indices per run in the per-index comparison
 
 
 def _share_as_list(timer, sampler) -> None:
@@ -91,12 +94,23 @@ def share_and_floor(timer, n: int, world: int) -> dict[str, float]:
     for _ in it:
         pass
     timer.stop()
-    ready = sampler.indices().tolist()  # the same share, as a ready list of Python ints
+    share = sampler.indices()  # the same share, as a ready int64 tensor ...
+    t0 = time.perf_counter()  # ... turned into ints a block at a time, as any tensor sampler must
+    for _ in chain.from_iterable(block.tolist() for block in share.split(1 << 14)):
+        pass
+    tensor_floor_s = time.perf_counter() - t0
+    ready = share.tolist()  # ... and as a ready list of Python ints
     t0 = time.perf_counter()
     for _ in ready:
         pass
     floor_s = time.perf_counter() - t0
-    return {"floor_s": floor_s, "x_floor": (timer.t_end - timer.t0) / floor_s}
+    span = timer.t_end - timer.t0
+    return {
+        "floor_s": floor_s,
+        "x_floor": span / floor_s,
+        "tensor_floor_s": tensor_floor_s,
+        "x_tensor_floor": span / tensor_floor_s,
+    }
 
 
 def _first_index(timer, sampler, state: dict | None = None) -> None:
@@ -128,6 +142,30 @@ def resumed_first(timer, n: int, world: int, resume_world: int) -> None:
     _first_index(timer, sampler, state)
 
 
+def grain_per_index(timer, n: int, world: int, count: int) -> dict[str, float]:
+    import grain.python as grain  # in the peers' venv only
+
+    timer.start()
+    shard = grain.ShardOptions(shard_index=3, shard_count=world, drop_remainder=False)
+    sampler = grain.IndexSampler(n, shard_options=shard, shuffle=True, num_epochs=1, seed=0)
+    keys = [sampler[i].record_key for i in range(count)]  # what Grain's DataLoader asks for
+    timer.first()
+    timer.stop()
+    assert len(set(keys)) == count and all(0 <= k < n for k in keys)
+    return {"us_per_index": (timer.t_end - timer.t0) / count * 1e6}
+
+
+def ours_per_index(timer, n: int, world: int, count: int) -> dict[str, float]:
+    sampler = IndexShuffleSampler(range(n), num_replicas=world, rank=3)
+    timer.start()
+    sampler.set_epoch(EPOCH)
+    keys = list(islice(sampler, count))
+    timer.first()
+    timer.stop()
+    assert len(set(keys)) == count and all(0 <= k < n for k in keys)
+    return {"us_per_index": (timer.t_end - timer.t0) / count * 1e6}
+
+
 def suite(large: bool) -> list[Comparison]:
     n, world = 10**8, 64
     epoch = Comparison(
@@ -152,8 +190,17 @@ def suite(large: bool) -> list[Comparison]:
         baseline="IndexShuffleSampler",
         params={"n": LAION, "world": 1024},
         note="set_epoch + the share read and discarded; floor_s: a ready list of as many ints "
-        "iterated in the same process, x_floor = time_s / floor_s",
-        columns=("first_s", "time_s", "floor_s", "x_floor", "peak_MiB"),
+        "iterated in the same process, x_floor = time_s / floor_s; tensor_floor_s: a ready int64 "
+        "tensor of the share turned into ints a block of 2**14 at a time and iterated",
+        columns=(
+            "first_s",
+            "time_s",
+            "floor_s",
+            "x_floor",
+            "tensor_floor_s",
+            "x_tensor_floor",
+            "peak_MiB",
+        ),
         ratios=("first_s", "time_s"),
     )
     resume = Comparison(
@@ -168,4 +215,26 @@ def suite(large: bool) -> list[Comparison]:
         note="set_epoch (or load_state_dict) + iter + the first index",
         columns=("first_s", "peak_MiB"),
     )
-    return [epoch, billions, resume]
+    comparisons = [epoch, billions, resume]
+    if PEERS_PYTHON.exists():  # Grain lives in the peers' venv (make .venv-peers/.installed)
+        comparisons.append(
+            Comparison(
+                title=f"Per index against Grain's IndexSampler, N={LAION:,}, world 1024, "
+                f"{PER_INDEX:,} indices",
+                contenders={
+                    "grain IndexSampler": "bench_index_shuffle:grain_per_index",
+                    "IndexShuffleSampler": "bench_index_shuffle:ours_per_index",
+                },
+                baseline="grain IndexSampler",
+                params={"n": LAION, "world": 1024, "count": PER_INDEX},
+                note="both in the peers' venv (.venv-peers): set_epoch or a new sampler, then "
+                "the first `count` indices of rank 3's share as ints; us_per_index = time / count",
+                columns=("us_per_index", "time_s", "peak_MiB"),
+                python=str(PEERS_PYTHON),
+            )
+        )
+    else:
+        print(
+            f"(Grain's IndexSampler is measured in {PEERS_PYTHON.parent.parent}: make bench-peers)"
+        )
+    return comparisons

@@ -194,7 +194,7 @@ class IndexShuffleSampler(DistributedSampler):
     :class:`~distsampling.DistributedSampler`'s: ``num_samples``, ``total_size``, padding by the
     head of the order (position ``p >= N`` reads position ``p % N``), ``drop_last``,
     ``set_epoch``, ranks that agree without communicating. Nothing of length ``N`` is built: the
-    share is computed and yielded a block of ``2**14`` at a time (256 first), so the first index
+    share is computed and yielded a block of ``2**14`` at a time (32 first), so the first index
     comes at once and memory stays flat; the resumable form saves and resumes (elastic too) as
     ``ResumableDistributedSampler`` does, in ``O(share)``.
 
@@ -231,7 +231,7 @@ class IndexShuffleSampler(DistributedSampler):
                 f"num_replicas should leave a padded epoch below 2**63 positions, but got "
                 f"num_replicas={W} for n={n}: total_size={self.total_size}"
             )
-        begin, size = 0, 256  # a short first block: the first index comes at once
+        begin, size = 0, 32  # a short first block: the first index comes at once
         while begin < self.num_samples:  # steps of this rank, a block at a time
             end = min(begin + size, self.num_samples)
             steps = torch.arange(begin, end)  # (B,)

@@ -213,11 +213,11 @@ class Resumable:
 
     def _blocks(self) -> Iterator[torch.Tensor]:
         """What the next ``iter()`` yields, a block at a time: an order computed per position is
-        computed as it is read (256 indices first, so that the first comes at once)."""
+        computed as it is read (32 indices first, so that the first comes at once)."""
         if getattr(self, "order_at", None) is None:
             yield from self.indices().split(1 << 16)
             return
-        begin, size = self._loaded[1], 256
+        begin, size = self._loaded[1], 32
         while len(block := self._rest(range(begin, begin + size))):
             yield block
             begin, size = begin + size, 1 << 14
