@@ -55,6 +55,7 @@ from distsampling import (
     resumed_positions,
     run_world,
 )
+from distsampling.resume import generator_state, generator_text
 from distsampling.wrapper import yields_indices
 from strategies import (
     elastic_kinds,
@@ -1506,3 +1507,39 @@ def test_an_order_computed_per_position_resumes_without_building_the_whole_epoch
         expected.epoch_order = lambda whole=whole: whole  # type: ignore[method-assign]
         expected.load_state_dict({**state, "kind": "ResumableDistributedSampler"})
         assert list(resumed) == list(expected)
+
+
+# --- a generator's state as text, as the endless streams and the wrapper save it ---------------
+
+
+@given(seed=st.integers(0, 2**64 - 1), draws=st.integers(0, 700))
+def test_a_generator_state_survives_its_text_and_json(seed, draws):
+    """Invariant: generator_text -> JSON -> generator_state gives the very state back: a generator
+    set to it draws what the saved one draws next."""
+    g = torch.Generator().manual_seed(seed)
+    torch.randperm(draws, generator=g)  # somewhere inside its stream
+    text = json.loads(json.dumps(generator_text(g.get_state())))
+    restored = torch.Generator()
+    restored.set_state(generator_state(text, g.get_state().numel()))
+    assert torch.equal(torch.randperm(50, generator=restored), torch.randperm(50, generator=g))
+
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        ("QUJD" * 10, "'" + "QUJD" * 10 + "'"),  # valid base64 of the wrong size, shown whole
+        ("QUJD" * 11, "'" + "QUJD" * 10 + "...'"),  # longer than 40 characters: its head
+        ("QUJD" * 10 + "Q", "'" + "QUJD" * 10 + "...'"),  # not base64 at all
+        (None, "None"),
+        (b"\x00", "b'\\\\x00'"),
+    ],
+)
+def test_a_generator_state_of_the_wrong_size_or_not_base64_is_refused(text, shown):
+    """Invariant: text that is not the base64 of exactly size bytes raises, naming the size and
+    showing the text (its first 40 characters when longer)."""
+    size = torch.Generator().get_state().numel()
+    match = rf"^generator should be the base64 text of a {size}-byte torch.Generator state, "
+    with pytest.raises(ValueError, match=match + rf"but got generator={shown}$"):
+        generator_state(text, size)
+    ok = generator_text(torch.Generator().get_state())
+    assert generator_state(ok, size).numel() == size

@@ -22,8 +22,6 @@ References:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import operator
 from collections.abc import Iterator, Sized
 
@@ -41,7 +39,7 @@ from ._validate import (
     check_len,
     resolve_world,
 )
-from .resume import check_state
+from .resume import check_state, generator_state, generator_text
 
 __all__ = ["InfiniteSampler", "shared_random_seed"]
 
@@ -182,7 +180,7 @@ class _PassStream(Sampler[int]):
             "position": position,
             "pass": q,
             "pass_start": pass_start,
-            "generator": base64.b64encode(state.numpy().tobytes()).decode("ascii"),
+            "generator": generator_text(state),
         }
 
     def _load_stream(
@@ -212,22 +210,11 @@ class _PassStream(Sampler[int]):
                 f"pass_start should be <= the position every rank has passed (start + position "
                 f"* num_replicas = {c}), but got pass_start={pass_start}"
             )
-        generator = state["generator"]
-        try:
-            raw = base64.b64decode(str(generator), validate=True)
-        except (binascii.Error, ValueError):
-            raw = b""
-        if len(raw) != _STATE_BYTES:
-            shown = generator if len(str(generator)) <= 40 else f"{str(generator)[:40]}..."
-            raise ValueError(
-                f"generator should be the base64 text of a {_STATE_BYTES}-byte torch.Generator "
-                f"state, but got generator={shown!r}"
-            )
+        g = generator_state(state["generator"], _STATE_BYTES)
         if saved_world != self.num_replicas:  # another world: split the stream from c on
             start, position = c, 0
         # the seed equals ours (check_state), unless ours was drawn by seed=None: take the saved one
         self.seed = seed
-        g = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
         self._from = (start, position, pass_, pass_start, g)
         self._reading = [position, 0, iter(()), []]  # no iter() yet: a state is this point
 

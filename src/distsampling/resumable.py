@@ -12,8 +12,6 @@ References:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 from typing import Any
 
@@ -26,7 +24,7 @@ from .batch import BatchSampler
 from .distributed import DistributedSampler
 from .evaluation import UnpaddedDistributedSampler
 from .index_shuffle import IndexShuffleSampler
-from .resume import Resumable, check_state
+from .resume import Resumable, check_state, generator_state, generator_text
 from .weighted import WeightedBalanceClassSampler
 from .wrapper import DistributedSamplerWrapper
 
@@ -115,26 +113,10 @@ def _own_generator(sampler: object) -> torch.Generator | None:
     return g if isinstance(g, torch.Generator) else None
 
 
-def _generator_text(state: torch.Tensor) -> str:
-    return base64.b64encode(state.numpy().tobytes()).decode("ascii")  # JSON-safe, about 7 KB
-
-
 def _saved_generator(inner: object, kind: str, g: torch.Generator) -> torch.Tensor:
-    """The generator state that ``inner`` (a ``kind`` sampler's state) saved, checked to fit ``g``:
-    the base64 text of as many bytes as ``g.get_state()`` has."""
+    """The generator state that ``inner`` (a ``kind`` sampler's state) saved, checked to fit ``g``."""
     inner = check_state(inner, kind, 1, {}, required=("generator",))
-    size, text = g.get_state().numel(), inner["generator"]
-    try:
-        raw = base64.b64decode(str(text), validate=True)
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != size:
-        shown = text if len(str(text)) <= 40 else f"{str(text)[:40]}..."
-        raise ValueError(
-            f"generator should be the base64 text of a {size}-byte torch.Generator state, but "
-            f"got generator={shown!r}"
-        )
-    return torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+    return generator_state(inner["generator"], g.get_state().numel())
 
 
 class ResumableDistributedSamplerWrapper(Resumable, DistributedSamplerWrapper):
@@ -205,7 +187,7 @@ class ResumableDistributedSamplerWrapper(Resumable, DistributedSamplerWrapper):
         if isinstance(sampler, (SequentialSampler, list, tuple, range)):
             return None  # the same epoch every time: nothing to save
         if self._drawn_from is not None:  # torch's samplers: the epoch is the generator's draw
-            return {"kind": name, "version": 1, "generator": _generator_text(self._drawn_from)}
+            return {"kind": name, "version": 1, "generator": generator_text(self._drawn_from)}
         if hasattr(sampler, "generator") and sampler.generator is None:  # torch's global RNG
             raise TypeError(
                 f"DistributedSamplerWrapper can save its position over {name} only if it draws "

@@ -29,6 +29,8 @@ References:
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
 from operator import length_hint
@@ -139,6 +141,27 @@ def check_consumed(consumed: object, handed_out: int, why: str) -> int:
             f"consumed={consumed}"
         )
     return consumed
+
+
+def generator_text(state: torch.Tensor) -> str:
+    r"""A ``torch.Generator``'s state (``g.get_state()``) as JSON-safe text: base64, about 7 KB."""
+    return base64.b64encode(state.numpy().tobytes()).decode("ascii")
+
+
+def generator_state(text: object, size: int) -> torch.Tensor:
+    r"""The state that :func:`generator_text` wrote, for ``g.set_state``: raise unless ``text``
+    is the base64 text of ``size`` bytes (``g.get_state().numel()``), showing its head."""
+    try:
+        raw = base64.b64decode(str(text), validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != size:
+        shown = text if len(str(text)) <= 40 else f"{str(text)[:40]}..."
+        raise ValueError(
+            f"generator should be the base64 text of a {size}-byte torch.Generator state, but "
+            f"got generator={shown!r}"
+        )
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8)
 
 
 class _Counter:
