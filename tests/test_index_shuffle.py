@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from distsampling.index_shuffle import (
     IndexShuffleSampler,
+    _shuffle_blocks,
     epoch_key,
     index_shuffle,
     index_unshuffle,
@@ -459,12 +460,30 @@ def test_an_epoch_is_reproducible_and_neighbouring_epochs_differ(args, epoch):
 
 
 def test_a_share_longer_than_a_block_is_yielded_block_by_block_as_the_whole():
-    """Invariant: iterating (a block of 2**14 positions at a time, 256 first) yields exactly indices(), the
-    share computed at once, across block boundaries and through the padding."""
+    """Invariant: iterating (32 positions first, then blocks of 2**14 whose walks ride along with
+    the next block's) yields exactly indices(), the share computed at once, across block
+    boundaries and through the padding."""
     s = IndexShuffleSampler(range(100_003), num_replicas=3, rank=2, seed=5)
     s.set_epoch(2)
     assert list(s) == s.indices().tolist()
     assert len(list(s)) == len(s) == 33_335
+
+
+@given(
+    n=st.one_of(st.integers(1, 5000), st.sampled_from([2**40 + 7, 5_850_000_000, 2**63 - 1])),
+    seed=sample_seeds,
+    data=st.data(),
+)
+def test_blocks_walked_together_are_each_blocks_index_shuffle(n, seed, data):
+    """Invariant: the pipelined walk (one cipher call a block, the values still walking carried
+    into the next call) gives every block, in order and at its length, exactly its
+    index_shuffle, whatever the cut into blocks (empty ones too) and however long a walk lasts."""
+    sizes = data.draw(st.lists(st.integers(0, 3000), max_size=8), label="sizes")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="positions"))
+    blocks = [torch.from_numpy(rng.integers(0, n, size, dtype=np.int64)) for size in sizes]
+    walked = list(_shuffle_blocks(iter(blocks), n, seed))
+    assert [len(b) for b in walked] == sizes
+    assert all(torch.equal(w, index_shuffle(b, n, seed)) for w, b in zip(walked, blocks))
 
 
 def test_a_dataset_of_billions_gives_its_first_index_without_building_the_epoch():

@@ -20,9 +20,11 @@ asked (a rank: ``σ(rank), σ(rank + W), ...``), for any ``n < 2**63``; ``index_
 Why: with 4 rounds (Luby–Rackoff's minimum) positions one bit apart in ``L`` hold visibly
 related indices at every size tried (2**6 to 2**20); 6 rounds pass from 2**9 up, 8 from 2**6;
 below 2**6 (halves of 1-2 bits) even 8 leave neighbouring indices correlated. A round is 9
-in-place tensor ops (2 multiplies) on cache-sized blocks of 2**14: about 20 ns a position on one
-CPU core, 40 to 70 ns with cycle walking (most just above a power of two). Not a cryptographic
-cipher; on ``2**k`` itself it reaches only even permutations, as any Feistel network does.
+in-place tensor ops (2 multiplies) on cache-sized blocks of at most 2**15: about 20 ns a position
+on one CPU core. The sampler walks a share's blocks together: the values still walking ride along
+with the next block's call, so the walk adds its third of a pass on average and no calls. Not a
+cryptographic cipher; on ``2**k`` itself it reaches only even permutations, as any Feistel
+network does.
 
 References:
     J. Black, P. Rogaway, "Ciphers with Arbitrary Finite Domains", CT-RSA 2002 (cycle walking)
@@ -34,8 +36,11 @@ References:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import count, takewhile
 
+import numpy as np
 import torch
 
 from ._validate import _SEED_HIGH, _SEED_LOW, check_int, rank_positions
@@ -43,8 +48,9 @@ from .distributed import DistributedSampler
 
 __all__ = ["IndexShuffleSampler", "epoch_key", "index_shuffle", "index_unshuffle"]
 
-# blocks below torch's grain size (32768): each op runs on one thread, in that thread's cache
-_ROUNDS, _MIN_BITS, _BLOCK, _TABLE = 8, 6, 1 << 14, 1 << 12
+# blocks within torch's grain size (32768): each op runs on one thread, in that thread's cache;
+# the sampler's blocks of 2**14 positions, with the values walking along, stay within it
+_ROUNDS, _MIN_BITS, _CACHE, _BLOCK, _TABLE = 8, 6, 1 << 15, 1 << 14, 1 << 12
 _M1, _M2, _MASK32, _MASK64 = 0x604BAA5D, 0x43D6CE97, 2**32 - 1, 2**64 - 1
 _GOLDEN = 0x9E3779B97F4A7C15  # splitmix64's increment
 _NOT_INTEGERS = {torch.bool, getattr(torch, "uint64", torch.bool)}  # uint64 may not fit int64
@@ -66,9 +72,9 @@ def _feistel(x: torch.Tensor, keys: list[int], bits: int, inverse: bool) -> torc
     """The cipher (or its inverse) on a 1-d int64 tensor of values in ``[0, 2**bits)``."""
     a, b = bits // 2, bits - bits // 2  # widths of L (high bits) and R (low bits)
     out = torch.empty_like(x)
-    buf = x.new_empty((4, min(_BLOCK, x.numel())))  # int64, on x's device
+    buf = x.new_empty((4, min(_CACHE, x.numel())))  # int64, on x's device
     rounds = range(_ROUNDS)[::-1] if inverse else range(_ROUNDS)
-    for block, dest in zip(x.split(_BLOCK), out.split(_BLOCK)):  # a block stays in cache
+    for block, dest in zip(x.split(_CACHE), out.split(_CACHE)):  # a block stays in cache
         hi, lo, t, u = buf[:, : len(block)]  # L and R of this block, two temporaries
         torch.bitwise_right_shift(block, b, out=hi)
         torch.bitwise_and(block, (1 << b) - 1, out=lo)
@@ -132,6 +138,40 @@ def _walk(name: str, values: object, n: object, seed: object, inverse: bool) -> 
         still = (vals >= n).nonzero().squeeze(1)
         todo, vals = todo[still], vals[still]
     return out.view(x.shape)
+
+
+def _shuffle_blocks(blocks: Iterable[torch.Tensor], n: int, seed: int) -> Iterator[torch.Tensor]:
+    """``index_shuffle(block, n, seed)`` of each block of CPU positions in turn, one cipher call a
+    block: the values still walking ride along with the next block's call, so the walk's tail
+    (a quarter of a block, a sixteenth, ...) costs no calls of its own. A block comes out once
+    all its values have landed; after the last one, what still walks is walked through. The
+    bookkeeping is numpy's: its gathers and copies stay on one thread (torch's would spread
+    these small ones over its intra-op threads, which costs far more than it saves)."""
+    bits, keys = max(_MIN_BITS, (n - 1).bit_length()), _round_keys(seed)
+    out = np.empty(0, dtype=np.int64)  # the blocks not yet given out, end to end, ...
+    base, ends = 0, deque()  # ... from slot `base` of the whole output on; where each ends
+    vals = slot = np.empty(0, dtype=np.int64)  # (C,) walking: its value, its slot
+    blocks = iter(blocks)
+    while (positions := next(blocks, None)) is not None or len(vals):
+        x = vals if positions is None else np.concatenate([positions.numpy(), vals])  # (B + C,)
+        enc = _feistel(torch.from_numpy(x), keys, bits, False).numpy()
+        new, vals = enc[: len(x) - len(vals)], enc[len(x) - len(vals) :]  # (B,) (C,)
+        landed = vals < n  # (C,) in range now: into its slot
+        out[slot[landed] - base] = vals[landed]
+        vals, slot = vals[~landed], slot[~landed]
+        if positions is not None:  # this block's misses walk on with the next call
+            miss = np.flatnonzero(new >= n)  # (M,)
+            vals, slot = (
+                np.concatenate([vals, new[miss]]),
+                np.concatenate([slot, miss + base + len(out)]),
+            )
+            out = np.concatenate([out, new])
+            ends.append(base + len(out))
+        walking = int(slot.min()) if len(slot) else base + len(out)  # the first slot not done
+        while ends and ends[0] <= walking:  # in order: the blocks whose walks are over
+            end = ends.popleft()
+            yield torch.from_numpy(out[: end - base])
+            out, base = out[end - base :], end
 
 
 def index_shuffle(positions: torch.Tensor | Sequence[int], n: int, seed: int) -> torch.Tensor:
@@ -224,16 +264,29 @@ class IndexShuffleSampler(DistributedSampler):
         W, rank = self.num_replicas, self.rank
         return self.order_at(rank_positions(self._length(), W, rank, self.drop_last))
 
-    def _chunks(self) -> Iterator[list[int]]:
+    def _positions(self, steps: range) -> torch.Tensor:
+        """This rank's positions, the ``steps``-th of them: ``rank + W * step``, ``% N`` past ``N``
+        (the resumable form reads its own, from where it resumed)."""
+        steps = range(self.num_samples)[steps.start : steps.stop]
+        positions = self.rank + self.num_replicas * torch.arange(steps.start, steps.stop)
+        return positions % max(self._length(), 1)
+
+    def _order_blocks(self, begin: int = 0) -> Iterator[torch.Tensor]:
+        """The order at this rank's positions from step ``begin`` on, a block at a time: 32 first,
+        walked through (the first index at once), then blocks of ``2**14`` walked together."""
         n, W = self._length(), self.num_replicas
         if self.total_size > 2**63 - 1:  # positions are int64
             raise ValueError(
                 f"num_replicas should leave a padded epoch below 2**63 positions, but got "
                 f"num_replicas={W} for n={n}: total_size={self.total_size}"
             )
-        begin, size = 0, 32  # a short first block: the first index comes at once
-        while begin < self.num_samples:  # steps of this rank, a block at a time
-            end = min(begin + size, self.num_samples)
-            steps = torch.arange(begin, end)  # (B,)
-            yield self.order_at((self.rank + W * steps) % n).tolist()  # padded: p % N
-            begin, size = end, _BLOCK
+        yield self.order_at(self._positions(range(begin, begin + 32)))
+        starts = count(begin + 32, _BLOCK)
+        blocks = takewhile(len, (self._positions(range(b, b + _BLOCK)) for b in starts))
+        if not self.shuffle:
+            yield from blocks  # torch's order: the positions themselves
+        else:
+            yield from _shuffle_blocks(blocks, n, epoch_key(self.seed, self.epoch))
+
+    def _chunks(self) -> Iterator[list[int]]:
+        return (block.tolist() for block in self._order_blocks())

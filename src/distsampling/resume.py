@@ -212,38 +212,34 @@ class Resumable:
     def _stream_len(self) -> int:
         return len(self.dataset)  # type: ignore[attr-defined]
 
-    def _rest(self, steps: range | None = None) -> torch.Tensor:
-        """The order at the stream positions the next ``iter()`` reads (``steps`` of them)."""
-        start, position = self._loaded
+    def _positions(self, steps: range, n: int | None = None) -> torch.Tensor:
+        """The stream positions the next ``iter()`` reads, the ``steps``-th of them (counted
+        from the loaded ``start``), in an order of length ``n`` (the dataset's)."""
         W, rank, drop_last = self.num_replicas, self.rank, self.drop_last  # type: ignore[attr-defined]
         pad = getattr(self, "pad", True)  # UnpaddedDistributedSampler: False
-        order_at = getattr(self, "order_at", None)  # an order that is a function of position
-        if order_at is None:
-            order = self.epoch_order()  # type: ignore[attr-defined]  # (N,)
-            order_at, n = order.__getitem__, len(order)
-        else:
-            n = self._stream_len()
-        steps = range(position, 2**63) if steps is None else steps
-        at = resumed_positions(n, W, rank, start, drop_last=drop_last, pad=pad, steps=steps)
-        return order_at(at)
+        n = self._stream_len() if n is None else n
+        start = self._loaded[0]
+        return resumed_positions(n, W, rank, start, drop_last=drop_last, pad=pad, steps=steps)
 
     def indices(self) -> torch.Tensor:
         r"""What the next ``iter()`` yields, as a tensor: the rest of the share after a load."""
         start, position = self._loaded
         if start == 0:  # torch's split of the epoch, less the indices already read
             return super().indices()[position:]  # type: ignore[misc]
-        return self._rest()
+        rest = range(position, 2**63)
+        order_at = getattr(self, "order_at", None)  # an order that is a function of position
+        if order_at is None:
+            order = self.epoch_order()  # type: ignore[attr-defined]  # (N,)
+            return order[self._positions(rest, len(order))]
+        return order_at(self._positions(rest))
 
-    def _blocks(self) -> Iterator[torch.Tensor]:
-        """What the next ``iter()`` yields, a block at a time: an order computed per position is
-        computed as it is read (32 indices first, so that the first comes at once)."""
-        if getattr(self, "order_at", None) is None:
-            yield from self.indices().split(1 << 16)
-            return
-        begin, size = self._loaded[1], 32
-        while len(block := self._rest(range(begin, begin + size))):
-            yield block
-            begin, size = begin + size, 1 << 14
+    def _blocks(self) -> Iterable[torch.Tensor]:
+        """What the next ``iter()`` yields, a block at a time: an order computed per position
+        (``_order_blocks``) is computed as it is read, at ``_positions`` from the loaded one."""
+        order_blocks = getattr(self, "_order_blocks", None)
+        if order_blocks is None:
+            return self.indices().split(1 << 16)
+        return order_blocks(self._loaded[1])
 
     def __iter__(self) -> Iterator[int]:
         self._counter = _Counter(self._blocks)  # a new count; the loaded position stays
