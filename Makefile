@@ -77,8 +77,9 @@ $(PEERS_VENV)/.installed: pyproject.toml $(VENV)/.installed
 	@touch $@
 
 .PHONY: bench-peers
-bench-peers: $(PEERS_VENV)/.installed ## LitData and MosaicML streaming vs ours on the same bytes, checked, in .venv-peers
+bench-peers: $(PEERS_VENV)/.installed ## LitData, MosaicML streaming, WebDataset, HF datasets vs ours, checked, in .venv-peers
 	$(PEERS_VENV)/bin/python -m benchmarks.peers $(PEERS_REPEATS)
+	$(PEERS_VENV)/bin/python -m benchmarks.peers_sharded $(PEERS_REPEATS)
 
 $(VENV)/.mutate-installed: $(VENV)/.installed
 	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e '.[mutate]'

@@ -48,12 +48,17 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "pipeline": (["tests/test_pipeline.py", RESUME], False),
     "checks": (["tests/test_checks.py", RESUME], True),
     "infinite": (["tests/test_infinite.py", "tests/test_detection_loaders.py", RESUME], False),
-    "repeat_factor": (["tests/test_repeat_factor.py", "tests/test_detection_loaders.py", RESUME], False),
+    "repeat_factor": (
+        ["tests/test_repeat_factor.py", "tests/test_detection_loaders.py", RESUME],
+        False,
+    ),
     "inference": (["tests/test_inference.py", RESUME], False),
     "balanced": (["tests/test_balanced.py", RESUME], False),
     "ahead": (["tests/test_ahead.py"], False),
     # its resume is the resume layer's (tests/test_resume.py); its own file proves the rest
     "index_shuffle": (["tests/test_index_shuffle.py"], False),
+    "sharded": (["tests/test_sharded.py"], False),
+    "token_budget": (["tests/test_token_budget.py"], False),
     # the resume layer, and the resumable forms built on it
     "resume": ([RESUME], False),
     "resumable": (["tests/test_resumable.py", RESUME], False),

@@ -402,3 +402,43 @@ def shuffle_positions(n: int) -> st.SearchStrategy[list[int]]:
 
 #: negative torch.Generator seeds: each has a twin, itself + 2**64, in the generator's range
 negative_generator_seeds = st.integers(min_value=GENERATOR_SEED_LOW, max_value=-1)
+
+
+# --- batches by token budget (TokenBudgetBatchSampler) ---------------------------------------
+
+#: sample lengths in tokens: short lists, many repeated lengths, a few long ones
+token_lengths = st.lists(st.one_of(st.integers(1, 6), st.integers(1, 40)), max_size=60)
+
+
+@st.composite
+def token_budget_args(draw: st.DrawFn) -> dict:
+    """Every argument of ``TokenBudgetBatchSampler`` but the rank: lengths, a budget that fits
+    the longest sample (sometimes exactly), the cost, buckets, batch cap, world, flags, seed."""
+    lengths = draw(token_lengths)
+    longest = max(lengths, default=1)
+    return {
+        "lengths": lengths,
+        "max_tokens": draw(st.one_of(st.just(longest), st.integers(longest, 3 * longest + 5))),
+        "cost": draw(st.sampled_from(["padded", "sum"])),
+        "num_buckets": draw(st.integers(1, 8)),
+        "max_batch_size": draw(st.one_of(st.none(), st.integers(1, 6))),
+        "num_replicas": draw(st.integers(1, 5)),
+        "shuffle": draw(flags),
+        "seed": draw(seeds),
+        "drop_last": draw(flags),
+    }
+
+
+# --- sharded: shard sizes, worlds and workers of ShardedIterableDataset
+
+#: samples per shard: empty shards often, and sometimes one huge shard among small ones
+shard_size_lists = st.one_of(
+    st.lists(st.integers(min_value=0, max_value=9), min_size=1, max_size=10),
+    st.tuples(st.lists(st.integers(0, 9), max_size=8), st.integers(200, 600))
+    .map(lambda t: [*t[0], t[1]])
+    .flatmap(st.permutations),
+)
+#: ranks reading one stream of shards
+shard_world_sizes = st.integers(min_value=1, max_value=8)
+#: DataLoader workers of a rank simulated in process (worker k of n, n >= 1)
+shard_worker_counts = st.integers(min_value=1, max_value=3)

@@ -29,6 +29,7 @@ from distsampling import (
     ResumableUnpaddedDistributedSampler,
     ResumableWeightedBalanceClassSampler,
     SequentialWindowedDataset,
+    TokenBudgetBatchSampler,
     UnpaddedDistributedSampler,
     WeightedBalanceClassSampler,
     assert_rank_consistent,
@@ -392,3 +393,17 @@ def check_in_a_subgroup(n: int) -> Any:
         out = assert_rank_consistent(sampler, group=sub)
     dist.barrier()
     return out
+
+
+# batches by token budget: every rank the same number of batches, each within the budget
+#: 41 samples of 1..29 tokens (a long tail): batches of at most 40 tokens
+TOKEN_LENGTHS = [1 + (i * i * 7) % 29 for i in range(41)]
+TOKEN_BUDGET: dict[str, Factory] = {
+    "TokenBudgetBatchSampler(padded)": lambda r, w: TokenBudgetBatchSampler(
+        TOKEN_LENGTHS, 40, num_buckets=4, num_replicas=w, rank=r, seed=5
+    ),
+    "TokenBudgetBatchSampler(sum, drop_last)": lambda r, w: TokenBudgetBatchSampler(
+        TOKEN_LENGTHS, 40, cost="sum", num_replicas=w, rank=r, seed=5, drop_last=True
+    ),
+}
+SCENARIOS.update(TOKEN_BUDGET)

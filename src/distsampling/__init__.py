@@ -50,6 +50,8 @@ from .resumable import (
     ResumableWeightedBalanceClassSampler,
 )
 from .resume import Resumable, check_state, resumed_positions
+from .sharded import ShardedIterableDataset, loader_dataset_states
+from .token_budget import TokenBudgetBatchSampler
 from .weighted import WeightedBalanceClassSampler, largest_remainder_counts
 from .windowed import SequentialWindowedDataset, epoch_offset, window_indices
 from .wrapper import DatasetFromSampler, DistributedSamplerWrapper, index_tensor
@@ -82,8 +84,10 @@ __all__ = [
     "ResumableWeightedBalanceClassSampler",
     "SequentialWindowedDataset",
     "ShardCache",
+    "ShardedIterableDataset",
     "Snapshot",
     "SnapshotDataset",
+    "TokenBudgetBatchSampler",
     "UnpaddedDistributedSampler",
     "WeightedBalanceClassSampler",
     "aspect_ratio_groups",
@@ -101,6 +105,7 @@ __all__ = [
     "index_unshuffle",
     "largest_remainder_counts",
     "load_shard",
+    "loader_dataset_states",
     "make_batch_data_sampler",
     "make_data_sampler",
     "merge_by_index",

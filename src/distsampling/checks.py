@@ -69,6 +69,8 @@ def _chain(sampler: Any) -> list[Any]:
 def _global_order(sampler: Any) -> torch.Tensor | None:
     # the order every rank must compute identically before taking its share; never iterated
     for s in _chain(sampler):
+        if callable(getattr(s, "epoch_plan", None)):  # a plan of batches (TokenBudgetBatchSampler)
+            return s.epoch_plan()
         if isinstance(getattr(s, "dataset", None), DatasetFromSampler):
             return s.dataset.indices  # a wrapper's inner epoch: the draw it keeps and yields
         if all(hasattr(s, a) for a in ("dataset", "seed", "epoch", "shuffle")):

@@ -1,0 +1,462 @@
+"""TokenBudgetBatchSampler: batches within a token budget, equal counts and similar costs per step.
+
+The properties are the spec (torch has no such class): every batch within budget, every sample
+once per epoch beyond fewer than ``num_replicas`` padding batches, equal batch counts on every
+rank, the step spread bound, one plan per (seed, epoch) whatever rank computes it, resume and
+elastic resume, and clear errors.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from itertools import pairwise
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+from distsampling import TokenBudgetBatchSampler, epoch_digest, run_nodes, run_world
+from strategies import epochs, stop_points, token_budget_args
+
+TESTS = str(Path(__file__).parent)
+
+
+def ranks(args: dict, epoch: int = 0, **over) -> list[TokenBudgetBatchSampler]:
+    """One sampler per rank of the world in ``args``, set to ``epoch``."""
+    args = {**args, **over}
+    out = [TokenBudgetBatchSampler(**args, rank=r) for r in range(args["num_replicas"])]
+    for s in out:
+        s.set_epoch(epoch)
+    return out
+
+
+def cost(batch: list[int], lengths: list[int], how: str) -> int:
+    ls = [lengths[i] for i in batch]
+    return max(ls) * len(ls) if how == "padded" else sum(ls)
+
+
+def roundtrip(state: dict) -> dict:
+    return json.loads(json.dumps(state))
+
+
+@given(token_budget_args(), epochs)
+def test_every_batch_costs_at_most_max_tokens_and_holds_at_most_max_batch_size(args, epoch):
+    """Invariant: each batch is non-empty, costs <= max_tokens (padded: longest x size; sum:
+    the sum of lengths) and holds <= max_batch_size samples."""
+    for s in ranks(args, epoch):
+        for batch in s:
+            assert batch
+            assert cost(batch, args["lengths"], args["cost"]) <= args["max_tokens"]
+            assert args["max_batch_size"] is None or len(batch) <= args["max_batch_size"]
+
+
+@given(token_budget_args(), epochs)
+def test_every_rank_reads_the_same_number_of_batches_which_len_says(args, epoch):
+    """Invariant: every rank yields len(sampler) batches, the same number on every rank."""
+    counts = {(len(s), len(list(s))) for s in ranks(args, epoch)}
+    assert len(counts) == 1 and len({*counts.pop()}) == 1
+
+
+@given(token_budget_args(), epochs)
+def test_every_sample_is_read_once_beyond_fewer_than_num_replicas_padding_batches(args, epoch):
+    """Invariant: over the ranks, each step's batches read in step order: every sample once;
+    the padding is fewer than num_replicas batches, each a batch of the plan's head, all in the
+    last step; with drop_last no sample twice and the ones left out fill < num_replicas batches."""
+    samplers, n, w = ranks(args, epoch), len(args["lengths"]), args["num_replicas"]
+    per_rank = [list(s) for s in samplers]
+    stream = [per_rank[r][k] for k in range(len(per_rank[0])) for r in range(w)]
+    seen = Counter(i for batch in stream for i in batch)
+    if not args["drop_last"]:
+        real = next((p for p in range(len(stream) + 1) if sum(map(len, stream[:p])) == n), None)
+        assert real is not None and len(stream) - real < w
+        assert sorted(i for b in stream[:real] for i in b) == list(range(n))
+        padding = stream[real:]
+        assert padding == [stream[p % real] for p in range(len(padding))] if real else not padding
+    else:
+        assert all(c == 1 for c in seen.values())
+        left_out = TokenBudgetBatchSampler(**{**args, "drop_last": False}, rank=0)
+        left_out.set_epoch(epoch)
+        assert len(left_out) - len(per_rank[0]) in (0, 1)  # one step fewer at most
+
+
+@given(token_budget_args(), epochs)
+def test_the_spreads_of_the_steps_add_up_to_at_most_the_cost_range(args, epoch):
+    """Invariant (the step bound): the steps (a padded last step aside) are runs of neighbours
+    in cost order, so sum over steps of (heaviest - lightest batch cost) <= the heaviest batch's
+    cost - the lightest's <= max_tokens: at most k steps spread more than max_tokens / k."""
+    samplers = ranks(args, epoch)
+    per_rank = [list(s) for s in samplers]
+    steps = [
+        [cost(b[k], args["lengths"], args["cost"]) for b in per_rank]
+        for k in range(len(per_rank[0]))
+    ]
+    n_real = sum(map(len, (b for r in per_rank for b in r)))
+    if n_real > len(args["lengths"]):  # padded: the last step holds the head of the plan
+        steps = steps[:-1]
+    costs = [c for step in steps for c in step]
+    spread = sum(max(step) - min(step) for step in steps)
+    assert spread <= (max(costs) - min(costs) if costs else 0) <= args["max_tokens"]
+    if steps:
+        # and each step is a run: no batch of another step lies strictly inside its range
+        ranges = sorted((min(s), max(s)) for s in steps)
+        assert all(a[1] <= b[0] for a, b in pairwise(ranges))
+
+
+@given(token_budget_args(), epochs)
+def test_the_plan_is_the_same_whatever_rank_computes_it(args, epoch):
+    """Invariant: every rank computes the same plan (order, batches, steps), and rank r's
+    batches are the r-th of every step of it."""
+    samplers = ranks(args, epoch)
+    plans = {tuple(s.epoch_plan().tolist()) for s in samplers}
+    assert len(plans) == 1
+    digests = [epoch_digest(s) for s in samplers]
+    assert len({d["order"] for d in digests}) == 1 and len({d["len"] for d in digests}) == 1
+    assert digests[0]["order"] is not None and digests[0]["position"] == {"position": 0}
+
+
+@given(token_budget_args(), epochs)
+def test_an_epoch_is_the_same_plan_every_time_it_is_computed(args, epoch):
+    """Invariant: the plan is a function of (lengths, arguments, epoch): built again, or
+    iterated twice, the same batches."""
+    a, b = ranks(args, epoch)[0], ranks(args, epoch)[0]
+    assert list(a) == list(a) == list(b)
+
+
+@given(
+    st.lists(st.integers(1, 50), min_size=30, max_size=80),
+    st.sampled_from(["padded", "sum"]),
+    epochs,
+)
+def test_another_epoch_is_another_plan(lengths, how, epoch):
+    """Invariant: with shuffle, epochs e and e + 1 give different plans (30+ samples: the
+    chance that two shuffles of them agree is nil)."""
+    args = {"lengths": lengths, "max_tokens": 60, "cost": how, "num_replicas": 2}
+    one, two = ranks(args, epoch)[0], ranks(args, epoch + 1)[0]
+    assert not torch.equal(one.epoch_plan(), two.epoch_plan())
+
+
+def test_without_shuffle_every_epoch_is_one_plan_of_increasing_cost():
+    """Invariant: shuffle=False draws nothing: the same plan every epoch, its steps in
+    increasing cost order, samples of a bucket in index order."""
+    args = {"lengths": [3, 1, 2, 3, 1, 2, 3, 1], "max_tokens": 6, "num_replicas": 1,
+            "shuffle": False}  # fmt: skip
+    assert list(ranks(args, 0)[0]) == list(ranks(args, 7)[0]) == [[1, 4, 7], [6], [2, 5], [0, 3]]
+
+
+@given(token_budget_args(), st.data())
+def test_a_list_an_array_and_a_tensor_of_lengths_give_one_plan(args, data):
+    """Invariant: lengths as a list, a numpy array (int32 or int64) or a tensor: the same batches."""
+    ls = args["lengths"]
+    forms = [
+        ls,
+        np.asarray(ls, np.int64),
+        np.asarray(ls, np.int32),
+        torch.tensor(ls, dtype=torch.long),
+    ]
+    plans = [list(ranks({**args, "lengths": f})[0]) for f in forms]
+    assert all(p == plans[0] for p in plans)
+
+
+@given(token_budget_args(), epochs, st.data())
+def test_resume_after_k_steps_gives_the_rest_of_the_uninterrupted_epoch(args, epoch, data):
+    """Invariant: the state after k batches (JSON round-tripped), loaded into a new sampler,
+    yields the uninterrupted batches k..; every iter() of that epoch does; the next epoch
+    is the uninterrupted next epoch."""
+    rank = data.draw(st.integers(0, args["num_replicas"] - 1))
+    make = lambda: TokenBudgetBatchSampler(**args, rank=rank)  # noqa: E731
+    whole = make()
+    whole.set_epoch(epoch)
+    batches = list(whole)
+    whole.set_epoch(epoch + 1)
+    after = list(whole)
+    k = data.draw(stop_points(len(batches)))
+    s = make()
+    s.set_epoch(epoch)
+    it = iter(s)
+    first = [next(it) for _ in range(k)]
+    state = roundtrip(s.state_dict())
+    resumed = make()
+    resumed.load_state_dict(state)
+    resumed.set_epoch(epoch)  # as a loop does at the top of the epoch: it keeps the position
+    assert len(resumed) == len(batches) - k
+    assert first + list(resumed) == batches and first + list(resumed) == batches
+    resumed.set_epoch(epoch + 1)
+    assert list(resumed) == after
+
+
+def _read(samplers: list[TokenBudgetBatchSampler], steps: int | None = None) -> list[list[int]]:
+    """The batches the ranks read together, step by step (``steps`` of them, or all)."""
+    per_rank = [list(s)[:steps] for s in samplers]
+    return [per_rank[r][k] for k in range(len(per_rank[0])) for r in range(len(samplers))]
+
+
+@given(token_budget_args(), epochs, st.lists(st.integers(1, 5), min_size=1, max_size=2), st.data())
+def test_an_elastic_resume_reads_every_sample_of_the_epoch_once(args, epoch, worlds, data):
+    """Invariant: W1 ranks read k steps and save; W2 ranks (then W3) load rank 0's state and read
+    the rest, the same number of batches on every rank: the distinct batches read hold every
+    sample exactly once (with drop_last: at most once), and the repeats (padding of the one
+    plan read to its end) are fewer than the largest world's size."""
+    n = len(args["lengths"])
+    samplers, read = ranks(args, epoch), []
+    for world in worlds:
+        k = data.draw(st.integers(0, len(samplers[0])))
+        its = [iter(s) for s in samplers]
+        per_rank = [[next(it) for _ in range(k)] for it in its]
+        read += [per_rank[r][j] for j in range(k) for r in range(len(samplers))]
+        state = roundtrip(samplers[0].state_dict())
+        samplers = ranks(args, epoch, num_replicas=world)
+        for s in samplers:
+            s.load_state_dict(state)
+        assert len({len(s) for s in samplers}) == 1
+    read += _read(samplers)
+    distinct = set(map(tuple, read))
+    samples = sorted(i for b in distinct for i in b)
+    assert len(samples) == len(set(samples))  # no sample in two batches
+    if not args["drop_last"]:
+        assert samples == list(range(n))
+    assert len(read) - len(distinct) < max(args["num_replicas"], *worlds)
+    if args["drop_last"]:
+        assert len(read) == len(distinct)
+
+
+def test_an_elastic_resume_on_a_small_example_reads_the_rest_once():
+    """Invariant: 2 ranks read 2 steps, 3 ranks read the rest: together every sample once."""
+    lengths = [3, 9, 2, 8, 4, 10, 3, 9, 2, 4, 7, 7, 1, 5, 6, 6, 2, 8]
+    args = {"lengths": lengths, "max_tokens": 20, "num_buckets": 4, "num_replicas": 2, "seed": 1}
+    two = ranks(args, 3)
+    done = _read(two, 2)
+    state = two[0].state_dict() | {"position": 2}
+    three = ranks(args, 3, num_replicas=3)
+    for s in three:
+        s.load_state_dict(state)
+    rest = _read(three)
+    assert len({len(list(s)) for s in three}) == 1
+    distinct = set(map(tuple, done + rest))
+    assert sorted(i for b in distinct for i in b) == list(range(len(lengths)))
+    assert len(done + rest) - len(distinct) < 3  # the padding of the last step
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("k", [0, 1, 3])
+def test_stateful_dataloader_resumes_with_exactly_the_remaining_batches(workers, k):
+    """Invariant: StatefulDataLoader(batch_sampler=ours) stopped after k batches and saved,
+    loaded into a new loader, gives the uninterrupted batches k.., then the next epoch."""
+    lengths = [(7 * i) % 23 + 1 for i in range(60)]
+    data = list(range(60))
+
+    def loader(epoch: int) -> StatefulDataLoader:
+        s = TokenBudgetBatchSampler(lengths, 48, num_buckets=4, num_replicas=2, rank=1, seed=3)
+        s.set_epoch(epoch)
+        return StatefulDataLoader(data, batch_sampler=s, num_workers=workers)
+
+    def epoch_of(dl: StatefulDataLoader, epoch: int) -> list[list[int]]:
+        dl.batch_sampler.set_epoch(epoch)
+        return [b.tolist() for b in dl]
+
+    whole, following = epoch_of(loader(2), 2), epoch_of(loader(3), 3)
+    assert len(whole) > k + 2
+    interrupted = loader(2)
+    it = iter(interrupted)
+    first = [next(it).tolist() for _ in range(k)]
+    state = interrupted.state_dict()
+    del it
+    resumed = loader(0)  # a new run: its epoch comes from the state
+    resumed.load_state_dict(state)
+    assert first + [b.tolist() for b in resumed] == whole
+    assert epoch_of(resumed, 3) == following
+
+
+def checked_ranks(epochs: int) -> dict:
+    """On every rank of a real group: each TOKEN_BUDGET sampler passes assert_rank_consistent
+    and its epochs are gathered (``out[name][epoch][rank]``); a sampler seeded by the rank is
+    caught (``mismatch``: the error's text). Rank 0 returns it all."""
+    import torch.distributed as dist
+
+    import worlds
+    from distsampling import RankMismatchError, assert_rank_consistent
+
+    out = worlds.gather_scenarios(list(worlds.TOKEN_BUDGET), epochs)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    for factory in worlds.TOKEN_BUDGET.values():
+        for epoch in range(epochs):
+            sampler = factory(rank, world)
+            sampler.set_epoch(epoch)
+            assert_rank_consistent(sampler)
+    try:  # a seed that differs per rank: another plan on every rank
+        assert_rank_consistent(TokenBudgetBatchSampler([3, 1, 2], 4, num_replicas=world,
+                                                       rank=rank, seed=rank))  # fmt: skip
+        mismatch = "consistent"
+    except RankMismatchError as err:
+        mismatch = str(err)
+    return {"gathered": out, "mismatch": mismatch} if rank == 0 else None
+
+
+WORLDS = {
+    "gloo, 2 ranks": (run_world, (2,)),
+    "gloo, 3 ranks": (run_world, (3,)),
+    "2 torchrun nodes": (run_nodes, (2, 1)),
+}
+
+
+@pytest.mark.multiprocess
+@pytest.mark.xdist_group("worlds")
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("how", list(WORLDS))
+def test_real_ranks_read_equal_counts_within_budget_and_every_sample(how):
+    """Invariant: on real process groups (gloo; two torchrun agents) with different global RNG
+    states per rank, every rank passes the rank-consistency check and yields what one process
+    computes for it, the same number of batches, each within budget, and together every sample
+    of the epoch (with drop_last: no sample twice); a seed that differs per rank is named."""
+    import worlds
+
+    launch, shape = WORLDS[how]
+    results = launch("test_token_budget:checked_ranks", *shape, 2, timeout=240, pythonpath=[TESTS])
+    world = len(results)
+    out, mismatch = results[0]["gathered"], results[0]["mismatch"]
+    assert results[1:] == [None] * (world - 1)
+    assert "seed: ranks [0] have 0" in mismatch and "likely cause: the seed differs" in mismatch
+    for name in worlds.TOKEN_BUDGET:
+        for epoch, per_rank in enumerate(out[name]):
+            alone = [worlds.SCENARIOS[name](r, world) for r in range(world)]
+            for s in alone:
+                s.set_epoch(epoch)
+            assert per_rank == [list(s) for s in alone]
+            assert len({len(b) for b in per_rank}) == 1
+            lengths = alone[0].lengths.tolist()
+            for batch in (b for r in per_rank for b in r):
+                assert cost(batch, lengths, alone[0].cost) <= alone[0].max_tokens
+            read = [i for r in per_rank for b in r for i in b]
+            if alone[0].drop_last:  # fewer than `world` batches left out, none read twice
+                assert len(read) == len(set(read))
+            else:
+                assert set(read) == set(range(len(lengths)))
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (
+            {"lengths": [1.5, 2.0]},
+            TypeError,
+            r"lengths should be a 1-D sequence of integers.*float64",
+        ),
+        ({"lengths": [[1, 2]]}, TypeError, r"shape \(1, 2\)"),
+        ({"lengths": [3, 0, 2]}, ValueError, r"lengths\[1\]=0"),
+        ({"lengths": [3, 11, 2]}, ValueError, r"max_tokens=10, but got lengths\[1\]=11"),
+        ({"lengths": torch.tensor([3, 2, 12])}, ValueError, r"lengths\[2\]=12"),
+        ({"max_tokens": 0}, ValueError, r"max_tokens should be >= 1, but got max_tokens=0"),
+        ({"max_tokens": 10.0}, TypeError, r"max_tokens should be an integer"),
+        ({"cost": "max"}, ValueError, r"cost should be \"padded\" or \"sum\", but got cost='max'"),
+        ({"num_buckets": 0}, ValueError, r"num_buckets should be >= 1, but got num_buckets=0"),
+        ({"max_batch_size": 0}, ValueError, r"max_batch_size=0"),
+        ({"rank": 2}, ValueError, r"Invalid rank 2"),
+        ({"shuffle": "yes"}, TypeError, r"shuffle should be a boolean value"),
+        ({"drop_last": 1}, TypeError, r"drop_last should be a boolean value"),
+        ({"seed": 2**64}, ValueError, r"seed should be in the interval"),
+    ],
+)
+def test_bad_arguments_are_refused_naming_the_argument_and_value(kwargs, error, match):
+    """Invariant: each bad argument raises at construction, naming it and the value it got."""
+    args = {"lengths": [3, 5, 2], "max_tokens": 10, "num_replicas": 2, "rank": 0} | kwargs
+    with pytest.raises(error, match=match):
+        TokenBudgetBatchSampler(**args)
+
+
+def test_no_process_group_and_no_world_is_a_clear_error():
+    """Invariant: without num_replicas/rank and without a process group, the error says why."""
+    with pytest.raises(ValueError, match="pass num_replicas= and rank= explicitly"):
+        TokenBudgetBatchSampler([1, 2], 4)
+
+
+def test_a_state_of_another_sampler_or_other_data_is_refused():
+    """Invariant: a state of another kind, other lengths, another budget, or a position past
+    the plan is refused naming the field; nothing changes."""
+    s = TokenBudgetBatchSampler([3, 5, 2, 4], 10, num_replicas=2, rank=0)
+    state = s.state_dict()
+    with pytest.raises(ValueError, match="kind was 'DistributedSampler'"):
+        s.load_state_dict(state | {"kind": "DistributedSampler"})
+    other = TokenBudgetBatchSampler([3, 5, 2, 5], 10, num_replicas=2, rank=0)
+    with pytest.raises(ValueError, match="lengths was"):
+        other.load_state_dict(state)
+    with pytest.raises(ValueError, match="max_tokens was 10 when saved, but is 12 now"):
+        TokenBudgetBatchSampler([3, 5, 2, 4], 12, num_replicas=2, rank=0).load_state_dict(state)
+    steps = len(s)
+    with pytest.raises(ValueError, match=rf"position should be in the interval \[0, {steps}\]"):
+        s.load_state_dict(state | {"position": steps + 1})
+    with pytest.raises(ValueError, match="resumed should be a list of"):
+        s.load_state_dict(state | {"resumed": [3]})
+    with pytest.raises(KeyError, match="state has no 'position'"):
+        s.load_state_dict({k: v for k, v in state.items() if k != "position"})
+    assert s.state_dict() == state
+
+
+def test_an_empty_dataset_gives_no_batches():
+    """Invariant: no samples, no steps, on every rank."""
+    assert [list(s) for s in ranks({"lengths": [], "max_tokens": 4, "num_replicas": 3})] == [[]] * 3
+
+
+def test_the_rank_check_names_a_forgotten_set_epoch_and_another_checkpoint():
+    """Invariant: epoch_digest hashes the plan: ranks built alike agree; a rank that missed
+    set_epoch, or loaded another checkpoint, is named with the likely cause."""
+    from distsampling.checks import _CAUSES, RankMismatchError, _raise_if_ranks_differ
+
+    args = {"lengths": [(5 * i) % 13 + 1 for i in range(30)], "max_tokens": 20, "num_replicas": 2}
+    good = ranks(args, 4)
+    digests = [epoch_digest(s) for s in good]
+    assert _raise_if_ranks_differ(digests, digests[0]) is None
+    late = [good[0], TokenBudgetBatchSampler(**args, rank=1)]  # rank 1: still epoch 0
+    resumed = ranks(args, 4)
+    state = resumed[1].state_dict() | {"position": 1}
+    resumed[1].load_state_dict(state)
+    for samplers, field in ((late, "epoch"), (resumed, "position")):
+        digests = [epoch_digest(s) for s in samplers]
+        with pytest.raises(RankMismatchError, match=re.escape(f"likely cause: {_CAUSES[field]}")):
+            _raise_if_ranks_differ(digests, digests[0])
+
+
+@given(token_budget_args())
+def test_a_sum_batch_closes_only_when_the_next_sample_would_not_fit(args):
+    """Invariant: with cost="sum", batches are filled greedily along the plan's order: each but
+    the last closes because the next sample would exceed the budget, or it holds max_batch_size."""
+    s = TokenBudgetBatchSampler(**{**args, "cost": "sum"}, rank=0)
+    order, bounds, _ = s._plan()
+    lengths, most = args["lengths"], args["max_batch_size"]
+    for start, end in pairwise(bounds.tolist()):
+        if end == len(order):
+            break
+        total = sum(lengths[i] for i in order[start:end])
+        assert total + lengths[order[end]] > args["max_tokens"] or end - start == most
+
+
+@given(token_budget_args())
+def test_a_padded_batch_holds_at_least_the_fixed_batch_size_that_fits_the_longest(args):
+    """Invariant: with cost="padded", every batch but the plan's last holds at least
+    max_tokens // max(lengths) samples (or max_batch_size): never fewer than a fixed batch size."""
+    s = TokenBudgetBatchSampler(**{**args, "cost": "padded"}, rank=0)
+    _, bounds, _ = s._plan()
+    fixed = args["max_tokens"] // max(args["lengths"], default=1)
+    if args["max_batch_size"] is not None:
+        fixed = min(fixed, args["max_batch_size"])
+    assert all(size >= fixed for size in np.diff(bounds)[:-1].tolist())
+
+
+def test_the_steps_are_shuffled_unless_shuffle_is_false():
+    """Invariant: with shuffle the steps come in a random order of cost; without, increasing."""
+    lengths = [(7 * i) % 31 + 1 for i in range(300)]
+
+    def step_costs(shuffle: bool) -> list[int]:
+        s = TokenBudgetBatchSampler(lengths, 64, num_replicas=1, rank=0, shuffle=shuffle)
+        return [cost(b, lengths, "padded") for b in s]
+
+    assert step_costs(False) == sorted(step_costs(False))
+    assert step_costs(True) != sorted(step_costs(True))
+    assert sorted(step_costs(True)) != step_costs(True)[::-1]
