@@ -1,27 +1,34 @@
 """Batches by token budget, W = 8: padding, steps, step imbalance and planning time.
 
-Two length distributions. A real one that no one here made up: the number of tokens (Python's
-``tokenize``, comments and layout tokens left out) of every function in this Python's standard
-library, found with ``ast`` (cached in ``benchmarks/data/``, computed once; heavy-tailed, like
-text), with ``max_tokens = 4096``. A synthetic long tail: 1e7 lengths drawn from a lognormal
-(median 245 tokens, sigma 1; the few above the budget set to it), ``max_tokens = 16384``; and
-the first 1e5 of them, small enough for every peer.
+Set up as training pipelines run: samples truncated to a maximum length, and a token budget
+several times that length. Two length distributions. A real one that no one here made up: the
+number of tokens (Python's ``tokenize``, comments and layout tokens left out) of every function
+in this Python's standard library, found with ``ast`` (cached in ``benchmarks/data/``, computed
+once; heavy-tailed, like text), truncated to 1024 tokens, ``max_tokens = 8192``. A synthetic
+long tail: 1e7 lengths drawn from a lognormal (median 245 tokens, sigma 1), truncated to 2048,
+``max_tokens = 16384``; and the first 1e5 of them, small enough for every peer.
 
 Figures, over the 8 ranks' batches of one epoch (all of them, padding included):
 
 - ``padding_pct``: real tokens / tokens of the padded batches (longest x size), in %;
+- ``fill_pct``: the mean padded cost of a batch / ``max_tokens``, in %;
 - ``steps_pct_of_bound``: steps of the epoch (batches per rank) / the lower bound
   ``sum(lengths) / max_tokens / W``, in %;
 - ``imbalance_pct``: mean over steps of the heaviest batch's padded cost / the step's mean, in %;
 - ``over_budget``: batches whose padded cost exceeds ``max_tokens``;
+- ``unequal_ranks``: batches a rank has that another lacks (a hang at the end of the epoch);
 - ``plan_s``: rank 0 building its sampler and its epoch's batches (the peers' too).
 
-Contenders: ``TokenBudgetBatchSampler`` (padded cost); torch's ``BatchSampler`` over
-``DistributedSampler`` with the largest batch size whose padded batches never exceed the budget
-(``max_tokens // max(lengths)``); Hugging Face's ``DistributedLengthGroupedSampler`` with that
-batch size (as Trainer users set ``per_device_train_batch_size``), batched as the Trainer does;
-Lhotse's ``DynamicBucketingSampler`` (``max_duration = max_tokens``, cuts whose duration is the
-length, ``world_size = 8``). The peers run their real code in ``.venv-peers``
+Steps are about the bound / (padding x fill), rounded up to whole steps: the batches hold
+padding, and a padded batch of longest length ``h`` holds at most ``max_tokens // h`` samples.
+
+Contenders: ``TokenBudgetBatchSampler`` (padded cost, its defaults); torch's ``BatchSampler``
+over ``DistributedSampler`` with the largest batch size whose padded batches never exceed the
+budget (``max_tokens // max(lengths)``, the maximum length: 8 here); Hugging Face's
+``DistributedLengthGroupedSampler`` with that batch size (as Trainer users set
+``per_device_train_batch_size``), batched as the Trainer does; Lhotse's
+``DynamicBucketingSampler`` (``max_duration = max_tokens``, cuts whose duration is the length,
+``world_size = 8``). The peers run their real code in ``.venv-peers``
 (``benchmarks/peers_token_budget.py``); without that venv their rows are left out.
 """
 
@@ -83,17 +90,22 @@ def stdlib_lengths() -> np.ndarray:
     return np.load(path)
 
 
-def lognormal_lengths(n: int, max_tokens: int) -> np.ndarray:
-    """``n`` lengths of a lognormal long tail (median e^5.5 = 245), within ``[1, max_tokens]``."""
+def lognormal_lengths(n: int, max_length: int) -> np.ndarray:
+    """``n`` lengths of a lognormal long tail (median e^5.5 = 245), truncated to ``max_length``."""
     drawn = np.random.default_rng(0).lognormal(5.5, 1.0, 10**7)[:n]
-    return np.clip(np.rint(drawn), 1, max_tokens).astype(np.int32)
+    return np.clip(np.rint(drawn), 1, max_length).astype(np.int32)
+
+
+#: (maximum length the samples are truncated to, max_tokens) of each distribution
+SETUPS = {"stdlib": (1024, 8192), "lognormal": (2048, 16384)}
 
 
 def lengths_of(dataset: str) -> tuple[np.ndarray, int]:
-    """``(lengths, max_tokens)`` of a named distribution."""
+    """``(lengths, max_tokens)`` of a named distribution, truncated as a pipeline does."""
+    max_length, max_tokens = SETUPS[dataset.split("-")[0]]
     if dataset == "stdlib":
-        return stdlib_lengths(), 4096
-    return lognormal_lengths(int(float(dataset.split("-")[1])), 16384), 16384
+        return np.minimum(stdlib_lengths(), max_length), max_tokens
+    return lognormal_lengths(int(float(dataset.split("-")[1])), max_length), max_tokens
 
 
 def figures(per_rank: list[list], lengths: np.ndarray, max_tokens: int) -> dict[str, float]:
@@ -111,8 +123,10 @@ def figures(per_rank: list[list], lengths: np.ndarray, max_tokens: int) -> dict[
     steps = min(counts)
     by_step = np.stack([c[:steps] for c in costs], 1).astype(float)  # (steps, W)
     bound = float(lengths.sum()) / max_tokens / len(per_rank)
+    padded = sum(float(c.sum()) for c in costs)
     return {
-        "padding_pct": 100 * real / sum(float(c.sum()) for c in costs),
+        "padding_pct": 100 * real / padded,
+        "fill_pct": 100 * padded / sum(counts) / max_tokens,
         "steps_pct_of_bound": 100 * max(counts) / bound,
         "imbalance_pct": 100 * float((by_step.max(1) / by_step.mean(1)).mean()),
         "over_budget": float(sum(int((c > max_tokens).sum()) for c in costs)),
@@ -176,8 +190,9 @@ def lhotse(timer, dataset: str) -> dict[str, float]:
     return peer(timer, dataset, "lhotse")
 
 
-COLUMNS = ("plan_s", "padding_pct", "steps_pct_of_bound", "imbalance_pct", "over_budget",
-           "unequal_ranks")  # fmt: skip
+COLUMNS = ("plan_s", "padding_pct", "fill_pct", "steps_pct_of_bound", "imbalance_pct",
+           "over_budget", "unequal_ranks")  # fmt: skip
+RATIOS = ("plan_s", "steps_pct_of_bound")
 
 
 def suite(large: bool) -> list[Comparison]:
@@ -194,25 +209,25 @@ def suite(large: bool) -> list[Comparison]:
     note = "W=8; padding, steps and imbalance in % (100 is ideal); plan_s: rank 0's epoch"
     out = [
         Comparison(
-            title="Functions of the standard library (tokens), max_tokens=4096",
+            title="Functions of the standard library (tokens), truncated to 1024, max_tokens=8192",
             contenders=contenders,
             baseline="TokenBudgetBatchSampler",
             params={"dataset": "stdlib"},
             note=note,
             columns=COLUMNS,
-            ratios=("plan_s",),
+            ratios=RATIOS,
         ),
         Comparison(
-            title="Lognormal long tail, 1e5 samples, max_tokens=16384",
+            title="Lognormal long tail, 1e5 samples, truncated to 2048, max_tokens=16384",
             contenders=contenders,
             baseline="TokenBudgetBatchSampler",
             params={"dataset": "lognormal-1e5"},
             note=note,
             columns=COLUMNS,
-            ratios=("plan_s",),
+            ratios=RATIOS,
         ),
         Comparison(
-            title="Lognormal long tail, 1e7 samples, max_tokens=16384",
+            title="Lognormal long tail, 1e7 samples, truncated to 2048, max_tokens=16384",
             contenders={
                 "TokenBudgetBatchSampler": "bench_token_budget:ours",
                 "BatchSampler(DistributedSampler)": "bench_token_budget:fixed",
@@ -221,7 +236,7 @@ def suite(large: bool) -> list[Comparison]:
             params={"dataset": "lognormal-1e7"},
             note=note + " (ours and torch's only: the peers' runs are at 1e5 above)",
             columns=COLUMNS,
-            ratios=("plan_s",),
+            ratios=RATIOS,
         ),
     ]
     return out
@@ -231,3 +246,9 @@ if __name__ == "__main__":  # the stdlib lengths, computed and cached once
     t0 = time.perf_counter()
     lengths = stdlib_lengths()
     print(f"{len(lengths)} functions, {lengths.sum()} tokens in {time.perf_counter() - t0:.1f} s")
+    for name in ("stdlib", "lognormal-1e7"):
+        lengths, budget = lengths_of(name)
+        print(
+            f"{name}: max {lengths.max()}, the sum bound {lengths.sum() / budget / WORLD:.1f}"
+            f" steps, the padded bound {(1 / (budget // lengths)).sum() / WORLD:.1f}"
+        )

@@ -3,11 +3,12 @@
 ``.venv-peers/bin/python -m benchmarks.peers_token_budget {hugging_face,lhotse} DATASET``
 prints one JSON line: ``plan_s`` (rank 0 of 8 building its sampler and reading its epoch's
 batches) and the figures of ``benchmarks/bench_token_budget.py`` over all 8 ranks' batches, on
-the same lengths and budget. ``bench_token_budget`` runs it as a subprocess, so the peers' rows
+the same lengths (truncated to the maximum length, as a pipeline does) and budget. ``bench_token_budget`` runs it as a subprocess, so the peers' rows
 sit beside ours in one table.
 
-- Hugging Face transformers' ``DistributedLengthGroupedSampler`` (what ``Trainer`` uses with
-  ``group_by_length=True``) with the largest batch size that never exceeds the budget,
+- Hugging Face transformers' ``DistributedLengthGroupedSampler`` (what ``Trainer`` used with
+  ``group_by_length=True`` on several ranks; today's ``Trainer`` builds ``LengthGroupedSampler``
+  and lets accelerate shard its batches, and accelerate is not in ``.venv-peers``) with the largest batch size that never exceeds the budget,
   ``max_tokens // max(lengths)``; its indices batched in runs of that size, as the Trainer's
   DataLoader does.
 - Lhotse's ``DynamicBucketingSampler``: one cut per sample whose duration is its length,
