@@ -7,7 +7,10 @@ split costs per sample shows in full (a real read decodes, and the split's share
 - ``shards directly``: ``for shard in order: yield from read(shard)``, every sample once.
 - ``ShardedIterableDataset, 1 rank``: the same samples through the dataset (``num_replicas=1``).
 - ``..., 8 ranks x 2 workers``: every worker of every rank of W = 8, one after another in one
-  process (``iter_worker(k, 2)``): each opens its shards and skips to its first sample.
+  process (``iter_worker(k, 2)``): each opens its shards, drawing and dropping the head of the
+  first one up to its first sample (``read(shard)`` goes front to back).
+- ``..., seekable``: the same with ``seekable=True``: ``read(shard, start)`` starts a list's
+  iterator at ``start`` (an O(1) seek, as an index into a tar, a row group or an array gives).
 
 ``Msamples/s`` is millions of samples yielded per second of the span; its ratio to the baseline is the split's
 cost (goal: >= 0.9). ``count_spread`` (the largest minus the smallest per-rank count) and
@@ -18,6 +21,7 @@ The peers' splits (WebDataset, Hugging Face datasets) on the same shards: ``peer
 from __future__ import annotations
 
 from collections import Counter
+from itertools import chain
 
 import numpy as np
 
@@ -43,8 +47,11 @@ class ListReader:
         starts = np.cumsum([0, *sizes])
         self.data = [list(range(starts[i], starts[i + 1])) for i in range(len(sizes))]
 
-    def __call__(self, shard: int):
-        return iter(self.data[shard])
+    def __call__(self, shard: int, start: int = 0):
+        it = iter(self.data[shard])
+        if start:
+            it.__setstate__(start)  # a list iterator's position: it yields from `start` on
+        return it
 
 
 def _figures(per_rank: list[list[int]], total: int, elapsed: float) -> dict[str, float]:
@@ -83,15 +90,22 @@ def ours_one_rank(timer, num_shards: int, total: int) -> dict[str, float]:
     return _figures([got], total, timer.t_end - timer.t0)
 
 
-def ours_ranks_and_workers(timer, num_shards: int, total: int) -> dict[str, float]:
+def ours_ranks_and_workers(timer, num_shards: int, total: int, seekable=False) -> dict[str, float]:
     sizes = shard_sizes(num_shards, total)
     read = ListReader(sizes)
-    ranks = [ShardedIterableDataset(range(num_shards), sizes, read, num_replicas=WORLD, rank=r)
-             for r in range(WORLD)]  # fmt: skip
+    ranks = [ShardedIterableDataset(range(num_shards), sizes, read, num_replicas=WORLD, rank=r,
+                                    seekable=seekable) for r in range(WORLD)]  # fmt: skip
     timer.start()
-    per_rank = [[x for k in range(WORKERS) for x in ds.iter_worker(k, WORKERS)] for ds in ranks]
+    # each worker's iterator drained by list(), as the baselines are (a DataLoader worker drains
+    # it in C too, batch by batch)
+    per_rank = [list(chain.from_iterable(ds.iter_worker(k, WORKERS) for k in range(WORKERS)))
+                for ds in ranks]  # fmt: skip
     timer.stop()
     return _figures(per_rank, total, timer.t_end - timer.t0)
+
+
+def ours_seekable(timer, num_shards: int, total: int) -> dict[str, float]:
+    return ours_ranks_and_workers(timer, num_shards, total, seekable=True)
 
 
 def suite(large: bool) -> list[Comparison]:
@@ -102,6 +116,7 @@ def suite(large: bool) -> list[Comparison]:
                 "shards directly": "bench_sharded:directly",
                 "ShardedIterableDataset, 1 rank": "bench_sharded:ours_one_rank",
                 f"ShardedIterableDataset, {WORLD} ranks x {WORKERS} workers": "bench_sharded:ours_ranks_and_workers",
+                f"ShardedIterableDataset, {WORLD} ranks x {WORKERS} workers, seekable": "bench_sharded:ours_seekable",
             },
             baseline="shards directly",
             params={"num_shards": NUM_SHARDS, "total": TOTAL},

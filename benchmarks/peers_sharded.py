@@ -7,7 +7,8 @@ the listed order (no shuffle: the peers' default). A sample is ``(shard, i)``; n
 so what is measured is the split. W = 8 ranks, each simulated in this process with its rank set
 the way a user sets it, each read through a real ``DataLoader`` with 2 workers.
 
-- ``ShardedIterableDataset(names, sizes, read, num_replicas=8, rank=r, shuffle=False)``.
+- ``ShardedIterableDataset(names, sizes, read, num_replicas=8, rank=r, shuffle=False)``, and the
+  same with ``seekable=True`` (``read(name, start)`` starts at sample ``start``).
 - WebDataset: ``DataPipeline(SimpleShardList(names), split_by_node, split_by_worker, expand)``,
   ``expand`` a generator stage yielding each shard's samples. ``split_by_node`` reads the rank
   from ``RANK``/``WORLD_SIZE`` (what torchrun sets), so they are set around each rank's loader.
@@ -61,10 +62,10 @@ PADDING = -(-TOTAL // WORLD) * WORLD - TOTAL  # ours: the head repeated to fill 
 DRAWN = [False, 0]  # counting on?, samples drawn from the shards so far (untimed pass only)
 
 
-def read(name: str) -> Iterator[tuple[int, int]]:
-    """One shard's samples, ``(shard index, sample index)``, in order."""
+def read(name: str, start: int = 0) -> Iterator[tuple[int, int]]:
+    """One shard's samples, ``(shard index, sample index)``, in order, from sample ``start`` on."""
     k = INDEX[name]
-    samples = zip(repeat(k), range(SIZES[k]))
+    samples = zip(repeat(k), range(start, SIZES[k]))
     return _counting(samples) if DRAWN[0] else samples
 
 
@@ -124,11 +125,11 @@ class Rank:
 
 def build(name: str, rank: int | None, num_workers: int) -> Iterable:
     """Contender ``name``'s dataset for ``rank`` (``None``: all shards, no split)."""
-    if name == "ours":
+    if name in ("ours", "ours_seekable"):
         if rank is None:
             return directly()
         return ShardedIterableDataset(NAMES, SIZES, read, num_replicas=WORLD, rank=rank,
-                                      shuffle=False)  # fmt: skip
+                                      shuffle=False, seekable=name == "ours_seekable")  # fmt: skip
     if name in ("webdataset", "webdataset_with_epoch"):
         import webdataset as wds
 
@@ -191,7 +192,7 @@ def split_speed(timer, name: str, params: dict[str, int]) -> dict[str, float]:
     if params != here:  # the shards and the world are this module's: the table must say so
         raise ValueError(f"this benchmark runs {here}, but was asked for {params}")
     t0 = time.perf_counter()
-    figures = counted(gather(name), PADDING if name == "ours" else 0)
+    figures = counted(gather(name), PADDING if name.startswith("ours") else 0)
     figures["loader_s"] = time.perf_counter() - t0
     # direct: the same library over all shards, no split
     t0 = time.perf_counter()
@@ -224,6 +225,10 @@ def ours(timer, **params: int) -> dict[str, float]:
     return split_speed(timer, "ours", params)
 
 
+def ours_seekable(timer, **params: int) -> dict[str, float]:
+    return split_speed(timer, "ours_seekable", params)
+
+
 def webdataset(timer, **params: int) -> dict[str, float]:
     return split_speed(timer, "webdataset", params)
 
@@ -241,6 +246,7 @@ COMPARISON = Comparison(
     "DataLoader workers",
     contenders={
         "ShardedIterableDataset": "peers_sharded:ours",
+        "ShardedIterableDataset, seekable": "peers_sharded:ours_seekable",
         "WebDataset split_by_node + split_by_worker": "peers_sharded:webdataset",
         "WebDataset ... + with_epoch": "peers_sharded:webdataset_with_epoch",
         "HF datasets split_dataset_by_node": "peers_sharded:hugging_face",

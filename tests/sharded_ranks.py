@@ -17,8 +17,9 @@ class Reader:
         self.sizes = list(sizes)
         self.starts = [sum(self.sizes[:i]) for i in range(len(self.sizes))]
 
-    def __call__(self, shard: int):
-        return iter(range(self.starts[shard], self.starts[shard] + self.sizes[shard]))
+    def __call__(self, shard: int, start: int = 0):
+        """Shard ``shard``'s ids from its sample ``start`` on (a seekable read; 0: the whole)."""
+        return iter(range(self.starts[shard] + start, self.starts[shard] + self.sizes[shard]))
 
 
 def read_through_loaders(sizes: list[int], epochs: int, num_workers: int) -> dict | None:

@@ -35,17 +35,32 @@ TESTS, EXAMPLES = str(ROOT / "tests"), str(ROOT / "docs" / "examples")
 
 
 class LoggingReader(Reader):
-    """A Reader that logs every open and every sample drawn: ``opens`` is ``[[shard, drawn]]``."""
+    """A Reader that logs every open and every sample drawn: ``opens`` is
+    ``[[shard, start, drawn]]`` (``start`` 0 for a front-to-back read)."""
 
     def __init__(self, sizes: list[int]) -> None:
         super().__init__(sizes)
         self.opens: list[list[int]] = []
 
-    def __call__(self, shard: int):
-        entry = [shard, 0]
+    def __call__(self, shard: int, start: int = 0):
+        entry = [shard, start, 0]
         self.opens.append(entry)
-        for x in super().__call__(shard):
-            entry[1] += 1
+        for x in super().__call__(shard, start):
+            entry[2] += 1
+            yield x
+
+
+class CountingReader(Reader):
+    """A Reader that counts the samples each DataLoader worker draws, in shared memory."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        super().__init__(sizes)
+        self.drawn = torch.zeros(8, dtype=torch.int64).share_memory_()  # one slot per worker
+
+    def __call__(self, shard: int, start: int = 0):
+        info = torch.utils.data.get_worker_info()
+        for x in super().__call__(shard, start):
+            self.drawn[0 if info is None else info.id] += 1
             yield x
 
 
@@ -74,6 +89,7 @@ world_args = st.fixed_dictionaries(
         "epoch": epochs,
         "drop_last": flags,
         "shuffle": flags,
+        "seekable": flags,
     }
 )
 
@@ -135,14 +151,39 @@ def test_a_worker_opens_only_shards_it_yields_from_and_draws_nothing_past_its_la
             yielded = {i: [x - reader.starts[i] for x in got if shard_of[got.index(x)] == i]
                        for i in set(shard_of)}  # fmt: skip
             assert len(reader.opens) <= len(yielded) + 1
-            for n, (shard, drawn) in enumerate(reader.opens):
+            for n, (shard, _, drawn) in enumerate(reader.opens):
                 assert shard in yielded  # never a shard it yields nothing from
                 assert drawn == max(yielded[shard]) + 1 or drawn == sizes[shard]
                 if n > 0:  # every later open yields its first sample: nothing skipped
                     assert drawn - 1 - min(yielded[shard]) < len(got)
-            skipped = sum(d for _, d in reader.opens) - len(got)
+            skipped = sum(d for *_, d in reader.opens) - len(got)
             first = reader.opens[0][0] if reader.opens else None
             assert skipped <= (min(yielded[first]) if first is not None else 0)
+
+
+@given(world_args)
+def test_with_seeking_every_worker_draws_exactly_its_range_and_yields_the_same_samples(args):
+    """Invariant: with seekable=True a worker calls read(shard, first) once per run of its
+    worker_runs and draws exactly stop - first samples from it: it draws no sample it does not
+    yield (the check past a shard's end draws nothing from a shard of the right size); and it
+    yields the same samples, in the same order, as the front-to-back read."""
+    sizes, world, workers = args["sizes"], args["world"], args["workers"]
+    kw = {k: args[k] for k in ("seed", "shuffle", "drop_last")}
+    reader = LoggingReader(sizes)
+    for rank in range(world):
+        seeking, plain = (
+            make(sizes, world, rank, read=reader, seekable=True, **kw),
+            make(sizes, world, rank, **kw),
+        )
+        seeking.set_epoch(args["epoch"])
+        plain.set_epoch(args["epoch"])
+        for k in range(workers):
+            reader.opens.clear()
+            got = list(seeking.iter_worker(k, workers))
+            assert got == list(plain.iter_worker(k, workers))
+            runs = seeking.worker_runs(k, workers)
+            assert reader.opens == [[i, first, stop - first] for i, first, stop in runs]
+            assert sum(drawn for *_, drawn in reader.opens) == len(got)
 
 
 @given(shard_size_lists, seeds, epochs)
@@ -189,6 +230,7 @@ def test_without_shuffle_the_stream_is_the_shards_in_order_padded_by_its_head():
         ({"read": "open"}, TypeError, r"read should be a callable, .* but got read='open'"),
         ({"rank": 2}, ValueError, r"Invalid rank 2, rank should be in the interval \[0, 1\]"),
         ({"shuffle": "yes"}, TypeError, r"shuffle should be a boolean value, but got shuffle='yes'"),
+        ({"seekable": 1}, TypeError, r"seekable should be a boolean value, but got seekable=1"),
         ({"seed": 2**64}, ValueError, r"seed should be in the interval"),
     ],
 )  # fmt: skip
@@ -210,13 +252,16 @@ def test_bad_arguments_are_named_with_their_value(kwargs, error, message):
     ],
 )
 @pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("seekable", [False, True])
 def test_a_shard_of_another_size_than_sizes_says_so_never_a_short_epoch(true_sizes, message,
-                                                                        workers):  # fmt: skip
-    """Invariant: a shard whose read yields fewer or more samples than its size raises an error
-    naming the shard, the expected size and where it went wrong, on the worker that reads it."""
+                                                                        workers, seekable):  # fmt: skip
+    """Invariant: a shard whose read yields fewer or more samples than its size (from `start`
+    with seeking) raises an error naming the shard, the expected size and where it went wrong,
+    on the worker that reads it."""
     reader = Reader(true_sizes)
-    ds = ShardedIterableDataset(["a", "b", "c"], [3, 1, 3], lambda s: reader("abc".index(s)),
-                                num_replicas=1, rank=0, shuffle=False)  # fmt: skip
+    ds = ShardedIterableDataset(["a", "b", "c"], [3, 1, 3],
+                                lambda s, *start: reader("abc".index(s), *start), num_replicas=1,
+                                rank=0, shuffle=False, seekable=seekable)  # fmt: skip
     with pytest.raises(ValueError, match=message):
         for k in range(workers):
             list(ds.iter_worker(k, workers))
@@ -226,7 +271,7 @@ def test_empty_shards_are_allowed_and_never_opened():
     """Invariant: shards of size 0 are valid; none is opened; all empty reads nothing."""
     reader = LoggingReader([0, 2, 0])
     assert list(make([0, 2, 0], read=reader, shuffle=False)) == [0, 1]
-    assert [shard for shard, _ in reader.opens] == [1]
+    assert [shard for shard, *_ in reader.opens] == [1]
     assert list(make([0, 0], 3, 2)) == [] and len(make([0, 0], 3, 2)) == 0
 
 
@@ -236,10 +281,11 @@ def test_empty_shards_are_allowed_and_never_opened():
 @given(world_args, st.data())
 def test_a_state_resumes_a_worker_where_it_stopped(args, data):
     """Invariant: a worker's state_dict after m samples (through JSON) makes a new dataset's
-    iter() yield exactly the rest: no replay, no skipped sample; every iter() of that epoch."""
+    iter() yield exactly the rest: no replay, no skipped sample; every iter() of that epoch.
+    With seeking, the resumed worker draws exactly the samples it yields."""
     sizes, world, epoch = args["sizes"], args["world"], args["epoch"]
     rank = data.draw(st.integers(0, world - 1))
-    kw = {k: args[k] for k in ("seed", "shuffle", "drop_last")}
+    kw = {k: args[k] for k in ("seed", "shuffle", "drop_last", "seekable")}
     ds = make(sizes, world, rank, **kw)
     ds.set_epoch(epoch)
     whole = list(ds)
@@ -248,10 +294,14 @@ def test_a_state_resumes_a_worker_where_it_stopped(args, data):
     head = [next(it) for _ in range(m)]
     state = json.loads(json.dumps(ds.state_dict()))
     assert state["position"] == m
-    again = make(sizes, world, rank, **kw)
+    reader = LoggingReader(sizes)
+    again = make(sizes, world, rank, read=reader, **kw)
     again.set_epoch(epoch)
     again.load_state_dict(state)
-    assert head + list(again) == whole and head + list(again) == whole
+    assert head + list(again) == whole
+    if kw["seekable"]:
+        assert sum(drawn for *_, drawn in reader.opens) == len(whole) - m
+    assert head + list(again) == whole
 
 
 @given(world_args, shard_world_sizes, shard_worker_counts, st.data())
@@ -259,10 +309,10 @@ def test_every_workers_state_resumes_on_another_world_reading_each_sample_once(a
                                                                                workers2, data):  # fmt: skip
     """Invariant: W1 ranks each read the same first m_k samples of worker k's range; rank 0's
     worker states, loaded on W2 ranks, read the rest: every sample of the epoch once over both
-    runs, repeats only padding (fewer than W1 + W2), every new rank the same count. Resumed
-    again on a third world, the same holds."""
+    runs, repeats only padding (fewer than W1 + W2), every new rank the same count; with
+    seeking, every new rank draws exactly the samples it yields."""
     sizes, world, workers, epoch = args["sizes"], args["world"], args["workers"], args["epoch"]
-    kw = {k: args[k] for k in ("seed", "shuffle", "drop_last")}
+    kw = {k: args[k] for k in ("seed", "shuffle", "drop_last", "seekable")}
     total, read, states = sum(sizes), [], None
     spans = [len(list(make(sizes, world, 0, **kw).iter_worker(k, workers))) for k in range(workers)]
     stops = [data.draw(st.integers(0, s)) for s in spans]
@@ -277,11 +327,14 @@ def test_every_workers_state_resumes_on_another_world_reading_each_sample_once(a
         states = states or rank_states
     counts = []
     for rank in range(world2):
-        ds = make(sizes, world2, rank, **kw)
+        reader = LoggingReader(sizes)
+        ds = make(sizes, world2, rank, read=reader, **kw)
         ds.set_epoch(epoch)
         ds.load_state_dict(states)
         mine = [x for k in range(workers2) for x in ds.iter_worker(k, workers2)]
         assert len(mine) == len(ds)
+        if kw["seekable"]:
+            assert sum(drawn for *_, drawn in reader.opens) == len(mine)
         counts.append(len(mine))
         read += mine
     assert len(set(counts)) == 1
@@ -321,9 +374,10 @@ def test_a_second_elastic_resume_keeps_every_sample_once():
         ({"seed": 1}, r"seed was 1 when saved, but is 0 now"),
         ({"drop_last": True}, r"drop_last was True when saved, but is False now"),
         ({"epoch": 3}, r"epoch was 3 when saved, but is 0 now: call set_epoch\(3\) first"),
-        ({"num_workers": 2}, r"saved by worker 0 of 2 on num_replicas=2, but is loaded by worker "
-                             r"0 of 1 on num_replicas=2: resume with the same num_workers"),
-        ({"num_replicas": 3}, r"load every worker's state at once"),
+        ({"num_workers": 2}, r"state was saved by worker 0 of 2, but is read by worker 0 of 1: "
+                             r"resume with the same num_workers, or load every worker's state"),
+        ({"num_replicas": 3}, r"saved on num_replicas=3, but is loaded on num_replicas=2: load "
+                              r"every worker's state at once"),
         ({"todo": [[5, 3]]}, r"state has a bad todo=\[\[5, 3\]\] for 13 samples"),
         ({"position": 8}, r"position should be in the interval \[0, 7\], but got position=8"),
         ({"kind": "Other"}, r"state is not a ShardedIterableDataset state_dict\(\)"),
@@ -331,11 +385,14 @@ def test_a_second_elastic_resume_keeps_every_sample_once():
 )  # fmt: skip
 def test_a_state_of_another_run_is_refused_naming_what_differs(change, message):
     """Invariant: a state of another shard list, seed, flag, epoch, worker layout or world, or a
-    malformed one, is refused with the field and both values, never resumed wrongly."""
+    malformed one, is refused with the field and both values, never resumed wrongly (a worker
+    layout when the state is read: only then is the reading worker known)."""
     sizes = [4, 9]
     state = {**make(sizes, 2, 0, seed=0).state_dict(), **change}
+    ds = make(sizes, 2, 0, seed=0)
     with pytest.raises(ValueError, match=message):
-        make(sizes, 2, 0, seed=0).load_state_dict(state)
+        ds.load_state_dict(state)
+        list(ds)
 
 
 def test_a_list_of_states_missing_a_worker_is_refused():
@@ -381,15 +438,33 @@ def test_persistent_workers_see_every_set_epoch():
         assert sorted(x for b in loader for x in b.tolist()) == expected
 
 
+@pytest.mark.parametrize("num_workers", [0, 3])
+def test_a_seekable_read_through_a_dataloader_draws_only_what_it_yields(num_workers):
+    """Invariant: through a real DataLoader (worker processes), seekable=True yields the same
+    batches as the front-to-back read, and its workers together draw exactly the samples the
+    rank yields; the front-to-back read draws more (the heads it skips)."""
+    batches, drawn = {}, {}
+    for seekable in (False, True):
+        reader = CountingReader(SIZES)
+        ds = make(SIZES, 2, 1, read=reader, seed=3, seekable=seekable)
+        ds.set_epoch(2)
+        batches[seekable] = [b.tolist() for b in DataLoader(ds, batch_size=3,
+                                                            num_workers=num_workers)]  # fmt: skip
+        drawn[seekable] = int(reader.drawn.sum())
+    assert batches[True] == batches[False]
+    assert drawn[True] == len(make(SIZES, 2, 1)) < drawn[False]
+
+
 @settings(max_examples=12)
-@given(shard_size_lists, st.sampled_from([0, 2]), st.integers(0, 8), seeds)
+@given(shard_size_lists, st.sampled_from([0, 2]), st.integers(0, 8), seeds, flags)
 def test_stateful_dataloader_resumes_exactly_what_an_uninterrupted_run_yields(sizes, workers,
-                                                                              stop, seed):  # fmt: skip
+                                                                              stop, seed,
+                                                                              seekable):  # fmt: skip
     """Invariant: torchdata's StatefulDataLoader, stopped after `stop` batches and resumed from
     its JSON state in a new loader, yields exactly the uninterrupted run's batches after it."""
 
     def loader() -> StatefulDataLoader:
-        ds = make(sizes, 2, 1, seed=seed)
+        ds = make(sizes, 2, 1, seed=seed, seekable=seekable)
         ds.set_epoch(1)
         return StatefulDataLoader(ds, batch_size=3, num_workers=workers)
 
