@@ -145,10 +145,12 @@ def resumed_first(timer, n: int, world: int, resume_world: int) -> None:
 def grain_per_index(timer, n: int, world: int, count: int) -> dict[str, float]:
     import grain.python as grain  # in the peers' venv only
 
+    grain.IndexSampler(n, shuffle=True, num_epochs=1, seed=1)[0]  # its first call, untimed
     timer.start()
     shard = grain.ShardOptions(shard_index=3, shard_count=world, drop_remainder=False)
     sampler = grain.IndexSampler(n, shard_options=shard, shuffle=True, num_epochs=1, seed=0)
-    keys = [sampler[i].record_key for i in range(count)]  # what Grain's DataLoader asks for
+    # Grain's loader asks shard k for the global indices k, k + world, ... (its own stride)
+    keys = [sampler[3 + step * world].record_key for step in range(count)]
     timer.first()
     timer.stop()
     assert len(set(keys)) == count and all(0 <= k < n for k in keys)
@@ -157,6 +159,7 @@ def grain_per_index(timer, n: int, world: int, count: int) -> dict[str, float]:
 
 def ours_per_index(timer, n: int, world: int, count: int) -> dict[str, float]:
     sampler = IndexShuffleSampler(range(n), num_replicas=world, rank=3)
+    index_shuffle(torch.arange(1 << 15), n, 0)  # torch's first calls, untimed
     timer.start()
     sampler.set_epoch(EPOCH)
     keys = list(islice(sampler, count))
