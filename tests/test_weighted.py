@@ -177,6 +177,25 @@ def test_counts_are_those_of_the_exact_fraction_arithmetic(weights, total):
     )
 
 
+@pytest.mark.parametrize(
+    "weights",
+    [
+        [np.float64(0.0), np.float32(0.5), 1, 0.25],  # numpy scalars: checked one by one
+        [Fraction(1, 3), Fraction(0), np.int64(2), 0.75],  # exact rationals, a zero among them
+        [2**1000, 1, 0],  # an int far past 2**53: exact, where float64 would round it
+        [np.float16(0.1), np.uint8(3), np.float64(7e-5)],
+    ],
+)
+@pytest.mark.parametrize("total", [0, 1, 7, 1000, 10**20])
+def test_weights_of_any_real_type_get_the_counts_of_the_exact_arithmetic(weights, total):
+    """Invariant: weights that are not plain ints and floats (numpy scalars, Fractions, zeros and
+    values below 1 among them) are read exactly, one by one, as are ints far past 2**53, and get
+    the counts of the exact Fraction arithmetic."""
+    assert largest_remainder_counts(weights, total) == largest_remainder_counts_reference(
+        weights, total
+    )
+
+
 @given(m=st.integers(min_value=2**53, max_value=2**80))
 def test_integer_weights_are_exact_at_any_size(m):
     """Invariant: integer weights are never rounded to floats: m + 1 outweighs m however large
@@ -252,6 +271,13 @@ def test_ties_go_to_the_earlier_class(n, total):
         (3, TypeError, r"weights should be a sequence or a mapping, but got weights=3$"),
         ({1, 2}, TypeError, r"weights should be a sequence or a mapping, but got weights=\{1, 2\}"),
         ({"cat": -1}, ValueError, r"but got weights\['cat'\]=-1$"),
+        (  # an int no float64 holds: its quota could not be compared with the others'
+            [1, 2**1100],
+            ValueError,
+            r"^weights\[1\] should be at most 1.7976931348623157e\+308 \(the largest float64\), "
+            r"but got weights\[1\]=1358",
+        ),
+        ([np.float32(-0.5)], ValueError, r"weights\[0\] should be finite and >= 0, but got "),
     ],
 )
 def test_bad_weights_are_rejected_naming_the_value(weights, error, message):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain
 
@@ -40,6 +41,11 @@ def _reals(name: str, weights: list[object], keys: Sequence[object]) -> tuple[li
         at = f"{name}[{key!r}]"
         if isinstance(w, bool) or not isinstance(w, numbers.Real):
             raise TypeError(f"{at} should be a real number, but got {at}={w!r}")
+        if isinstance(w, numbers.Integral) and w > sys.float_info.max:  # no float holds it
+            largest = sys.float_info.max
+            raise ValueError(
+                f"{at} should be at most {largest!r} (the largest float64), but got {at}={w!r}"
+            )
         if not math.isfinite(w) or w < 0:
             raise ValueError(f"{at} should be finite and >= 0, but got {at}={w!r}")
         exact.append(int(w) if isinstance(w, numbers.Integral) else float(w))
