@@ -86,8 +86,8 @@ $(VENV)/.mutate-installed: $(VENV)/.installed
 	@touch $@
 
 .PHONY: mutate
-mutate: $(VENV)/.mutate-installed ## Mutation-test every sampler module against its own tests (MODULE=distributed for one); slow, not in CI
-	$(PY) mutation/run.py $(MODULE)
+mutate: $(VENV)/.mutate-installed ## Mutation-test every sampler module against its own tests (MODULE=distributed for one; MUTATE_FLAGS=--survivors reruns the last survivors only); slow, not in CI
+	$(PY) mutation/run.py $(MUTATE_FLAGS) $(MODULE)
 
 .PHONY: lint
 lint: $(VENV)/.installed ## Check style with ruff

@@ -12,6 +12,7 @@ to ``mutation/results.json`` and ``mutation/results.md`` (the docs include the l
 
     python mutation/run.py                 # every module in MODULES
     python mutation/run.py distributed     # one module (the others keep their last counts)
+    python mutation/run.py --survivors distributed   # its last survivors again, with new tests
 
 The exit status is 1 when a survivor is not listed as equivalent.
 """
@@ -148,13 +149,31 @@ def survivors_and_counts(work: Path, module: str) -> tuple[dict, list[tuple[str,
         sys.path.remove(str(work))
 
 
-def run(module: str, max_children: int) -> dict:
-    work = prepare(module)
+def run(module: str, max_children: int, survivors: bool = False) -> dict:
+    """Mutate ``module`` and run its tests on every mutant; with ``survivors``, rerun only the
+    last run's survivors against the tests as they are now (the module itself unchanged)."""
     mutmut = Path(sys.executable).with_name("mutmut")
     env = {**os.environ, "HYPOTHESIS_PROFILE": "ci", "PYTHONPATH": ""}
-    print(f"== {module}: mutmut run --max-children {max_children}", flush=True)
+    if survivors:
+        work = WORK / module
+        code = f"src/distsampling/{module}.py"
+        if not (work / code).exists() or (work / code).read_text() != (ROOT / code).read_text():
+            return {"failed": f"{code} changed since its last run: run it whole", "unexplained": []}
+        for folder in ("tests", EXAMPLES):  # the tests as they are now
+            shutil.rmtree(work / folder)
+            shutil.copytree(
+                ROOT / folder, work / folder, ignore=shutil.ignore_patterns("__pycache__")
+            )
+        names = [name for name, *_ in survivors_and_counts(work, module)[1]]
+        print(f"== {module}: mutmut run {len(names)} survivors again", flush=True)
+    else:
+        work, names = prepare(module), []
+        print(f"== {module}: mutmut run --max-children {max_children}", flush=True)
     done = subprocess.run(
-        [str(mutmut), "run", "--max-children", str(max_children)], cwd=work, env=env, check=False
+        [str(mutmut), "run", "--max-children", str(max_children), *names],
+        cwd=work,
+        env=env,
+        check=False,
     )
     if done.returncode != 0:  # e.g. the clean run of the tests failed: no count means anything
         return {"failed": f"mutmut run exited with {done.returncode}", "unexplained": []}
@@ -197,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--recount", action="store_true", help="only reclassify the last survivors (equivalent.md)"
     )
+    parser.add_argument(
+        "--survivors",
+        action="store_true",
+        help="rerun only the last run's survivors of each module, against the tests as they are now",
+    )
     args = parser.parse_args(argv)
     path = HERE / "results.json"
     results = json.loads(path.read_text()) if path.exists() else {}
@@ -210,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             r["survived"] = len(r["unexplained"])
         write(results)
     for module in [] if args.recount else args.modules or list(MODULES):
-        results[module] = run(module, args.max_children)
+        results[module] = run(module, args.max_children, survivors=args.survivors)
         write(results)
         for s in results[module]["unexplained"]:
             print(f"survived: {s['mutant']}\n{s['diff']}\n")

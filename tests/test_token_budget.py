@@ -115,6 +115,7 @@ def test_the_plan_is_the_same_whatever_rank_computes_it(args, epoch):
     samplers = ranks(args, epoch)
     plans = {tuple(s.epoch_plan().tolist()) for s in samplers}
     assert len(plans) == 1
+    assert all(s.epoch_plan().dtype == torch.int64 for s in samplers)  # one int64 tensor
     digests = [epoch_digest(s) for s in samplers]
     assert len({d["order"] for d in digests}) == 1 and len({d["len"] for d in digests}) == 1
     assert digests[0]["order"] is not None and digests[0]["position"] == {"position": 0}
@@ -397,6 +398,66 @@ def test_a_state_of_another_sampler_or_other_data_is_refused():
     with pytest.raises(KeyError, match="state has no 'position'"):
         s.load_state_dict({k: v for k, v in state.items() if k != "position"})
     assert s.state_dict() == state
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error", "message"),
+    [
+        ("epoch", "1", TypeError, r"^epoch should be an integer, but got epoch='1'"),
+        (
+            "epoch",
+            2**64,
+            ValueError,
+            r"^seed \+ epoch should be in \[.*but got seed=7, epoch=18446",
+        ),
+        ("num_replicas", 0, ValueError, r"^num_replicas should be >= 1, but got num_replicas=0$"),
+        (
+            "num_replicas",
+            "2",
+            TypeError,
+            r"^num_replicas should be an integer, but got num_replicas='2'",
+        ),
+        ("resumed", [[0, 1]], ValueError, r"^num_replicas should be >= 1, but got num_replicas=0$"),
+        ("resumed", [[2, -1]], ValueError, r"^steps should be >= 0, but got steps=-1$"),
+        (
+            "resumed",
+            [[2]],
+            ValueError,
+            r"^resumed should be a list of \[num_replicas, steps\] pairs",
+        ),
+        (
+            "resumed",
+            "[]",
+            ValueError,
+            r"^resumed should be a list of \[num_replicas, steps\] pairs",
+        ),
+        ("position", -1, ValueError, r"^position should be in the interval \[0, "),
+    ],
+)
+def test_a_state_field_out_of_range_is_refused_naming_it(field, value, error, message):
+    """Invariant: each field of a state is checked by name (type and range, the epoch with the
+    seed as a generator takes it) before anything is loaded; the sampler is left as it was."""
+    s = TokenBudgetBatchSampler([3, 5, 2, 4, 6], 10, num_replicas=2, rank=1, seed=7)
+    state = s.state_dict()
+    with pytest.raises(error, match=message):
+        s.load_state_dict(state | {field: value})
+    assert s.state_dict() == state
+
+
+def test_a_states_position_is_bounded_by_the_saved_epochs_plan_not_the_current_one():
+    """Invariant: load_state_dict checks the position against the plan of the epoch the state
+    was saved in (plans of one length differ in steps from epoch to epoch with cost="sum"): the
+    end of a longer epoch loads into a sampler that sits at a shorter one, and resumes empty."""
+    lengths = [3, 2, 5, 2, 8, 8, 8, 7, 4, 2, 8, 1, 7, 7, 1, 8, 5, 4, 2, 6]
+    lengths += [1, 1, 1, 9, 1, 7, 4, 7, 1, 9, 4, 8, 8, 9, 4, 6, 4, 4, 8, 5]
+    args = {"cost": "sum", "num_buckets": 1, "num_replicas": 2, "rank": 0, "seed": 3}
+    saved = TokenBudgetBatchSampler(lengths, 12, **args)  # epoch 0: 13 steps
+    later = TokenBudgetBatchSampler(lengths, 12, **args)
+    later.set_epoch(1)  # epoch 1: 11 steps
+    assert len(saved) == 13 and len(later) == 11
+    state = saved.state_dict() | {"position": 13}
+    later.load_state_dict(state)
+    assert later.epoch == 0 and list(later) == []
 
 
 def test_an_empty_dataset_gives_no_batches():
