@@ -8,6 +8,7 @@ elastic resume, and clear errors.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
@@ -458,6 +459,36 @@ def test_a_states_position_is_bounded_by_the_saved_epochs_plan_not_the_current_o
     state = saved.state_dict() | {"position": 13}
     later.load_state_dict(state)
     assert later.epoch == 0 and list(later) == []
+
+
+@pytest.mark.parametrize(
+    "form", [list, lambda v: np.array(v, dtype=np.int32), lambda v: torch.tensor(v)]
+)
+def test_the_state_is_the_documented_json_naming_every_argument(form):
+    """Invariant: a state is exactly this JSON: the kind, the format version, what the plan is
+    computed from (the sample count, a digest of the lengths as int64, whatever their form,
+    and every argument), the epoch, the world, the worlds resumed from and the steps done."""
+    lengths = [3, 5, 2, 4, 6, 1]
+    s = TokenBudgetBatchSampler(form(lengths), 10, num_buckets=3, num_replicas=2, rank=1, seed=4)
+    s.set_epoch(2)
+    digest = hashlib.sha1(np.array(lengths, dtype=np.int64).tobytes()).hexdigest()[:16]
+    assert json.loads(json.dumps(s.state_dict())) == {
+        "kind": "TokenBudgetBatchSampler",
+        "version": 1,
+        "num_samples": 6,
+        "lengths": digest,
+        "max_tokens": 10,
+        "cost": "padded",
+        "num_buckets": 3,
+        "max_batch_size": None,
+        "shuffle": True,
+        "seed": 4,
+        "drop_last": False,
+        "epoch": 2,
+        "num_replicas": 2,
+        "resumed": [],
+        "position": 0,
+    }
 
 
 def test_an_empty_dataset_gives_no_batches():
