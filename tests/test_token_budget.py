@@ -491,6 +491,112 @@ def test_the_state_is_the_documented_json_naming_every_argument(form):
     }
 
 
+def plan_reference(args: dict, epoch: int) -> tuple[list[int], list[list[int]], list[int]]:
+    """The plan of the module docstring, one sample at a time: ``(order, batches, costs)``.
+
+    Buckets: the distinct lengths, ascending, each in bucket ``tokens of all shorter lengths *
+    num_buckets // all tokens``, the non-empty buckets numbered 0, 1, ...; the order: a
+    ``randperm`` of ``seed + epoch`` (or 0..N-1), stably sorted by bucket; batches: ``padded``,
+    a bucket of longest length ``h`` cut into ``max_tokens // h`` (at most ``max_batch_size``)
+    with its leftover carried into the next bucket and the last leftover one batch; ``sum``,
+    each batch as long as its lengths fit in the budget (and the cap)."""
+    lengths, budget, k = [int(v) for v in args["lengths"]], args["max_tokens"], args["num_buckets"]
+    n, total = len(lengths), sum(lengths)
+    most = args["max_batch_size"] or n
+    below, of_value, count = 0, {}, Counter(lengths)
+    for v in sorted(count):
+        of_value[v] = below * k // total
+        below += v * count[v]
+    renumber = {b: i for i, b in enumerate(sorted(set(of_value.values())))}
+    bucket = [renumber[of_value[v]] for v in lengths]
+    g = torch.Generator()
+    g.manual_seed(args["seed"] + epoch)
+    order = torch.randperm(n, generator=g).tolist() if args["shuffle"] else list(range(n))
+    order = sorted(order, key=lambda i: bucket[i])  # Python's sort is stable
+    batches = []
+    if args["cost"] == "padded":
+        p, end, size, longest = 0, 0, Counter(bucket), {}
+        for v, b in zip(lengths, bucket):
+            longest[b] = max(longest.get(b, 0), v)
+        for b in range(len(renumber)):
+            end += size[b]
+            per = min(budget // longest[b], most)
+            while end - p >= per:
+                batches.append(order[p : p + per])
+                p += per
+        if p < n:
+            batches.append(order[p:])
+        costs = [max(lengths[i] for i in b) * len(b) for b in batches]
+    else:
+        i = 0
+        while i < n:
+            j, used = i, 0
+            while j < n and j - i < most and used + lengths[order[j]] <= budget:
+                used += lengths[order[j]]
+                j += 1
+            batches.append(order[i:j])
+            i = j
+        costs = [sum(lengths[i] for i in b) for b in batches]
+    return order, batches, costs
+
+
+@given(token_budget_args(), epochs, st.sampled_from([1, 2**20]))
+def test_the_plan_is_the_documented_one(args, epoch, scale):
+    """Invariant: the order, the batches and their costs are those of the documented plan
+    (plan_reference), for lengths below 2**24 and past it (scaled by 2**20: other code paths)."""
+    args = args | {"lengths": [v * scale for v in args["lengths"]]}
+    args["max_tokens"] *= scale
+    s = TokenBudgetBatchSampler(**args, rank=0)
+    g = torch.Generator()
+    g.manual_seed(args["seed"] + epoch)
+    order, bounds, cost = s._batches(g)
+    expected_order, expected_batches, expected_costs = plan_reference(args, epoch)
+    assert order.tolist() == expected_order
+    assert [order[a:b].tolist() for a, b in pairwise(bounds.tolist())] == expected_batches
+    assert cost.tolist() == expected_costs
+    assert order.dtype == bounds.dtype == cost.dtype == np.int64
+
+
+def test_tens_of_thousands_of_buckets_keep_their_order():
+    """Invariant: with more than 2**15 non-empty buckets (bucket numbers past 16 bits) the plan
+    is still the documented one."""
+    lengths = list(range(100_000, 140_000))  # 40,000 lengths of about equal tokens
+    args = {"lengths": lengths, "max_tokens": 140_000, "cost": "padded", "num_buckets": 40_000}
+    args |= {"max_batch_size": None, "num_replicas": 2, "shuffle": True, "seed": 3}
+    s = TokenBudgetBatchSampler(**args, rank=0)
+    g = torch.Generator()
+    g.manual_seed(3)
+    order, bounds, _ = s._batches(g)
+    expected_order, expected_batches, _ = plan_reference(args, 0)
+    assert len(set(_bucket_numbers(args))) > 2**15
+    assert order.tolist() == expected_order
+    assert [order[a:b].tolist() for a, b in pairwise(bounds.tolist())] == expected_batches
+
+
+def _bucket_numbers(args: dict) -> list[int]:
+    lengths, k = args["lengths"], args["num_buckets"]
+    total, below, out, count = sum(lengths), 0, [], Counter(lengths)
+    for v in sorted(count):
+        out.append(below * k // total)
+        below += v * count[v]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("epoch", "error", "message"),
+    [
+        ("1", TypeError, r"^epoch should be an integer, but got epoch='1'"),
+        (2**64, ValueError, r"^seed \+ epoch should be in \[.*but got seed=7, epoch=18446"),
+    ],
+)
+def test_a_bad_epoch_is_refused_naming_it(epoch, error, message):
+    """Invariant: set_epoch checks the epoch by name, and with the seed as a generator takes it."""
+    s = TokenBudgetBatchSampler([3, 5, 2], 10, num_replicas=2, rank=0, seed=7)
+    with pytest.raises(error, match=message):
+        s.set_epoch(epoch)
+    assert s.epoch == 0
+
+
 def test_an_empty_dataset_gives_no_batches():
     """Invariant: no samples, no steps, on every rank."""
     assert [list(s) for s in ranks({"lengths": [], "max_tokens": 4, "num_replicas": 3})] == [[]] * 3
