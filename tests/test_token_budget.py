@@ -555,6 +555,20 @@ def test_the_plan_is_the_documented_one(args, epoch, scale):
     assert [order[a:b].tolist() for a, b in pairwise(bounds.tolist())] == expected_batches
     assert cost.tolist() == expected_costs
     assert order.dtype == bounds.dtype == cost.dtype == np.int64
+    # steps: the batches by cost (ties in plan order), the lightest B % W apart, the rest cut
+    # into runs of W (shuffled as runs); the lightest ones lead the padded last step
+    s.set_epoch(epoch)
+    steps = [tuple(step) for step in s._plan()[2].tolist()]
+    world, by_cost = (
+        args["num_replicas"],
+        sorted(range(len(expected_costs)), key=expected_costs.__getitem__),
+    )
+    left = len(by_cost) % world
+    runs = [tuple(by_cost[a : a + world]) for a in range(left, len(by_cost), world)]
+    assert sorted(steps[: len(runs)]) == sorted(runs)
+    padded = left > 0 and not args["drop_last"]
+    assert len(steps) == len(runs) + padded
+    assert not padded or steps[-1][:left] == tuple(by_cost[:left])
 
 
 def test_tens_of_thousands_of_buckets_keep_their_order():
