@@ -540,10 +540,11 @@ def plan_reference(args: dict, epoch: int) -> tuple[list[int], list[list[int]], 
     return order, batches, costs
 
 
-@given(token_budget_args(), epochs, st.sampled_from([1, 2**20]))
+@given(token_budget_args(), epochs, st.sampled_from([1, 2**20, 2**27]))
 def test_the_plan_is_the_documented_one(args, epoch, scale):
     """Invariant: the order, the batches and their costs are those of the documented plan
-    (plan_reference), for lengths below 2**24 and past it (scaled by 2**20: other code paths)."""
+    (plan_reference), for lengths below 2**24 and past it (scaled by 2**20: other code paths),
+    and past 2**31 (scaled by 2**27: 64-bit lengths)."""
     args = args | {"lengths": [v * scale for v in args["lengths"]]}
     args["max_tokens"] *= scale
     s = TokenBudgetBatchSampler(**args, rank=0)
@@ -558,7 +559,9 @@ def test_the_plan_is_the_documented_one(args, epoch, scale):
     # steps: the batches by cost (ties in plan order), the lightest B % W apart, the rest cut
     # into runs of W (shuffled as runs); the lightest ones lead the padded last step
     s.set_epoch(epoch)
-    steps = [tuple(step) for step in s._plan()[2].tolist()]
+    planned_order, planned_bounds, planned_steps = s._plan()  # as iter() computes it
+    assert planned_order.tolist() == expected_order and planned_bounds.tolist() == bounds.tolist()
+    steps = [tuple(step) for step in planned_steps.tolist()]
     world, by_cost = (
         args["num_replicas"],
         sorted(range(len(expected_costs)), key=expected_costs.__getitem__),
@@ -609,6 +612,61 @@ def test_a_bad_epoch_is_refused_naming_it(epoch, error, message):
     with pytest.raises(error, match=message):
         s.set_epoch(epoch)
     assert s.epoch == 0
+
+
+@pytest.mark.parametrize("max_tokens", [2**31 - 1, 2**31, 2**32 - 1, 2**32])
+def test_lengths_at_the_32_bit_limits_are_kept_exactly(max_tokens):
+    """Invariant: a length of max_tokens itself, near and past 2**31, is held without overflow:
+    the plan's costs are the lengths' own."""
+    lengths = [max_tokens, 5, max_tokens - 1, 1]
+    args = {"lengths": lengths, "max_tokens": max_tokens, "cost": "sum", "num_buckets": 2}
+    args |= {"max_batch_size": None, "num_replicas": 2, "shuffle": False, "seed": 0}
+    s = TokenBudgetBatchSampler(**args, rank=0)
+    _, _, cost = s._batches(torch.Generator())
+    assert cost.tolist() == plan_reference(args | {"drop_last": False}, 0)[2]
+    assert max(cost.tolist()) == max_tokens  # the longest sample, alone in its batch
+
+
+def test_the_defaults_are_the_documented_ones():
+    """Invariant: a sampler built with only lengths, budget and world has the documented
+    defaults (padded cost, 128 buckets, no batch cap, shuffled, seed 0, padded last step) and
+    is at epoch 0, the plan of set_epoch(0)."""
+    s = TokenBudgetBatchSampler([3, 5, 2, 4, 6, 1, 7], 10, num_replicas=2, rank=0)
+    assert (s.cost, s.num_buckets, s.max_batch_size) == ("padded", 128, None)
+    assert (s.shuffle, s.seed, s.drop_last, s.epoch) == (True, 0, False, 0)
+    again = TokenBudgetBatchSampler([3, 5, 2, 4, 6, 1, 7], 10, num_replicas=2, rank=0)
+    again.set_epoch(0)
+    assert list(s) == list(again)
+
+
+@pytest.mark.parametrize(
+    ("lengths", "error", "message"),
+    [
+        (
+            [[1, 2]],
+            TypeError,
+            r"^lengths should be a 1-D sequence of integers \(one length per "
+            r"sample\), but got lengths of shape \(1, 2\) and dtype int64$",
+        ),
+        (
+            [1.5, 2.0],
+            TypeError,
+            r"^lengths should be a 1-D sequence of integers \(one length per "
+            r"sample\), but got lengths of shape \(2,\) and dtype float64$",
+        ),
+        (
+            [3, 0, 2],
+            ValueError,
+            r"^lengths should be >= 1, but got lengths\[1\]=0: a sample of no "
+            r"tokens costs nothing, so a batch of them would have no bound$",
+        ),
+    ],
+)
+def test_bad_lengths_are_refused_naming_them(lengths, error, message):
+    """Invariant: lengths that are not a 1-D integer sequence, or hold a length below 1, are
+    refused with the documented message."""
+    with pytest.raises(error, match=message):
+        TokenBudgetBatchSampler(lengths, 10, num_replicas=2, rank=0)
 
 
 def test_an_empty_dataset_gives_no_batches():
