@@ -669,6 +669,33 @@ def test_bad_lengths_are_refused_naming_them(lengths, error, message):
         TokenBudgetBatchSampler(lengths, 10, num_replicas=2, rank=0)
 
 
+def test_without_shuffle_each_bucket_keeps_the_dataset_order():
+    """Invariant: shuffle=False orders the samples by bucket and, within a bucket, by index (a
+    stable sort, also where numpy's default sort would not be stable: thousands of ties)."""
+    lengths = [(i * 7) % 5 + 1 for i in range(3000)]
+    args = {"lengths": lengths, "max_tokens": 40, "cost": "padded", "num_buckets": 3}
+    args |= {"max_batch_size": None, "num_replicas": 2, "shuffle": False, "seed": 0}
+    s = TokenBudgetBatchSampler(**args, rank=0)
+    order, _, _ = s._batches(torch.Generator())
+    assert order.tolist() == plan_reference(args | {"drop_last": False}, 0)[0]
+
+
+@given(token_budget_args(), st.data())
+def test_a_loaded_state_is_saved_again_unchanged(args, data):
+    """Invariant: load_state_dict then state_dict, before any iter(), gives back the state:
+    the epoch, the worlds resumed from and the steps done."""
+    saver = TokenBudgetBatchSampler(**args, rank=0)
+    saver.set_epoch(data.draw(epochs, label="epoch"))
+    take = data.draw(st.integers(0, len(saver)), label="take")
+    it = iter(saver)
+    for _ in range(take):
+        next(it)
+    state = json.loads(json.dumps(saver.state_dict()))
+    loader = TokenBudgetBatchSampler(**args, rank=args["num_replicas"] - 1)
+    loader.load_state_dict(state)
+    assert loader.state_dict() == state
+
+
 def test_an_empty_dataset_gives_no_batches():
     """Invariant: no samples, no steps, on every rank."""
     assert [list(s) for s in ranks({"lengths": [], "max_tokens": 4, "num_replicas": 3})] == [[]] * 3
