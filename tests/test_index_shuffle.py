@@ -470,7 +470,11 @@ def test_a_share_longer_than_a_block_is_yielded_block_by_block_as_the_whole():
 
 
 @given(
-    n=st.one_of(st.integers(1, 5000), st.sampled_from([2**40 + 7, 5_850_000_000, 2**63 - 1])),
+    n=st.one_of(
+        st.integers(1, 5000),
+        st.sampled_from([2**40 + 7, 5_850_000_000, 2**63 - 1]),
+        st.integers(6, 62).map(lambda k: 2**k + 1),  # one past a power of two: one bit more
+    ),
     seed=sample_seeds,
     data=st.data(),
 )
@@ -483,7 +487,31 @@ def test_blocks_walked_together_are_each_blocks_index_shuffle(n, seed, data):
     blocks = [torch.from_numpy(rng.integers(0, n, size, dtype=np.int64)) for size in sizes]
     walked = list(_shuffle_blocks(iter(blocks), n, seed))
     assert [len(b) for b in walked] == sizes
+    assert all(b.dtype == torch.int64 for b in walked)
     assert all(torch.equal(w, index_shuffle(b, n, seed)) for w, b in zip(walked, blocks))
+
+
+@pytest.mark.parametrize("begin", [0, 1, 31, 32, 33, 5000, 16_416, 33_334, 33_335])
+def test_the_blocks_from_any_step_are_the_rest_of_the_share(begin):
+    """Invariant: the blocks of the order from step `begin` on (where a resumed iter() starts)
+    are exactly the share's indices from `begin` on: the first 32 steps, then blocks of 2**14."""
+    s = IndexShuffleSampler(range(100_003), num_replicas=3, rank=2, seed=5)
+    s.set_epoch(2)
+    blocks = list(s._order_blocks(begin))
+    assert torch.cat(blocks).tolist() == s.indices()[begin:].tolist()
+    assert len(blocks[0]) == min(32, max(len(s) - begin, 0))
+
+
+@pytest.mark.parametrize("world", [2, 3, 8])
+def test_a_single_sample_is_every_ranks_padding(world):
+    """Invariant: with one sample and more ranks, every rank reads it, as ints (padding from the
+    head of an order of length 1)."""
+    idx_ours = [list(IndexShuffleSampler(range(1), world, r, seed=4)) for r in range(world)]
+    idx_torch = [
+        list(torch.utils.data.DistributedSampler(range(1), world, r, seed=4)) for r in range(world)
+    ]
+    assert idx_ours == idx_torch == [[0]] * world
+    assert all(type(i) is int for share in idx_ours for i in share)
 
 
 def test_a_dataset_of_billions_gives_its_first_index_without_building_the_epoch():
