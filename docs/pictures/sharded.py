@@ -62,7 +62,7 @@ def split_picture() -> str:
         body.append(text(30 + i * 100, y + 12, name))
     body.append(rect(10 + len(legend) * 100, y, 14, 14, "#ffffff", dashed=True))
     body.append(text(30 + len(legend) * 100, y + 12, "padding (the stream's head again)"))
-    width = max(LABEL + len(stream) * step + 90, 30 + len(legend) * 100 + 280, len(title) * 8 + 20)
+    width = max(LABEL + len(stream) * step + 150, 30 + len(legend) * 100 + 280, len(title) * 8 + 20)
     return document(width, y + 30, body, "Shards split over ranks, then over workers")
 
 
