@@ -160,6 +160,12 @@ def test_positions_in_any_integer_form_give_the_same_int64_indices_in_their_shap
     assert index_shuffle(4, 10, 3).shape == () and index_shuffle(4, 10, 3) == expected[4]
     assert torch.equal(index_unshuffle(expected.view(3, 2), 10, 3), torch.arange(6).view(3, 2))
     assert torch.equal(index_shuffle([], 0, 3), torch.empty(0, dtype=torch.int64))
+    # past the domain that is encrypted whole into a table: narrow positions are widened before
+    # the rounds, whose products need 63 bits
+    wide = index_shuffle(torch.arange(0, 10**9, 10**6), 10**9, 3)
+    narrow = torch.arange(0, 10**9, 10**6, dtype=torch.int32)
+    assert torch.equal(index_shuffle(narrow, 10**9, 3), wide)
+    assert torch.equal(index_unshuffle(wide.int(), 10**9, 3), narrow.long())
 
 
 # --- statistics, each beside torch.randperm's on the same seeds --------------------------------
