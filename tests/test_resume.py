@@ -1532,6 +1532,7 @@ def test_a_generator_state_survives_its_text_and_json(seed, draws):
         ("QUJD" * 10 + "Q", "'" + "QUJD" * 10 + "...'"),  # not base64 at all
         (None, "None"),
         (b"\x00", "b'\\\\x00'"),
+        ("QUJD" * 5 + "!" + "QUJD" * 5, "'" + "QUJD" * 5 + "!" + "QUJD" * 4 + "QUJ...'"),
     ],
 )
 def test_a_generator_state_of_the_wrong_size_or_not_base64_is_refused(text, shown):
@@ -1543,3 +1544,35 @@ def test_a_generator_state_of_the_wrong_size_or_not_base64_is_refused(text, show
         generator_state(text, size)
     ok = generator_text(torch.Generator().get_state())
     assert generator_state(ok, size).numel() == size
+
+
+def test_a_valid_state_with_a_stray_character_is_refused():
+    """Invariant: base64 with a character outside its alphabet is refused, even where dropping
+    that character would leave a state of the right size."""
+    size = torch.Generator().get_state().numel()
+    ok = generator_text(torch.Generator().get_state())
+    with pytest.raises(ValueError, match=rf"^generator should be the base64 text of a {size}-byte"):
+        generator_state(ok[:100] + "!" + ok[100:], size)
+
+
+@pytest.mark.parametrize("world", [1024, 768])
+def test_a_resumed_index_shuffle_computes_its_order_a_block_at_a_time(world):
+    """Invariant: after a load (on the saved world or another), the first index asks the order
+    at no more than 32 positions, and the next ones at blocks of 2**14: the rest of a share of
+    millions is never computed at once."""
+    n = 5_850_000_000
+    saver = ResumableIndexShuffleSampler(range(n), num_replicas=1024, rank=0, seed=1)
+    saver.set_epoch(3)
+    state = saver.state_dict() | {"position": 1000}
+    s = ResumableIndexShuffleSampler(range(n), num_replicas=world, rank=5, seed=1)
+    s.load_state_dict(state)
+    asked: list[int] = []
+    order_at = s.order_at
+    s.order_at = lambda positions: (asked.append(len(positions)), order_at(positions))[1]  # type: ignore[method-assign]
+    it = iter(s)
+    first = [next(it) for _ in range(40)]
+    assert asked == [32] and len(first) == 40
+    assert (
+        first[:32]
+        == order_at(s._positions(range(1000 if world == 1024 else 0, 10**9))[:32]).tolist()
+    )
