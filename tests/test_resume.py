@@ -1576,3 +1576,31 @@ def test_a_resumed_index_shuffle_computes_its_order_a_block_at_a_time(world):
         first[:32]
         == order_at(s._positions(range(1000 if world == 1024 else 0, 10**9))[:32]).tolist()
     )
+
+
+@pytest.mark.parametrize("kind", ["index_shuffle", "distributed"])
+def test_indices_after_a_resume_on_a_resumed_world_are_the_rest_of_its_share(kind):
+    """Invariant: resumed on another world (start > 0), read k, saved and loaded again on that
+    world (start > 0 and position > 0): indices() is exactly what iter() then yields, the rest
+    of that rank's share; the index shuffle never builds the whole epoch for it."""
+    make = ResumableIndexShuffleSampler if kind == "index_shuffle" else ResumableDistributedSampler
+    n = 1000
+    first = make(range(n), 2, 0, seed=3)
+    first.set_epoch(1)
+    take(first, 100)
+    state = json.loads(json.dumps(first.state_dict()))  # 200 of the stream read on 2 ranks
+    second = make(range(n), 3, 1, seed=3)
+    second.load_state_dict(state)  # the rest split over 3 ranks: start 200
+    take(second, 50)
+    state = json.loads(json.dumps(second.state_dict()))
+    third = make(range(n), 3, 1, seed=3)
+    third.load_state_dict(state)  # start 200, position 50
+    if kind == "index_shuffle":
+
+        def refuse() -> None:
+            raise AssertionError("the whole epoch was built")
+
+        third.epoch_order = refuse  # type: ignore[method-assign]
+    rest = third.indices().tolist()
+    assert rest == list(third) and len(rest) == -(-(n - 200) // 3) - 50
+    assert rest == list(second)[50:]  # a new iter() of the second starts where it was loaded
