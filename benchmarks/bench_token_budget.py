@@ -207,24 +207,25 @@ def suite(large: bool) -> list[Comparison]:
             "lhotse DynamicBucketingSampler": "bench_token_budget:lhotse",
         }
     note = "W=8; padding, steps and imbalance in % (100 is ideal); plan_s: rank 0's epoch"
+
+    def on(title: str, dataset: str) -> Comparison:  # every contender, on one length set
+        return Comparison(
+            title=title,
+            contenders=contenders,
+            baseline="TokenBudgetBatchSampler",
+            params={"dataset": dataset},
+            note=note,
+            columns=COLUMNS,
+            ratios=RATIOS,
+        )
+
     out = [
-        Comparison(
-            title="Functions of the standard library (tokens), truncated to 1024, max_tokens=8192",
-            contenders=contenders,
-            baseline="TokenBudgetBatchSampler",
-            params={"dataset": "stdlib"},
-            note=note,
-            columns=COLUMNS,
-            ratios=RATIOS,
+        on(
+            "Functions of the standard library (tokens), truncated to 1024, max_tokens=8192",
+            "stdlib",
         ),
-        Comparison(
-            title="Lognormal long tail, 1e5 samples, truncated to 2048, max_tokens=16384",
-            contenders=contenders,
-            baseline="TokenBudgetBatchSampler",
-            params={"dataset": "lognormal-1e5"},
-            note=note,
-            columns=COLUMNS,
-            ratios=RATIOS,
+        on(
+            "Lognormal long tail, 1e5 samples, truncated to 2048, max_tokens=16384", "lognormal-1e5"
         ),
         Comparison(
             title="Lognormal long tail, 1e7 samples, truncated to 2048, max_tokens=16384",
