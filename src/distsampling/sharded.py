@@ -85,6 +85,15 @@ def loader_dataset_states(loader_state: dict[str, Any]) -> list[dict[str, Any]]:
     Pass the list to :meth:`ShardedIterableDataset.load_state_dict` to resume on another
     number of ranks. The loader must snapshot every step (``snapshot_every_n_steps=1``, the
     default): a state that lags the loader would not say what was consumed.
+
+    Examples:
+        >>> from torchdata.stateful_dataloader import StatefulDataLoader
+        >>> read = lambda shard: iter(range({"a": 3, "b": 2}[shard]))
+        >>> ds = ShardedIterableDataset(["a", "b"], [3, 2], read, num_replicas=1, rank=0)
+        >>> loader = StatefulDataLoader(ds, batch_size=2)  # no workers: one state
+        >>> it = iter(loader); batch = next(it)
+        >>> [s["position"] for s in loader_dataset_states(loader.state_dict())]
+        [2]
     """
     if "_snapshot" not in loader_state:  # num_workers=0: the dataset's state is the loader's
         return [loader_state["dataset_state"]]
