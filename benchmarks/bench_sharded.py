@@ -96,11 +96,11 @@ def ours_ranks_and_workers(timer, num_shards: int, total: int, seekable=False) -
     ranks = [ShardedIterableDataset(range(num_shards), sizes, read, num_replicas=WORLD, rank=r,
                                     seekable=seekable) for r in range(WORLD)]  # fmt: skip
     timer.start()
-    # each worker's iterator drained by list(), as the baselines are (a DataLoader worker drains
-    # it in C too, batch by batch)
-    per_rank = [list(chain.from_iterable(ds.iter_worker(k, WORKERS) for k in range(WORKERS)))
-                for ds in ranks]  # fmt: skip
+    # each worker's iterator drained by list() on its own, as the baselines are (a DataLoader
+    # worker drains it in C too, batch by batch)
+    per_worker = [[list(ds.iter_worker(k, WORKERS)) for k in range(WORKERS)] for ds in ranks]
     timer.stop()
+    per_rank = [list(chain.from_iterable(workers)) for workers in per_worker]
     return _figures(per_rank, total, timer.t_end - timer.t0)
 
 

@@ -36,7 +36,7 @@ import hashlib
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import accumulate, chain, compress, islice
+from itertools import accumulate, chain, compress, islice, repeat
 from operator import length_hint
 from typing import Any, TypeVar
 
@@ -250,10 +250,11 @@ class ShardedIterableDataset(IterableDataset[T]):
                 args = (self.shards[i], at) if self.seekable else (self.shards[i],)
                 it = iter(self.read(*args))
             deque(islice(it, first - at), maxlen=0)  # front to back: draw up to `first`, drop
-            counter = iter(range(1, stop - first + 1))  # all true; length_hint: what is left
+            counter = repeat(True, stop - first)  # length_hint(counter): what is left to yield
             progress[1:] = stop - first, counter
-            # compress draws a sample (islice: never past `stop`), then a count, at C speed:
-            # the counts drawn are exactly the samples yielded; a short shard leaves counts over
+            # compress draws a sample (islice: never past `stop`), then a True, at C speed and
+            # with nothing allocated: the Trues drawn are exactly the samples yielded, and a
+            # short shard leaves Trues over
             yield compress(islice(it, stop - first), counter)
             got = stop - first - length_hint(counter)
             progress[:2] = progress[0] + got, 0
