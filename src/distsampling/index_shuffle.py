@@ -13,15 +13,16 @@ asked (a rank: ``σ(rank), σ(rank + W), ...``), for any ``n < 2**63``; ``index_
   widths each round (``k <= 63``: 2**64 does not fit int64); 8 is even, so they end in place.
 - Round function, ``w`` bits out (the width of ``L``): ``h = (R ^ K_i) * 0x604BAA5D % 2**32;
   h ^= h >> 15; F_i(R) = (h * 0x43D6CE97 % 2**32) >> (32 - w)``, the top bits of a
-  xorshift-multiply hash (multipliers from hash-prospector). A half is < 2**32 and both
-  multipliers odd and < 2**31: every product is < 2**63, exact in int64 on every platform.
+  xorshift-multiply hash (multipliers from hash-prospector). The halves are numpy uint32:
+  unsigned products wrap modulo 2**32 by definition (no signed overflow), on every platform.
   ``K_i`` is the high half of output ``i + 1`` of splitmix64 seeded with ``mix64(seed % 2**64)``.
 
 Why: with 4 rounds (Luby–Rackoff's minimum) positions one bit apart in ``L`` hold visibly
 related indices at every size tried (2**6 to 2**20); 6 rounds pass from 2**9 up, 8 from 2**6;
-below 2**6 (halves of 1-2 bits) even 8 leave neighbouring indices correlated. A round is 9
-in-place tensor ops (2 multiplies) on cache-sized blocks of at most 2**15: about 20 ns a position
-on one CPU core. The sampler walks a share's blocks together: the values still walking ride along
+below 2**6 (halves of 1-2 bits) even 8 leave neighbouring indices correlated. A round is 6
+in-place numpy ops (2 multiplies) on uint32 halves of cache-sized blocks of at most 2**15, all 8
+about 15 ns a position on one CPU core (int64 torch ops took 35: twice the bytes, and a call's
+overhead each). The sampler walks a share's blocks together: the values still walking ride along
 with the next block's call, so the walk adds its third of a pass on average and no calls. Not a
 cryptographic cipher; on ``2**k`` itself it reaches only even permutations, as any Feistel
 network does.
@@ -68,26 +69,26 @@ def _round_keys(seed: int) -> list[int]:
     return [_mix64((state + (i + 1) * _GOLDEN) & _MASK64) >> 32 for i in range(_ROUNDS)]
 
 
-def _feistel(x: torch.Tensor, keys: list[int], bits: int, inverse: bool) -> torch.Tensor:
-    """The cipher (or its inverse) on a 1-d int64 tensor of values in ``[0, 2**bits)``."""
+def _feistel(x: np.ndarray, keys: list[int], bits: int, inverse: bool) -> np.ndarray:
+    """The cipher (or its inverse) on a 1-d int64 array of values in ``[0, 2**bits)``."""
     a, b = bits // 2, bits - bits // 2  # widths of L (high bits) and R (low bits)
-    out = torch.empty_like(x)
-    buf = x.new_empty((4, min(_CACHE, x.numel())))  # int64, on x's device
+    u32, out = np.uint32, np.empty_like(x)
     rounds = range(_ROUNDS)[::-1] if inverse else range(_ROUNDS)
-    for block, dest in zip(x.split(_CACHE), out.split(_CACHE)):  # a block stays in cache
-        hi, lo, t, u = buf[:, : len(block)]  # L and R of this block, two temporaries
-        torch.bitwise_right_shift(block, b, out=hi)
-        torch.bitwise_and(block, (1 << b) - 1, out=lo)
+    for s in range(0, len(x), _CACHE):  # a block stays in cache
+        block = x[s : s + _CACHE]
+        hi, lo = (block >> b).astype(u32), (block & ((1 << b) - 1)).astype(u32)  # (B,) L, R
+        t, u = np.empty_like(lo), np.empty_like(lo)  # two temporaries
         for i in rounds:
             if inverse:  # undo round i: swap back, then L ^= F_i(R) again
                 hi, lo = lo, hi
             w = a if i % 2 == 0 else b  # the width of L entering round i
-            f = torch.bitwise_xor(lo, keys[i], out=t).mul_(_M1).bitwise_and_(_MASK32)
-            f.bitwise_xor_(torch.bitwise_right_shift(f, 15, out=u))  # all < 2**32
-            hi.bitwise_xor_(f.mul_(_M2).bitwise_right_shift_(32 - w).bitwise_and_((1 << w) - 1))
+            # uint32 products wrap modulo 2**32: unsigned arithmetic, defined on every platform
+            np.multiply(np.bitwise_xor(lo, u32(keys[i]), out=t), u32(_M1), out=t)
+            t ^= np.right_shift(t, u32(15), out=u)
+            hi ^= np.right_shift(np.multiply(t, u32(_M2), out=t), u32(32 - w), out=t)
             if not inverse:
                 hi, lo = lo, hi
-        torch.bitwise_left_shift(hi, b, out=dest).bitwise_or_(lo)
+        np.bitwise_or(hi.astype(np.int64) << b, lo, out=out[s : s + _CACHE])
     return out
 
 
@@ -122,31 +123,32 @@ def _walk(name: str, values: object, n: object, seed: object, inverse: bool) -> 
     seed = check_int("seed", seed, low=_SEED_LOW, high=_SEED_HIGH)
     x = _check_values(name, values, n)
     bits, keys = max(_MIN_BITS, (n - 1).bit_length()), _round_keys(seed)
+    values = x.reshape(-1).cpu().numpy()  # (P,) the cipher runs on the CPU, in numpy
     table = None  # a domain no larger than the positions: encrypt all of it once, look it up
-    if 2**bits <= max(_TABLE, x.numel()):
-        table = _feistel(torch.arange(2**bits, device=x.device), keys, bits, inverse)
+    if 2**bits <= max(_TABLE, values.size):
+        table = _feistel(np.arange(2**bits, dtype=np.int64), keys, bits, inverse)
 
-    def encrypt(v: torch.Tensor) -> torch.Tensor:
+    def encrypt(v: np.ndarray) -> np.ndarray:
         return _feistel(v, keys, bits, inverse) if table is None else table[v]
 
-    out = encrypt(x.reshape(-1))
-    todo = (out >= n).nonzero().squeeze(1)  # cycle walking: only these are encrypted again
+    out = encrypt(values)
+    todo = np.flatnonzero(out >= n)  # cycle walking: only these are encrypted again
     vals = out[todo]
     while len(todo):
         vals = encrypt(vals)
-        out.index_copy_(0, todo, vals)
-        still = (vals >= n).nonzero().squeeze(1)
+        out[todo] = vals
+        still = np.flatnonzero(vals >= n)
         todo, vals = todo[still], vals[still]
-    return out.view(x.shape)
+    return torch.from_numpy(out).to(x.device).view(x.shape)
 
 
 def _shuffle_blocks(blocks: Iterable[torch.Tensor], n: int, seed: int) -> Iterator[torch.Tensor]:
     """``index_shuffle(block, n, seed)`` of each block of CPU positions in turn, one cipher call a
     block: the values still walking ride along with the next block's call, so the walk's tail
     (a quarter of a block, a sixteenth, ...) costs no calls of its own. A block comes out once
-    all its values have landed; after the last one, what still walks is walked through. The
-    bookkeeping is numpy's: its gathers and copies stay on one thread (torch's would spread
-    these small ones over its intra-op threads, which costs far more than it saves)."""
+    all its values have landed; after the last one, what still walks is walked through. All
+    of it is numpy's, on one thread (torch would spread these small gathers and copies over its
+    intra-op threads, which costs far more than it saves)."""
     bits, keys = max(_MIN_BITS, (n - 1).bit_length()), _round_keys(seed)
     out = np.empty(0, dtype=np.int64)  # the blocks not yet given out, end to end, ...
     base, ends = 0, deque()  # ... from slot `base` of the whole output on; where each ends
@@ -154,7 +156,7 @@ def _shuffle_blocks(blocks: Iterable[torch.Tensor], n: int, seed: int) -> Iterat
     blocks = iter(blocks)
     while (positions := next(blocks, None)) is not None or len(vals):
         x = vals if positions is None else np.concatenate([positions.numpy(), vals])  # (B + C,)
-        enc = _feistel(torch.from_numpy(x), keys, bits, False).numpy()
+        enc = _feistel(x, keys, bits, False)
         new, vals = enc[: len(x) - len(vals)], enc[len(x) - len(vals) :]  # (B,) (C,)
         landed = vals < n  # (C,) in range now: into its slot
         out[slot[landed] - base] = vals[landed]
@@ -176,7 +178,8 @@ def _shuffle_blocks(blocks: Iterable[torch.Tensor], n: int, seed: int) -> Iterat
 
 def index_shuffle(positions: torch.Tensor | Sequence[int], n: int, seed: int) -> torch.Tensor:
     r"""The indices at ``positions`` of the permutation of ``[0, n)`` that ``seed`` picks: an int64
-    tensor of the positions' shape, on their device, the same on every platform.
+    tensor of the positions' shape, on their device (computed on the CPU), the same on every
+    platform.
 
     Args:
         positions: integers in ``[0, n)``: a tensor of any shape and integer dtype, or a sequence.
@@ -289,4 +292,4 @@ class IndexShuffleSampler(DistributedSampler):
             yield from _shuffle_blocks(blocks, n, epoch_key(self.seed, self.epoch))
 
     def _chunks(self) -> Iterator[list[int]]:
-        return (block.tolist() for block in self._order_blocks())
+        return (block.numpy().tolist() for block in self._order_blocks())  # numpy's: faster
