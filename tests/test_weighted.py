@@ -108,6 +108,24 @@ def apportion_weights(draw):
 
 
 @st.composite
+def near_tie_weights(draw):
+    """``(weights, total)``: 2 to 8 weights a few ulps apart around one float, and a total of
+    2**20 to 2**51 near a multiple of their number: float64 quotas then err by more than the
+    remainders differ, and land a hair either side of integers."""
+    base = draw(st.floats(min_value=2.0**-30, max_value=2.0**30))
+    size = draw(st.integers(2, 8))
+    weights = []
+    for ulps in draw(st.lists(st.integers(-3, 3), min_size=size, max_size=size)):
+        w = base
+        for _ in range(abs(ulps)):
+            w = math.nextafter(w, math.inf if ulps > 0 else 0.0)
+        weights.append(w)
+    scale = draw(st.integers(20, 51))
+    total = size * draw(st.integers(2 ** (scale - 4), 2**scale // size)) + draw(st.integers(-3, 3))
+    return weights, max(total, 0)
+
+
+@st.composite
 def pick_sizes(draw):
     """``(n, k)`` per class, ``0 <= k <= n``: small classes with any k (k past n / 2 draws the
     values left out), exactly half, all or none, and classes of up to 100,000 samples."""
@@ -167,11 +185,49 @@ def test_counts_are_non_negative_ints_summing_to_exactly_total(weights, total):
     weights=[7048608217889410.0, 4686140888644399.0, 8470662197413580.0, 3664395971472403.0],
     total=712507913899873,
 )
+# an exact quota of 1 that float64 puts a hair below 1, beside remainders that fill every seat
+@example(weights=[1.0, 1099511627776.25, 1099511627776.25, 1099511627776.5], total=3 * 2**40 + 2)
+@example(weights=[1.0, 274877906945.25, 274877906945.25, 274877906945.5], total=824633720837)
+# exact remainders on a grid of 2**-50 (sum 2**102, total 2**52): 1/4, 1/4 + 2**-50 and
+# 1/4 + 2**-49 take the 2 seats' edge, where a fraction sits exactly two margins above the next
+@example(
+    weights=[2**50 + 2**48, 2**50 + 2**48 + 1, 2**50 + 2**48 + 2]
+    + [2**50 + 2**47] * 9
+    + [(2**52 - 14) * 2**50 + 2**47 - 3],
+    total=2**52,
+)
 def test_counts_are_those_of_the_exact_fraction_arithmetic(weights, total):
     """Invariant: the vectorised apportionment is the Fraction arithmetic it replaced, count for
     count: floors of the exact quotas, the seats left to the largest exact remainders, ties to
     the earlier class; for ties, zeros, subnormal to the largest floats, ints past 2**53, totals
     past 2**52 and up to 3,000 classes."""
+    assert largest_remainder_counts(weights, total) == largest_remainder_counts_reference(
+        weights, total
+    )
+
+
+@given(case=near_tie_weights())
+@example(case=([2**53, 2**53 + 1, 1.0], 3))  # an int float64 rounds, after a float: exact
+def test_near_ties_get_the_counts_of_the_exact_arithmetic(case):
+    """Invariant: where float64 quotas err by more than the remainders differ (weights a few ulps
+    apart, totals past 2**20) and fall a hair either side of an integer, every floor and every
+    seat is still the exact Fraction arithmetic's."""
+    weights, total = case
+    assert largest_remainder_counts(weights, total) == largest_remainder_counts_reference(
+        weights, total
+    )
+
+
+@pytest.mark.parametrize(
+    "weights, total",
+    [
+        ([np.int64(2**53 + 1), 1], 2**53 + 2),  # read one by one: an int float64 would round
+        ([np.float32(1), int(sys.float_info.max)], 3),  # the largest float64, as an int: accepted
+    ],
+)
+def test_ints_read_one_by_one_stay_exact(weights, total):
+    """Invariant: weights read one by one (a numpy scalar among them) keep ints exact, up to the
+    largest float64, and get the counts of the exact Fraction arithmetic."""
     assert largest_remainder_counts(weights, total) == largest_remainder_counts_reference(
         weights, total
     )
