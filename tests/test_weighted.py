@@ -185,6 +185,9 @@ def test_counts_are_non_negative_ints_summing_to_exactly_total(weights, total):
     weights=[7048608217889410.0, 4686140888644399.0, 8470662197413580.0, 3664395971472403.0],
     total=712507913899873,
 )
+# a large quota rounded by float64 past a small one's remainder: fractions in the wrong order
+# at the edge of the one seat, which only the exact integers put right
+@example(weights=[100000026047.04799, 7.062807790469378, 1048576.4871922096], total=274877911265)
 # an exact quota of 1 that float64 puts a hair below 1, beside remainders that fill every seat
 @example(weights=[1.0, 1099511627776.25, 1099511627776.25, 1099511627776.5], total=3 * 2**40 + 2)
 @example(weights=[1.0, 274877906945.25, 274877906945.25, 274877906945.5], total=824633720837)
