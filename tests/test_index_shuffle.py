@@ -166,6 +166,22 @@ def test_positions_in_any_integer_form_give_the_same_int64_indices_in_their_shap
     narrow = torch.arange(0, 10**9, 10**6, dtype=torch.int32)
     assert torch.equal(index_shuffle(narrow, 10**9, 3), wide)
     assert torch.equal(index_unshuffle(wide.int(), 10**9, 3), narrow.long())
+    # int32 positions of a range past 2**31: int64 indices that int32 could not hold
+    small = torch.tensor([0, 1, 2**31 - 1], dtype=torch.int32)
+    for got in (index_shuffle(small, 2**40, 3), index_shuffle(narrow, 10**9, 3)):
+        assert got.dtype == torch.int64
+    assert torch.equal(index_shuffle(small, 2**40, 3), index_shuffle(small.long(), 2**40, 3))
+    assert index_shuffle(small, 2**40, 3).max() >= 2**31  # seed 3 puts them past int32
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_indices_come_back_on_the_positions_device():
+    """Invariant: positions on a GPU give their indices on that GPU (computed on the CPU), the
+    same values as from the CPU."""
+    positions = torch.arange(5000, device="cuda")
+    got = index_shuffle(positions, 10**12, 7)
+    assert got.device == positions.device
+    assert torch.equal(got.cpu(), index_shuffle(positions.cpu(), 10**12, 7))
 
 
 # --- statistics, each beside torch.randperm's on the same seeds --------------------------------
