@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from itertools import chain, zip_longest
+from itertools import chain, pairwise, zip_longest
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -19,7 +20,13 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from distsampling import ShardedIterableDataset, loader_dataset_states, run_nodes, run_world
+from distsampling import (
+    ShardedIterableDataset,
+    loader_dataset_states,
+    run_nodes,
+    run_world,
+    sharded,
+)
 from sharded_ranks import Reader
 from strategies import (
     epochs,
@@ -78,6 +85,54 @@ def read_world(sizes, world, workers, epoch=0, **kwargs) -> list[list[list[int]]
         ds.set_epoch(epoch)
         out.append([list(ds.iter_worker(k, workers)) for k in range(workers)])
     return out
+
+
+def shard_order(num_shards, shuffle=True, seed=0, epoch=0) -> list[int]:
+    """The epoch's order of the shards: torch DistributedSampler's order of range(S), one rank."""
+    sampler = torch.utils.data.DistributedSampler(range(num_shards), 1, 0, shuffle=shuffle,
+                                                  seed=seed)  # fmt: skip
+    sampler.set_epoch(epoch)
+    return list(sampler)
+
+
+def expected_samples(sizes, todo, world, rank, worker, workers, *, shuffle=True, seed=0, epoch=0,
+                     drop_last=False) -> list[tuple[int, int]]:  # fmt: skip
+    """``(shard, offset)`` of each sample worker ``worker`` of ``workers`` on ``rank`` yields, one
+    by one, by the module docstring's arithmetic: the rest (the ``todo`` positions of the stream)
+    padded with its head or cut, rank ``r``'s ``L`` positions from ``r * L``, the worker's part."""
+    stream = [
+        (i, o) for i in shard_order(len(sizes), shuffle, seed, epoch) for o in range(sizes[i])
+    ]
+    rest = [stream[p] for a, b in todo for p in range(a, b)]
+    length = len(rest) // world if drop_last else -(-len(rest) // world)
+    lo, hi = length * worker // workers, length * (worker + 1) // workers
+    return [rest[(rank * length + x) % len(rest)] for x in range(lo, hi)]
+
+
+def maximal_runs(samples) -> list[tuple[int, int, int]]:
+    """``(shard, first, stop)`` runs of consecutive samples of one shard, each as long as it goes."""
+    runs: list[list[int]] = []
+    for shard, offset in samples:
+        if runs and runs[-1][0] == shard and runs[-1][2] == offset:
+            runs[-1][2] += 1
+        else:
+            runs.append([shard, offset, offset + 1])
+    return [tuple(r) for r in runs]
+
+
+def expected_opens(runs, seekable) -> list[list[int]]:
+    """LoggingReader's ``opens`` for reading ``runs``: with seeking one ``read(shard, first)`` per
+    run drawing its samples; front to back one ``read(shard)`` wherever the shard changes or goes
+    back (padding), drawing up to the last sample it yields, the samples between dropped."""
+    opens: list[list[int]] = []
+    for n, (shard, first, stop) in enumerate(runs):
+        if seekable:
+            opens.append([shard, first, stop - first])
+        elif n == 0 or shard != runs[n - 1][0] or first < runs[n - 1][2]:
+            opens.append([shard, 0, stop])
+        else:
+            opens[-1][2] = stop
+    return opens
 
 
 world_args = st.fixed_dictionaries(
@@ -214,6 +269,137 @@ def test_without_shuffle_the_stream_is_the_shards_in_order_padded_by_its_head():
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("seekable", [False, True])
+@pytest.mark.parametrize(
+    ("sizes", "world", "consumed", "world2"),
+    [
+        ([5, 2], 1, 2, 2),  # the rest [2, 7): rank 1 reads shard 1, then shard 0 from sample 2
+        ([10], 2, 2, 1),  # ranks read [0, 2) and [5, 7): the rest is two pieces of shard 0
+        ([4, 6, 3], 3, 1, 2),
+    ],
+)
+def test_after_an_elastic_resume_each_rank_reads_the_runs_of_the_rest(sizes, world, consumed,
+                                                                      world2, seekable):  # fmt: skip
+    """Invariant: after W1 ranks each read `consumed` samples, a new rank of W2 reads the maximal
+    runs of its range of the rest: where its padding wraps from the rest's end to its head, a run
+    of another shard never merges with the last one; where the rest leaves a gap in a shard, a
+    front-to-back read goes on in the open shard (one read(shard)) and a seekable one seeks."""
+    ds = make(sizes, world, 0, shuffle=False)
+    it = ds.iter_worker()
+    for _ in range(consumed):
+        next(it)
+    states = [ds.state_dict()]
+    for rank in range(world2):
+        reader = LoggingReader(sizes)
+        again = make(sizes, world2, rank, read=reader, shuffle=False, seekable=seekable)
+        again.load_state_dict(states)
+        todo = again.state_dict()["todo"]
+        samples = expected_samples(sizes, todo, world2, rank, 0, 1, shuffle=False)
+        runs = maximal_runs(samples)
+        assert again.worker_runs() == runs
+        assert list(again) == [reader.starts[i] + offset for i, offset in samples]
+        assert reader.opens == expected_opens(runs, seekable)
+
+
+def test_a_todo_split_into_adjacent_intervals_reads_like_the_whole():
+    """Invariant: a todo is a set of stream positions: split at any position (inside a shard or
+    between shards) into adjacent intervals, it gives the same worker_runs as the whole stream,
+    and the same samples."""
+    sizes = [7, 0, 5, 3]
+    total = sum(sizes)
+    for world, workers in [(1, 1), (2, 2), (3, 1), (2, 3)]:
+        for rank in range(world):
+            whole = make(sizes, world, rank, seed=1)
+            runs = [whole.worker_runs(k, workers) for k in range(workers)]
+            for cut in range(1, total):
+                split = make(sizes, world, rank, seed=1)
+                split.load_state_dict({**split.state_dict(), "todo": [[0, cut], [cut, total]]})
+                assert [split.worker_runs(k, workers) for k in range(workers)] == runs
+                assert list(split) == list(whole)
+
+
+@given(world_args, st.data())
+def test_worker_runs_are_the_maximal_runs_of_the_samples_the_arithmetic_assigns(args, data):
+    """Invariant: for any todo a state may list (sorted, disjoint, non-empty intervals of the
+    stream, adjacent ones too), worker_runs(k, n) is the samples the documented arithmetic gives
+    worker k (rank r's range of the rest, padded with its head or cut, then its k-th part), as
+    maximal runs: a run never goes on where the previous one stopped in the same shard. Resumed at
+    position m, iter_worker yields those samples from the m-th on, and opens each shard once per
+    run with seeking, front to back once wherever the shard changes or goes back."""
+    sizes, world, workers = args["sizes"], args["world"], args["workers"]
+    kw = {k: args[k] for k in ("seed", "shuffle", "drop_last")}
+    total, rank = sum(sizes), data.draw(st.integers(0, world - 1))
+    cuts = sorted({0, total, *data.draw(st.lists(st.integers(0, total), max_size=8))})
+    pieces = [list(p) for p in pairwise(cuts)]  # cuts are distinct: none empty
+    todo = [p for p in pieces if data.draw(st.booleans())]
+    reader = LoggingReader(sizes)
+    ds = make(sizes, world, rank, read=reader, seekable=args["seekable"], **kw)
+    ds.set_epoch(args["epoch"])
+    for k in range(workers):
+        samples = expected_samples(sizes, todo, world, rank, k, workers, epoch=args["epoch"], **kw)
+        skip = data.draw(st.integers(0, len(samples)))
+        ds.load_state_dict({**ds.state_dict(), "todo": todo, "worker": k, "num_workers": workers,
+                            "position": skip})  # fmt: skip
+        assert ds.worker_runs(k, workers) == maximal_runs(samples)
+        reader.opens.clear()
+        got = list(ds.iter_worker(k, workers))
+        assert got == [reader.starts[i] + offset for i, offset in samples[skip:]]
+        assert reader.opens == expected_opens(maximal_runs(samples[skip:]), args["seekable"])
+
+
+def test_by_default_worker_runs_and_iter_worker_are_the_main_process_worker_0_of_1():
+    """Invariant: worker_runs() and iter_worker() without arguments are worker 0 of 1, what the
+    main process reads (num_workers=0): the rank's whole range."""
+    ds = make([3, 0, 5, 4], 2, 1, seed=2)
+    assert ds.worker_runs() == ds.worker_runs(0, 1)
+    assert sum(stop - first for _, first, stop in ds.worker_runs()) == len(ds) == 6
+    assert list(ds.iter_worker()) == list(ds.iter_worker(0, 1)) == list(ds)
+    assert len(list(ds)) == 6
+
+
+def test_in_a_loader_worker_iter_and_state_dict_are_that_workers(monkeypatch):
+    """Invariant: in DataLoader worker k of n (get_worker_info()), iter() yields iter_worker(k, n)
+    and state_dict(), before and after, names worker k of n."""
+    expected = [list(make(SIZES, 2, 1, seed=3).iter_worker(k, 3)) for k in range(3)]
+    for k in range(3):
+        info = SimpleNamespace(id=k, num_workers=3)
+        monkeypatch.setattr(sharded, "get_worker_info", lambda info=info: info)
+        ds = make(SIZES, 2, 1, seed=3)
+        assert (ds.state_dict()["worker"], ds.state_dict()["num_workers"]) == (k, 3)
+        assert list(ds) == expected[k]
+        state = ds.state_dict()
+        assert [state[key] for key in ("worker", "num_workers", "position")] == [
+            k, 3, len(expected[k])
+        ]  # fmt: skip
+
+
+def test_the_default_seed_is_distributed_samplers_0():
+    """Invariant: without seed=, the shards are read in DistributedSampler's order with its
+    default seed, 0."""
+    sizes = [2, 1, 3, 0, 4, 1, 2, 5]
+    reader = Reader(sizes)
+    ds = ShardedIterableDataset(list(range(len(sizes))), sizes, reader, num_replicas=1, rank=0)
+    expected = [
+        x for shard in torch.utils.data.DistributedSampler(range(8), 1, 0) for x in reader(shard)
+    ]
+    assert list(ds) == expected
+
+
+def test_a_front_to_back_read_is_called_with_the_shard_alone():
+    """Invariant: without seekable, read(shard) gets one argument: a read with no start parameter
+    serves every worker, also one whose range starts inside a shard."""
+    sizes = [5, 3, 4]
+    calls = []
+
+    def read(shard):
+        calls.append(shard)
+        return iter(range(10 * shard, 10 * shard + sizes[shard]))
+
+    ds = ShardedIterableDataset([0, 1, 2], sizes, read, num_replicas=2, rank=0, shuffle=False)
+    assert list(ds.iter_worker(1, 2)) == [3, 4, 10]
+    assert calls == [0, 1]
+
+
 # --- bad input --------------------------------------------------------------------------------
 
 
@@ -231,6 +417,7 @@ def test_without_shuffle_the_stream_is_the_shards_in_order_padded_by_its_head():
         ({"rank": 2}, ValueError, r"Invalid rank 2, rank should be in the interval \[0, 1\]"),
         ({"shuffle": "yes"}, TypeError, r"shuffle should be a boolean value, but got shuffle='yes'"),
         ({"seekable": 1}, TypeError, r"seekable should be a boolean value, but got seekable=1"),
+        ({"drop_last": "no"}, TypeError, r"drop_last should be a boolean value, but got drop_last='no'"),
         ({"seed": 2**64}, ValueError, r"seed should be in the interval"),
     ],
 )  # fmt: skip
@@ -257,12 +444,14 @@ def test_a_shard_of_another_size_than_sizes_says_so_never_a_short_epoch(true_siz
                                                                         workers, seekable):  # fmt: skip
     """Invariant: a shard whose read yields fewer or more samples than its size (from `start`
     with seeking) raises an error naming the shard, the expected size and where it went wrong,
-    on the worker that reads it."""
+    on the worker that reads it, and what read should do (with seeking: from `start`)."""
+    call = (r"read\(shard, start\) should yield samples start \.\. sizes\[i\] - 1$" if seekable
+            else r"read\(shard\) should yield exactly sizes\[i\] samples$")  # fmt: skip
     reader = Reader(true_sizes)
     ds = ShardedIterableDataset(["a", "b", "c"], [3, 1, 3],
                                 lambda s, *start: reader("abc".index(s), *start), num_replicas=1,
                                 rank=0, shuffle=False, seekable=seekable)  # fmt: skip
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=f"{message}: {call}"):
         for k in range(workers):
             list(ds.iter_worker(k, workers))
 
@@ -273,6 +462,85 @@ def test_empty_shards_are_allowed_and_never_opened():
     assert list(make([0, 2, 0], read=reader, shuffle=False)) == [0, 1]
     assert [shard for shard, *_ in reader.opens] == [1]
     assert list(make([0, 0], 3, 2)) == [] and len(make([0, 0], 3, 2)) == 0
+
+
+@pytest.mark.parametrize(
+    ("worker", "num_workers", "error", "message"),
+    [
+        (0, 0, ValueError, r"^num_workers should be >= 1, but got num_workers=0$"),
+        (0, -2, ValueError, r"^num_workers should be >= 1, but got num_workers=-2$"),
+        (0, 1.0, TypeError, r"^num_workers should be an integer, but got num_workers=1.0"),
+        (-1, 2, ValueError, r"^worker should be in the interval \[0, 1\], but got worker=-1$"),
+        (2, 2, ValueError, r"^worker should be in the interval \[0, 1\], but got worker=2$"),
+        (3, 2, ValueError, r"^worker should be in the interval \[0, 1\], but got worker=3$"),
+        (1, 1, ValueError, r"^worker should be in the interval \[0, 0\], but got worker=1$"),
+        ("0", 2, TypeError, r"^worker should be an integer, but got worker='0'"),
+    ],
+)  # fmt: skip
+def test_a_worker_outside_its_num_workers_is_named_with_its_value(worker, num_workers, error,
+                                                                 message):  # fmt: skip
+    """Invariant: worker_runs and iter_worker take worker k of n with n >= 1 and 0 <= k < n; any
+    other refuses naming the argument, its range and its value."""
+    ds = make([3, 4], 2, 0)
+    with pytest.raises(error, match=message):
+        ds.worker_runs(worker, num_workers)
+    with pytest.raises(error, match=message):
+        list(ds.iter_worker(worker, num_workers))
+
+
+@pytest.mark.parametrize(
+    ("epoch", "error", "message"),
+    [
+        (-1, ValueError, r"^epoch should be in the interval \[0, 9223372036854775807\], but got "
+                         r"epoch=-1$"),
+        (2**63, ValueError, r"^epoch should be in the interval \[0, 9223372036854775807\], but got "
+                            r"epoch=9223372036854775808$"),
+        (1.5, TypeError, r"^epoch should be an integer, but got epoch=1.5"),
+    ],
+)  # fmt: skip
+def test_set_epoch_refuses_an_epoch_outside_int64_naming_it(epoch, error, message):
+    """Invariant: an epoch is an int64 >= 0 (it lives in a shared int64 tensor); any other is
+    refused naming it, and the epoch stays what it was."""
+    ds = make([3, 4], 2, 0)
+    ds.set_epoch(5)
+    with pytest.raises(error, match=message):
+        ds.set_epoch(epoch)
+    assert ds.epoch == 5
+
+
+@pytest.mark.parametrize("epoch", [0, 1, 2**24 + 1, 2**53 + 1, 2**63 - 1])
+def test_set_epoch_keeps_any_int64_epoch_exactly_and_reads_its_order(epoch):
+    """Invariant: every epoch up to 2**63 - 1 is kept exactly (no float rounding), is the state's
+    epoch, and orders the shards as DistributedSampler does for it."""
+    sizes = [2, 1, 3, 0, 4, 1, 2, 5]
+    reader = Reader(sizes)
+    ds = make(sizes, read=reader, seed=0)
+    ds.set_epoch(epoch)
+    assert ds.epoch == epoch and ds.state_dict()["epoch"] == epoch
+    assert list(ds) == [x for shard in shard_order(8, epoch=epoch) for x in reader(shard)]
+
+
+def test_set_epoch_checks_seed_plus_epoch_only_when_shuffling():
+    """Invariant: shuffled, seed + epoch seeds the generator, so it must stay in its range (the
+    error names both); without shuffle the epoch draws nothing and any epoch is taken."""
+    top = 2**64 - 1
+    shuffled = make([3, 4], seed=top)
+    shuffled.set_epoch(0)
+    with pytest.raises(ValueError, match=r"seed \+ epoch should be in \[-9223372036854775808, "
+                                         r"18446744073709551615\] \(torch.Generator's range\), "
+                                         r"but got seed=18446744073709551615, epoch=1$"):  # fmt: skip
+        shuffled.set_epoch(1)
+    in_order = make([3, 4], seed=top, shuffle=False)
+    in_order.set_epoch(2**63 - 1)
+    assert in_order.epoch == 2**63 - 1 and list(in_order) == list(range(7))
+
+
+def test_repr_names_the_class_the_shards_samples_and_every_setting():
+    """Invariant: repr names the class, the number of shards and samples, and each setting."""
+    ds = ShardedIterableDataset(["a", "b", "c"], [3, 0, 4], Reader([3, 0, 4]), num_replicas=3,
+                                rank=2, shuffle=False, seed=7, drop_last=True, seekable=True)  # fmt: skip
+    assert repr(ds) == ("ShardedIterableDataset(3 shards, 7 samples, num_replicas=3, rank=2, "
+                        "shuffle=False, seed=7, drop_last=True, seekable=True)")  # fmt: skip
 
 
 # --- resume -----------------------------------------------------------------------------------
@@ -371,15 +639,27 @@ def test_a_second_elastic_resume_keeps_every_sample_once():
     ("change", "message"),
     [
         ({"shards": "0" * 16}, r"shards was '0000000000000000' when saved, but is '[0-9a-f]{16}' now"),
-        ({"seed": 1}, r"seed was 1 when saved, but is 0 now"),
-        ({"drop_last": True}, r"drop_last was True when saved, but is False now"),
+        ({"sizes": "0" * 16}, r"sizes was '0000000000000000' when saved, but is '[0-9a-f]{16}' now$"),
+        ({"seed": 1}, r"seed was 1 when saved, but is 0 now$"),
+        ({"shuffle": False}, r"shuffle was False when saved, but is True now$"),
+        ({"drop_last": True}, r"drop_last was True when saved, but is False now$"),
         ({"epoch": 3}, r"epoch was 3 when saved, but is 0 now: call set_epoch\(3\) first"),
         ({"num_workers": 2}, r"state was saved by worker 0 of 2, but is read by worker 0 of 1: "
                              r"resume with the same num_workers, or load every worker's state"),
         ({"num_replicas": 3}, r"saved on num_replicas=3, but is loaded on num_replicas=2: load "
-                              r"every worker's state at once"),
+                              r"every worker's state at once \(load_state_dict\(loader_dataset_"
+                              r"states\(loader_state\)\)\)$"),
         ({"todo": [[5, 3]]}, r"state has a bad todo=\[\[5, 3\]\] for 13 samples"),
+        ({"todo": [[2, 2]]}, r"state has a bad todo=\[\[2, 2\]\] for 13 samples"),
+        ({"todo": [[0, 4], [3, 13]]}, r"state has a bad todo=\[\[0, 4\], \[3, 13\]\]"),
+        ({"todo": [[0, 14]]}, r"state has a bad todo=\[\[0, 14\]\] for 13 samples"),
         ({"position": 8}, r"position should be in the interval \[0, 7\], but got position=8"),
+        # 10 positions left: 5 a rank, so worker 0 of 1 may have read 5, never 6
+        ({"todo": [[3, 13]], "position": 6},
+         r"position should be in the interval \[0, 5\], but got position=6"),
+        # worker 1 of 2 of a rank's 7 positions reads [3, 7): 4 of them
+        ({"worker": 1, "num_workers": 2, "position": 5},
+         r"position should be in the interval \[0, 4\], but got position=5"),
         ({"kind": "Other"}, r"state is not a ShardedIterableDataset state_dict\(\)"),
     ],
 )  # fmt: skip
@@ -396,13 +676,102 @@ def test_a_state_of_another_run_is_refused_naming_what_differs(change, message):
 
 
 def test_a_list_of_states_missing_a_worker_is_refused():
-    """Invariant: the elastic form needs every worker of one rank; a gap is named."""
+    """Invariant: the elastic form needs every worker of one rank; a gap, or no state at all,
+    is named."""
     ds = make([4, 9], 2, 0)
     list(ds.iter_worker(1, 2))
-    with pytest.raises(ValueError, match=r"every worker's state of one rank .* got workers \[1\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"^state should list every worker's state of one rank "
+        r"\(workers 0\.\.n-1, one run\), but got workers \[1\]$",
+    ):
         make([4, 9], 3, 0).load_state_dict([ds.state_dict()])
+    with pytest.raises(
+        ValueError,
+        match=r"^state should list every worker's state of one rank "
+        r"\(workers 0\.\.n-1, one run\), but got workers \[\]$",
+    ):
+        make([4, 9], 3, 0).load_state_dict([])  # no worker at all
     with pytest.raises(TypeError, match=r"state should be a dict from state_dict\(\), but got"):
         make([4, 9], 3, 0).load_state_dict([None])
+
+
+def test_a_fresh_state_is_position_0_of_the_whole_epoch_and_set_epoch_starts_afresh():
+    """Invariant: before any iter(), state_dict() is worker 0 of 1 at position 0 with the whole
+    stream to do; after part of an epoch, set_epoch to another starts that epoch afresh (the same
+    fresh state, for the new epoch); either state resumes the whole epoch."""
+    sizes = [5, 0, 4, 3]
+    ds = make(sizes, 2, 1, seed=4)
+    state = ds.state_dict()
+    assert (state["worker"], state["num_workers"], state["position"]) == (0, 1, 0)
+    assert state["todo"] == [[0, 12]] and state["epoch"] == 0
+    whole = list(make(sizes, 2, 1, seed=4))
+    again = make(sizes, 2, 1, seed=4)
+    again.load_state_dict(state)
+    assert list(again) == whole
+    it = iter(ds)
+    next(it), next(it)
+    ds.set_epoch(1)
+    state = ds.state_dict()
+    assert (state["worker"], state["num_workers"], state["position"]) == (0, 1, 0)
+    assert state["todo"] == [[0, 12]] and state["epoch"] == 1
+    fresh = make(sizes, 2, 1, seed=4)
+    fresh.set_epoch(1)
+    again = make(sizes, 2, 1, seed=4)
+    again.set_epoch(1)
+    again.load_state_dict(state)
+    assert list(again) == list(fresh)
+
+
+def test_a_loaded_state_saved_again_before_reading_is_the_same_state():
+    """Invariant: load_state_dict(state) then state_dict(), with nothing read between, gives the
+    state back: the worker, its layout, its position (a checkpoint of a resumed run that has not
+    stepped yet)."""
+    ds = make([5, 0, 4, 3], 2, 1, seed=4)
+    it = ds.iter_worker(1, 3)
+    next(it)
+    state = json.loads(json.dumps(ds.state_dict()))
+    assert (state["worker"], state["num_workers"], state["position"]) == (1, 3, 1)
+    again = make([5, 0, 4, 3], 2, 1, seed=4)
+    again.load_state_dict(state)
+    assert again.state_dict() == state
+
+
+@pytest.mark.parametrize(
+    ("saved", "loaded", "message"),
+    [
+        ((["a.tar", "b.tar"], [4, 9]), (["a.tar", "c.tar"], [4, 9]),
+         r"shards was '[0-9a-f]{16}' when saved, but is '[0-9a-f]{16}' now$"),
+        ((["a.tar", "b.tar"], [4, 9]), (["a.tar", "b.tar"], [9, 4]),
+         r"sizes was '[0-9a-f]{16}' when saved, but is '[0-9a-f]{16}' now$"),
+        ((["a.tar", "b.tar"], [4, 9]), (["a.tar", "b.tar"], [3, 10]),
+         r"sizes was '[0-9a-f]{16}' when saved, but is '[0-9a-f]{16}' now$"),
+    ],
+)  # fmt: skip
+def test_a_state_of_other_shards_or_sizes_of_the_same_total_is_refused(saved, loaded, message):
+    """Invariant: a state remembers which shards and sizes it was saved for: another shard list,
+    or other sizes with the same total, is refused, never resumed at positions of another stream;
+    the same lists (a new dataset object) are taken."""
+
+    def dataset(shards, sizes):
+        return ShardedIterableDataset(shards, sizes, Reader(sizes), num_replicas=2, rank=0)
+
+    state = dataset(*saved).state_dict()
+    dataset(*saved).load_state_dict(state)
+    with pytest.raises(ValueError, match=message):
+        dataset(*loaded).load_state_dict(state)
+
+
+def test_a_state_missing_any_key_is_not_a_state():
+    """Invariant: a dict missing any key of state_dict() is refused as not a state, whichever key
+    it lacks, never read part way."""
+    state, not_a_state = make([4, 9], 2, 0).state_dict(), r"state is not a \w+ state_dict\(\)"
+    for key in state:
+        broken = {k: v for k, v in state.items() if k != key}
+        with pytest.raises(ValueError, match=not_a_state):
+            make([4, 9], 2, 0).load_state_dict(broken)
+        with pytest.raises(ValueError, match=not_a_state):
+            make([4, 9], 3, 0).load_state_dict([broken])
 
 
 # --- real DataLoaders with workers --------------------------------------------------------------
@@ -503,6 +872,40 @@ def test_stateful_dataloader_states_of_2_ranks_resume_on_3_ranks_reading_each_sa
     c = Counter(read)
     assert len(set(counts)) == 1 and set(c) == set(range(sum(SIZES)))
     assert sum(c.values()) - len(c) < 2 + 3
+
+
+def test_loader_dataset_states_without_workers_is_the_datasets_one_state():
+    """Invariant: with num_workers=0 the loader's state holds the dataset's own state: the list
+    has that one state, at the samples the loader yielded, and it resumes the rest."""
+    ds = make(SIZES, 2, 1, seed=3)
+    loader = StatefulDataLoader(ds, batch_size=4)
+    it = iter(loader)
+    head = [x for _ in range(2) for x in next(it).tolist()]
+    states = loader_dataset_states(json.loads(json.dumps(loader.state_dict())))
+    assert states == [ds.state_dict()] and states[0]["position"] == 8
+    again = make(SIZES, 2, 1, seed=3)
+    again.load_state_dict(states)
+    assert head + list(again) == list(make(SIZES, 2, 1, seed=3))
+
+
+def test_loader_dataset_states_refuses_a_state_that_lags_its_worker_snapshots():
+    """Invariant: a loader state taken between worker snapshots (snapshot_every_n_steps > 1)
+    would not say what was consumed: it is refused, naming the steps since the snapshot; a state
+    that does not count steps since its snapshot is read as one taken at it."""
+    ds = make(SIZES, 2, 1, seed=3)
+    loader = StatefulDataLoader(ds, batch_size=4, num_workers=2, snapshot_every_n_steps=2)
+    it = iter(loader)
+    for _ in range(3):
+        next(it)
+    state = json.loads(json.dumps(loader.state_dict()))
+    del it
+    with pytest.raises(ValueError, match=r"^loader_state should be taken with snapshot_every_n_"
+                                         r"steps=1, but got a state 1 steps after its last worker "
+                                         r"snapshot$"):  # fmt: skip
+        loader_dataset_states(state)
+    del state["_steps_since_snapshot"]
+    states = loader_dataset_states(state)
+    assert [s["worker"] for s in states] == [0, 1] and [s["num_workers"] for s in states] == [2, 2]
 
 
 # --- real process groups ------------------------------------------------------------------------

@@ -360,7 +360,7 @@ class ShardedIterableDataset(IterableDataset[T]):
         states = [self._checked(s) for s in state]
         n = states[0]["num_workers"] if states else 0
         same = all(s[k] == states[0][k] for s in states for k in ("num_replicas", "todo"))
-        if not same or sorted(s["worker"] for s in states) != list(range(n)):
+        if not states or not same or sorted(s["worker"] for s in states) != list(range(n)):
             raise ValueError(
                 "state should list every worker's state of one rank (workers 0..n-1, one "
                 f"run), but got workers {[s['worker'] for s in states]}"
