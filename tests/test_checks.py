@@ -22,6 +22,7 @@ from distsampling import (
     RankMismatchError,
     ResumableBatchSampler,
     ResumableDistributedSampler,
+    TokenBudgetBatchSampler,
     UnpaddedDistributedSampler,
     WeightedBalanceClassSampler,
     assert_rank_consistent,
@@ -235,6 +236,18 @@ def test_the_order_of_any_sampler_is_the_hash_of_the_epoch_it_yields(n, world, s
     assert epoch_digest(s)["order"] == plain["order"]
     if n >= 2:  # another order, another hash
         assert epoch_digest(list(whole)[::-1])["order"] != plain["order"]
+
+
+def test_a_token_budget_samplers_order_is_the_hash_of_its_whole_plan():
+    """Invariant: every rank of a token-budget sampler hashes the same plan (its steps, batch
+    bounds and order, the same on every rank), and another seed gives another plan's hash."""
+    lengths = [5, 1, 3, 8, 2, 2, 7, 4, 6, 1]
+    ranks = [TokenBudgetBatchSampler(lengths, 8, num_replicas=3, rank=r, seed=4) for r in range(3)]
+    plan = ranks[0].epoch_plan()
+    expected = hashlib.sha1(plan.numpy().astype(np.int64).tobytes()).hexdigest()[:16]
+    assert [epoch_digest(s)["order"] for s in ranks] == [expected] * 3
+    other = TokenBudgetBatchSampler(lengths, 8, num_replicas=3, rank=0, seed=5)
+    assert epoch_digest(other)["order"] != expected
 
 
 def test_the_check_on_a_one_rank_group_returns_this_ranks_digest():
