@@ -359,7 +359,9 @@ def test_by_default_worker_runs_and_iter_worker_are_the_main_process_worker_0_of
 
 def test_in_a_loader_worker_iter_and_state_dict_are_that_workers(monkeypatch):
     """Invariant: in DataLoader worker k of n (get_worker_info()), iter() yields iter_worker(k, n)
-    and state_dict(), before and after, names worker k of n."""
+    and state_dict(), before and after, names worker k of n. The real loaders with workers below
+    prove it end to end; this in-process stand-in for the worker's get_worker_info() is what
+    mutation testing can see (it does not follow worker processes)."""
     expected = [list(make(SIZES, 2, 1, seed=3).iter_worker(k, 3)) for k in range(3)]
     for k in range(3):
         info = SimpleNamespace(id=k, num_workers=3)
