@@ -37,6 +37,7 @@ References:
 
 from __future__ import annotations
 
+import copy
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import count, takewhile
@@ -276,20 +277,25 @@ class IndexShuffleSampler(DistributedSampler):
 
     def _order_blocks(self, begin: int = 0) -> Iterator[torch.Tensor]:
         """The order at this rank's positions from step ``begin`` on, a block at a time: 32 first,
-        walked through (the first index at once), then blocks of ``2**14`` walked together."""
-        n, W = self._length(), self.num_replicas
-        if self.total_size > 2**63 - 1:  # positions are int64
+        walked through (the first index at once), then blocks of ``2**14`` walked together.
+
+        The epoch (and a loaded position) is read once, at the first ``next``, as torch's
+        sampler reads it: a ``set_epoch`` while the iterator runs (a loop that calls it after
+        its first batch) changes the next ``iter()``, never the blocks of this one."""
+        now = copy.copy(self)  # this iterator's sampler: a later set_epoch or load leaves it alone
+        n, W = now._length(), now.num_replicas
+        if now.total_size > 2**63 - 1:  # positions are int64
             raise ValueError(
                 f"num_replicas should leave a padded epoch below 2**63 positions, but got "
-                f"num_replicas={W} for n={n}: total_size={self.total_size}"
+                f"num_replicas={W} for n={n}: total_size={now.total_size}"
             )
-        yield self.order_at(self._positions(range(begin, begin + 32)))
+        yield now.order_at(now._positions(range(begin, begin + 32)))
         starts = count(begin + 32, _BLOCK)
-        blocks = takewhile(len, (self._positions(range(b, b + _BLOCK)) for b in starts))
-        if not self.shuffle:
+        blocks = takewhile(len, (now._positions(range(b, b + _BLOCK)) for b in starts))
+        if not now.shuffle:
             yield from blocks  # torch's order: the positions themselves
         else:
-            yield from _shuffle_blocks(blocks, n, epoch_key(self.seed, self.epoch))
+            yield from _shuffle_blocks(blocks, n, epoch_key(now.seed, now.epoch))
 
     def _chunks(self) -> Iterator[list[int]]:
         return (block.numpy().tolist() for block in self._order_blocks())  # numpy's: faster
