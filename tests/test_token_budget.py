@@ -186,7 +186,7 @@ def test_resume_after_k_steps_gives_the_rest_of_the_uninterrupted_epoch(args, ep
     resumed = make()
     resumed.load_state_dict(state)
     resumed.set_epoch(epoch)  # as a loop does at the top of the epoch: it keeps the position
-    assert len(resumed) == len(batches) - k
+    assert len(resumed) == len(batches)  # len() is the whole epoch's, before and after a resume
     assert first + list(resumed) == batches and first + list(resumed) == batches
     resumed.set_epoch(epoch + 1)
     assert list(resumed) == after
@@ -207,15 +207,17 @@ def test_an_elastic_resume_reads_every_sample_of_the_epoch_once(args, epoch, wor
     n = len(args["lengths"])
     samplers, read = ranks(args, epoch), []
     for world in worlds:
-        k = data.draw(st.integers(0, len(samplers[0])))
+        k = data.draw(st.integers(0, len(samplers[0].batches())))  # what iter() yields from here
         its = [iter(s) for s in samplers]
         per_rank = [[next(it) for _ in range(k)] for it in its]
         read += [per_rank[r][j] for j in range(k) for r in range(len(samplers))]
         state = roundtrip(samplers[0].state_dict())
         samplers = ranks(args, epoch, num_replicas=world)
+        before = sum(k for _, k in state["resumed"]) + state["position"]  # read before the save
         for s in samplers:
             s.load_state_dict(state)
-        assert len({len(s) for s in samplers}) == 1
+        # len() is the whole epoch's: what each rank read before the resume, then what it yields
+        assert {len(s) for s in samplers} == {before + len(samplers[0].batches())}
     read += _read(samplers)
     distinct = set(map(tuple, read))
     samples = sorted(i for b in distinct for i in b)

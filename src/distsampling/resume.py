@@ -123,13 +123,16 @@ def resumed_positions(
     """
     n, (num_replicas, rank) = check_int("n", n, low=0), resolve_world(num_replicas, rank)
     start = check_int("start", start, low=0, high=n)
-    if check_bool("pad", pad):  # each rank reads the same count: torch's split of the rest
-        count = split_sizes(n - start, num_replicas, drop_last)[0]
-    else:  # positions below n only
-        count = len(range(start + rank, n, num_replicas))
+    count = _rest_count(n, num_replicas, rank, start, drop_last, check_bool("pad", pad))
     steps = range(count) if steps is None else range(count)[steps.start : steps.stop]
     positions = start + rank + num_replicas * torch.arange(steps.start, steps.stop)  # (count,)
     return positions % max(n, 1)  # the stream past n repeats the head of the order
+
+
+def _rest_count(n: int, num_replicas: int, rank: int, start: int, drop_last: bool, pad: bool) -> int:
+    if pad:  # each rank reads the same count: torch's split of the rest
+        return split_sizes(n - start, num_replicas, drop_last)[0]
+    return len(range(start + rank, n, num_replicas))  # positions below n only
 
 
 def check_consumed(consumed: object, handed_out: int, why: str) -> int:
@@ -201,6 +204,7 @@ class Resumable:
     """
 
     _loaded: tuple[int, int] = (0, 0)  # (start, position) where every iter() of the epoch starts
+    _before = 0  # indices this rank read of the epoch before `start`, on other worlds
     _counter: _Counter | None = None  # the latest iter(), counting what it handed out
 
     def _identity(self) -> dict[str, Any]:
@@ -241,6 +245,18 @@ class Resumable:
             return self.indices().split(1 << 16)
         return order_blocks(self._loaded[1])
 
+    def __len__(self) -> int:
+        r"""This rank's indices of the whole epoch, before and after a resume alike: what it read
+        before the state was saved (on any world) and what ``iter()`` reads from there. Trainers
+        count the steps done from their own checkpoint (Lightning), so a resumed ``iter()``
+        yields ``len()`` minus the position."""
+        start = self._loaded[0]
+        if start == 0:  # the epoch's own split: torch's num_samples
+            return super().__len__()  # type: ignore[misc]
+        W, rank, drop_last = self.num_replicas, self.rank, self.drop_last  # type: ignore[attr-defined]
+        pad = getattr(self, "pad", True)
+        return self._before + _rest_count(self._stream_len(), W, rank, start, drop_last, pad)
+
     def __iter__(self) -> Iterator[int]:
         self._counter = _Counter(self._blocks)  # a new count; the loaded position stays
         return self._counter.ints
@@ -249,7 +265,7 @@ class Resumable:
         before = self.epoch  # type: ignore[attr-defined]
         super().set_epoch(epoch)  # type: ignore[misc]
         if self.epoch != before:  # type: ignore[attr-defined]  # a position belongs to its epoch
-            self._loaded, self._counter = (0, 0), None
+            self._loaded, self._counter, self._before = (0, 0), None, 0
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         r"""Where this rank is in the epoch: a small JSON-ready dict.
@@ -279,6 +295,7 @@ class Resumable:
             "num_replicas": self.num_replicas,  # type: ignore[attr-defined]
             "start": start,
             "position": position + handed_out,
+            "before": self._before,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -299,6 +316,7 @@ class Resumable:
         # the most a rank can have read from `start`: rank 0's count, ceil (floor with drop_last)
         most = split_sizes(n - start, saved_world, drop_last)[0]
         position = check_int("position", state["position"], low=0, high=most)
+        before = check_int("before", state.get("before", 0), low=0)  # a state of version 1 may lack it
         if saved_world != num_replicas:  # every rank read `position`: that prefix is consumed
-            start, position = min(start + position * saved_world, n), 0
-        self._loaded, self._counter = (start, position), None
+            start, position, before = min(start + position * saved_world, n), 0, before + position
+        self._loaded, self._counter, self._before = (start, position), None, before

@@ -42,7 +42,7 @@ import torch
 from torch.utils.data import Sampler
 
 from ._validate import check_bool, check_int, check_seed, resolve_world
-from .resume import check_state
+from .resume import check_consumed, check_state
 
 __all__ = ["TokenBudgetBatchSampler"]
 
@@ -274,7 +274,16 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             yield batch
 
     def __len__(self) -> int:
-        return len(self._plan()[2]) - self._skip
+        # this rank's batches of the whole epoch: those read before a resume, on any world, and
+        # those of the current plan (a resumed iter() yields len() minus the ones read)
+        return sum(k for _, k in self._resumed) + len(self._plan()[2])
+
+    @property
+    def sampler(self) -> _EpochHandle:
+        r"""What a framework reaches for ``set_epoch``: Lightning calls
+        ``loader.batch_sampler.sampler.set_epoch(epoch)`` every epoch, never the batch sampler's
+        own; this handle forwards it here, so each epoch gets its own plan under a ``Trainer``."""
+        return _EpochHandle(self)
 
     # --- resume ----------------------------------------------------------------------------
 
@@ -287,12 +296,24 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
                 "num_buckets": self.num_buckets, "max_batch_size": self.max_batch_size,
                 "shuffle": self.shuffle, "seed": self.seed, "drop_last": self.drop_last}  # fmt: skip
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         r"""Where this rank is: a small JSON-ready dict (``position``: steps done in this plan;
-        ``resumed``: ``[num_replicas, steps]`` done on other worlds earlier in the epoch)."""
+        ``resumed``: ``[num_replicas, steps]`` done on other worlds earlier in the epoch).
+
+        ``position`` counts the batches the latest ``iter()`` handed out. A plain ``DataLoader``
+        with workers asks for batches ahead of the loop: pass ``consumed``, the batches the loop
+        took from the latest ``iter()`` (torchdata's ``StatefulDataLoader`` needs none).
+
+        Args:
+            consumed: batches of the latest ``iter()`` the loop used, at most those handed out.
+        """
+        position = self._yielded
+        if consumed is not None:
+            why = f"the latest iter() handed out {self._yielded - self._skip}"
+            position = self._skip + check_consumed(consumed, self._yielded - self._skip, why)
         return {"kind": type(self).__name__, "version": 1, **self._identity(),
                 "epoch": self.epoch, "num_replicas": self.num_replicas,
-                "resumed": [list(r) for r in self._resumed], "position": self._yielded}  # fmt: skip
+                "resumed": [list(r) for r in self._resumed], "position": position}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         r"""Resume at ``state``: every ``iter()`` of its epoch yields the batches left.
@@ -321,7 +342,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         saved = TokenBudgetBatchSampler.__new__(TokenBudgetBatchSampler)
         saved.__dict__.update(self.__dict__, num_replicas=saved_world, rank=0, epoch=epoch)
         saved._resumed, saved._skip, saved._cached = resumed, 0, (None, None)
-        steps = len(saved)  # the saved plan's steps: the position cannot be past them
+        steps = len(saved._plan()[2])  # the saved plan's steps: the position cannot be past them
         position = check_int("position", state["position"], low=0, high=steps)
         self.epoch, self._cached = epoch, (None, None)
         if saved_world == world:
@@ -329,3 +350,16 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         else:  # the steps done on the saved world are a prefix of its plan: plan the rest here
             self._resumed, self._skip = [*resumed, [saved_world, position]], 0
         self._yielded = self._skip
+
+
+class _EpochHandle:
+    """``set_epoch`` for a framework that looks for it on ``batch_sampler.sampler``."""
+
+    def __init__(self, owner: TokenBudgetBatchSampler) -> None:
+        self.owner = owner
+
+    def set_epoch(self, epoch: int) -> None:
+        self.owner.set_epoch(epoch)
+
+    def __repr__(self) -> str:
+        return f"set_epoch handle of {type(self.owner).__name__}"
