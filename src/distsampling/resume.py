@@ -307,7 +307,7 @@ class Resumable:
         Args:
             state: a :meth:`state_dict` (after ``json.loads`` or ``torch.load`` too).
         """
-        fields = ("epoch", "num_replicas", "start", "position")
+        fields = ("epoch", "num_replicas", "start", "position", "before")
         state = check_state(state, type(self).__name__, 1, self._identity(), required=fields)
         super().set_epoch(check_int("epoch", state["epoch"]))  # type: ignore[misc]
         n, num_replicas, drop_last = self._stream_len(), self.num_replicas, self.drop_last  # type: ignore[attr-defined]
@@ -316,7 +316,7 @@ class Resumable:
         # the most a rank can have read from `start`: rank 0's count, ceil (floor with drop_last)
         most = split_sizes(n - start, saved_world, drop_last)[0]
         position = check_int("position", state["position"], low=0, high=most)
-        before = check_int("before", state.get("before", 0), low=0)  # a state of version 1 may lack it
+        before = check_int("before", state["before"], low=0)
         if saved_world != num_replicas:  # every rank read `position`: that prefix is consumed
             start, position, before = min(start + position * saved_world, n), 0, before + position
         self._loaded, self._counter, self._before = (start, position), None, before

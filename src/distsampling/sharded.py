@@ -64,9 +64,11 @@ def _digest(value: object) -> str:
     return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
 
 
-def _part(length: int, k: int, n: int) -> tuple[int, int]:
-    # worker k of n's range within a rank's `length` positions
-    return length * k // n, length * (k + 1) // n
+def _part(length: int, k: int, n: int, batch: int = 1) -> tuple[int, int]:
+    # worker k of n's range within a rank's `length` positions: whole batches (the last one may
+    # be short), so that the loader's batches number ceil(length / batch), as len() counts them
+    batches = -(-length // batch)
+    return min(length, batch * (batches * k // n)), min(length, batch * (batches * (k + 1) // n))
 
 
 def _cut(starts: list[int], a: int, b: int) -> Iterator[tuple[int, int, int]]:
@@ -106,6 +108,37 @@ def loader_dataset_states(loader_state: dict[str, Any]) -> list[dict[str, Any]]:
     return [workers[f"worker_{k}"]["dataset_state"] for k in range(len(workers))]
 
 
+_HINTS = {
+    "epoch": ": call set_epoch({}) first",
+    "shards": (": if these are the same shards, their repr is not the same in every process (an "
+               "object printed with its address): name them with key=, e.g. key=lambda shard: "
+               "shard.path, or pass stable names (paths, URLs, ids)"),
+}  # fmt: skip
+
+
+def _names(shards: list[Any], key: Callable[[Any], str] | None) -> list[Any]:
+    """What names each shard in a state: ``key(shard)``, or the shard (its ``repr``) if stable."""
+    if key is not None:
+        if not callable(key):
+            raise TypeError(f"key should be a callable, key(shard) -> str, but got key={key!r}")
+        names = [key(shard) for shard in shards]
+        for i, name in enumerate(names):
+            if not isinstance(name, str):
+                raise TypeError(
+                    f"key(shard) should return a str, but got key(shards[{i}])={name!r} "
+                    f"of type {type(name).__name__}"
+                )
+        return names
+    for i, shard in enumerate(shards):
+        if " at 0x" in repr(shard):  # object.__repr__: an address, new in every process
+            raise ValueError(
+                f"shards[{i}] should have a repr that is the same in every process (a saved state "
+                f"names the shards by it), but got {shard!r}: pass key=, a function that names "
+                "a shard (key=lambda shard: shard.path), or stable names (paths, URLs, ids)"
+            )
+    return shards
+
+
 class ShardedIterableDataset(IterableDataset[T]):
     r"""Stream ``shards`` so that every rank yields the same number of samples, each read once.
 
@@ -127,6 +160,13 @@ class ShardedIterableDataset(IterableDataset[T]):
         seekable: call ``read(shard, start)``, for formats that can start at any sample (indexed
             tar, parquet row groups, a memory-mapped array): no worker draws a sample it does
             not yield. The samples, and their order, are the same either way.
+        batch_size: the ``DataLoader``'s ``batch_size``, with workers: each worker's range is
+            then whole batches, so the loader yields ``ceil(len(self) / batch_size)`` batches,
+            as ``len(loader)`` says (split sample by sample, two workers can each end on a short
+            batch: one batch more than ``len(loader)``, which a trainer never reads).
+        key: ``key(shard)``, a text that names the shard the same way in every process, for
+            shards whose ``repr`` does not (an object printed with its address): a saved state
+            names the list by it.
 
     Examples:
         >>> sizes = [3, 1, 4]
@@ -155,6 +195,8 @@ class ShardedIterableDataset(IterableDataset[T]):
         seed: int = 0,
         drop_last: bool = False,
         seekable: bool = False,
+        batch_size: int | None = None,
+        key: Callable[[Any], str] | None = None,
     ) -> None:
         for name, value in (("shards", shards), ("sizes", sizes)):
             if not hasattr(value, "__len__") or isinstance(value, (str, bytes)):
@@ -179,9 +221,14 @@ class ShardedIterableDataset(IterableDataset[T]):
         self.shuffle, self.seed = check_bool("shuffle", shuffle), check_seed(seed)
         self.drop_last = check_bool("drop_last", drop_last)
         self.seekable = check_bool("seekable", seekable)
+        self.batch_size = 1 if batch_size is None else check_int("batch_size", batch_size, low=1)
         self.total = sum(self.sizes)  # T: samples in one epoch's stream
-        self._identity = {"shards": _digest(self.shards), "sizes": _digest(self.sizes),
-                          "seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last}  # fmt: skip
+        self._identity = {"shards": _digest(_names(self.shards, key)), "sizes": _digest(self.sizes),
+                          "seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last,
+                          "batch_size": self.batch_size}  # fmt: skip
+        # an epoch read by DataLoader workers (epoch + 1; shared): their places are theirs
+        self._in_workers = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._before = 0  # samples this rank read of the epoch before a resume on another world
         # the epoch in shared memory: persistent DataLoader workers see every set_epoch
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
         self._reset(0)
@@ -194,6 +241,7 @@ class ShardedIterableDataset(IterableDataset[T]):
         self._loaded: tuple[int, int, int] | None = None  # (worker, num_workers, position)
         self._where: tuple[int, int] | None = None  # (worker, num_workers) of the last iter()
         self._progress: list[Any] = [0, 0, iter(())]  # done, current run's length, its counter
+        self._before = 0
 
     def _current(self) -> list[tuple[int, int]]:
         if self._of_epoch != self.epoch:  # set_epoch moved on (seen in a persistent worker)
@@ -205,7 +253,8 @@ class ShardedIterableDataset(IterableDataset[T]):
         return split_sizes(left, self.num_replicas, self.drop_last)[0]  # L = ceil (floor) R / W
 
     def __len__(self) -> int:
-        return self._rank_length(self._current())
+        # this rank's samples of the whole epoch: read before a resume on another world, then left
+        return self._before + self._rank_length(self._current())
 
     def worker_runs(self, worker: int = 0, num_workers: int = 1) -> Runs:
         r"""What worker ``worker`` of ``num_workers`` yields this epoch, from a fresh ``iter()``.
@@ -220,7 +269,7 @@ class ShardedIterableDataset(IterableDataset[T]):
         worker = check_int("worker", worker, low=0, high=num_workers - 1)
         todo = self._current()
         left, length = sum(b - a for a, b in todo), self._rank_length(todo)
-        a, b = (self.rank * length + x for x in _part(length, worker, num_workers))
+        a, b = (self.rank * length + x for x in _part(length, worker, num_workers, self.batch_size))
         a += skip  # a resumed worker: what it yielded before is behind it
         order = epoch_permutation(len(self.sizes), self.shuffle, self.seed, self.epoch).tolist()
         starts = list(accumulate((self.sizes[i] for i in order), initial=0))  # shards in stream
@@ -286,6 +335,8 @@ class ShardedIterableDataset(IterableDataset[T]):
 
     def __iter__(self) -> Iterator[T]:
         info = get_worker_info()  # None in the main process (num_workers=0)
+        if info is not None:
+            self._in_workers[0] = self.epoch + 1
         return self.iter_worker(*((0, 1) if info is None else (info.id, info.num_workers)))
 
     def set_epoch(self, epoch: int) -> None:
@@ -303,25 +354,32 @@ class ShardedIterableDataset(IterableDataset[T]):
     def state_dict(self) -> dict[str, Any]:
         r"""This worker's place in the epoch (the main process's, with ``num_workers=0``): JSON-ready."""
         todo, info = self._current(), get_worker_info()
+        if info is None and self._where is None and int(self._in_workers[0]) == self.epoch + 1:
+            raise RuntimeError(
+                "state_dict() was called in the main process, but DataLoader workers read this "
+                f"epoch ({self.epoch}) from their own copies: only they know their places. Resume "
+                "through torchdata's StatefulDataLoader (it asks every worker), or read with "
+                "num_workers=0"
+            )
         here = (0, 1) if info is None else (info.id, info.num_workers)
         worker, num_workers = self._where or here
         done, length, counter = self._progress
         return {"kind": type(self).__name__, "version": 1, **self._identity,
                 "epoch": self.epoch, "num_replicas": self.num_replicas,
                 "todo": [list(t) for t in todo], "worker": worker, "num_workers": num_workers,
-                "position": done + length - length_hint(counter)}  # fmt: skip
+                "position": done + length - length_hint(counter), "before": self._before}  # fmt: skip
 
     def _checked(self, state: object) -> dict[str, Any]:
         if not isinstance(state, dict):
             raise TypeError(f"state should be a dict from state_dict(), but got state={state!r}")
         keys = ("kind", "version", *self._identity, "epoch", "num_replicas", "todo", "worker",
-                "num_workers", "position")  # fmt: skip
+                "num_workers", "position", "before")  # fmt: skip
         missing = any(k not in state for k in keys)
         if missing or state["kind"] != type(self).__name__ or state["version"] != 1:
             raise ValueError(f"state is not a {type(self).__name__} state_dict(): got {state!r}")
         for key, now in {**self._identity, "epoch": self.epoch}.items():
             if state[key] != now:
-                hint = f": call set_epoch({state[key]}) first" if key == "epoch" else ""
+                hint = _HINTS.get(key, "").format(state[key])
                 raise ValueError(
                     f"state does not match this dataset: {key} was {state[key]!r} when saved, "
                     f"but is {now!r} now{hint}"
@@ -333,7 +391,7 @@ class ShardedIterableDataset(IterableDataset[T]):
             end = b
         left = sum(b - a for a, b in state["todo"])
         length = split_sizes(left, state["num_replicas"], self.drop_last)[0]
-        lo, hi = _part(length, state["worker"], state["num_workers"])
+        lo, hi = _part(length, state["worker"], state["num_workers"], self.batch_size)
         check_int("position", state["position"], low=0, high=hi - lo)  # within its worker's range
         return state
 
@@ -355,6 +413,7 @@ class ShardedIterableDataset(IterableDataset[T]):
                 )
             self._todo, self._of_epoch = [tuple(t) for t in state["todo"]], self.epoch
             self._loaded = (state["worker"], state["num_workers"], state["position"])
+            self._before = check_int("before", state["before"], low=0)
             self._where, self._progress = self._loaded[:2], [state["position"], 0, iter(())]
             return
         states = [self._checked(s) for s in state]
@@ -370,7 +429,7 @@ class ShardedIterableDataset(IterableDataset[T]):
         length = split_sizes(left, world, self.drop_last)[0]
         consumed = []  # every rank read alike: worker k's first `position` of each rank's range
         for s in states:
-            lo = _part(length, s["worker"], n)[0]
+            lo = _part(length, s["worker"], n, self.batch_size)[0]
             consumed += [(r * length + lo, r * length + lo + s["position"]) for r in range(world)]
         keep, q = [], 0  # intervals of the rest that no rank consumed (padding: past `left`)
         for a, b in [*sorted(consumed), (left, left)]:
@@ -385,7 +444,9 @@ class ShardedIterableDataset(IterableDataset[T]):
                     rest[-1] = (rest[-1][0], p + m)
                 else:
                     rest.append((p, p + m))
+        before = check_int("before", states[0]["before"], low=0)
         self._todo, self._of_epoch, self._loaded = rest, self.epoch, None
+        self._before = before + sum(s["position"] for s in states)  # each rank read this many
 
     def __repr__(self) -> str:
         return (
