@@ -30,7 +30,7 @@ import torch
 from torch.utils.data import Sampler
 
 from ._validate import _SEED_HIGH, _SEED_LOW, check_int, check_len, resolve_world
-from .resume import check_state
+from .resume import check_consumed, check_state
 
 __all__ = ["BatchBalanceClassSampler", "distinct_draws"]
 
@@ -211,9 +211,18 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
             self.position = self._skip = 0
         self.epoch = epoch
 
-    def state_dict(self) -> dict[str, object]:
+    def state_dict(self, consumed: int | None = None) -> dict[str, object]:
         r"""The epoch and the batches this rank has read of it: small and JSON-serialisable,
-        the same on every rank that read in step (it names no rank)."""
+        the same on every rank that read in step (it names no rank).
+
+        Args:
+            consumed: batches of the latest ``iter()`` the loop used, when a plain
+                ``DataLoader`` with workers asked for more (``None``: all it handed out).
+        """
+        position = self.position
+        if consumed is not None:
+            why = f"the latest iter() handed out {self.position - self._skip}"
+            position = self._skip + check_consumed(consumed, self.position - self._skip, why)
         return {
             "kind": "BatchBalanceClassSampler",
             "version": 2,
@@ -224,7 +233,7 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
             "num_replicas": self.num_replicas,
             "seed": self.seed,
             "epoch": self.epoch,
-            "position": self.position,
+            "position": position,
         }
 
     def load_state_dict(self, state: dict[str, object]) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sized
 from torch.utils.data import DistributedSampler
 
 from ._validate import check_int, check_len, resolve_world
-from .resume import check_state
+from .resume import check_consumed, check_state
 
 __all__ = ["InferenceSampler", "inference_shard"]
 
@@ -103,14 +103,23 @@ class InferenceSampler(DistributedSampler[int]):
     def __len__(self) -> int:
         return len(self.indices)
 
-    def state_dict(self) -> dict[str, object]:
-        r"""How far this rank has read its block: small and JSON-serialisable; it names no rank."""
+    def state_dict(self, consumed: int | None = None) -> dict[str, object]:
+        r"""How far this rank has read its block: small and JSON-serialisable; it names no rank.
+
+        Args:
+            consumed: indices of the latest ``iter()`` the loop used, when a plain ``DataLoader``
+                with workers asked for more (``None``: all it handed out).
+        """
+        position, handed_out = self.position, self.position - self._start
+        if consumed is not None:
+            why = f"the latest iter() handed out {handed_out}"
+            position = self._start + check_consumed(consumed, handed_out, why)
         return {
             "kind": "InferenceSampler",
             "version": 2,
             "size": self.size,
             "num_replicas": self.num_replicas,
-            "position": self.position,
+            "position": position,
         }
 
     def load_state_dict(self, state: dict[str, object]) -> None:

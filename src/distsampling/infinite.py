@@ -23,7 +23,10 @@ References:
 from __future__ import annotations
 
 import operator
+import pickle
+from collections import deque
 from collections.abc import Iterator, Sized
+from itertools import islice
 
 import numpy as np
 import torch
@@ -39,7 +42,7 @@ from ._validate import (
     check_len,
     resolve_world,
 )
-from .resume import check_state, generator_state, generator_text
+from .resume import check_consumed, check_state, generator_state, generator_text
 
 __all__ = ["InfiniteSampler", "shared_random_seed"]
 
@@ -130,6 +133,17 @@ class _PassStream(Sampler[int]):
         r"""Does nothing once ``epoch`` is checked to be an integer: the stream has no epochs. Here
         for the loops and hooks that call it on every sampler (mmengine's Runner does)."""
         check_int("epoch", epoch)
+
+    def _after(self, consumed: object) -> _PassStream:
+        """A copy that read ``consumed`` indices from where every ``iter()`` starts: the state
+        of a plain ``DataLoader`` whose workers asked this sampler for more than the loop used."""
+        handed_out = self.position - self._from[1]
+        consumed = check_consumed(
+            consumed, handed_out, f"the latest iter() handed out {handed_out}"
+        )
+        twin = pickle.loads(pickle.dumps(self))
+        deque(islice(iter(twin), consumed), maxlen=0)
+        return twin
 
     def _restart(self) -> None:
         g = torch.Generator()
@@ -276,14 +290,20 @@ class InfiniteSampler(_PassStream):
         # int32 halves the memory; randperm draws the same permutation whatever the dtype
         return torch.randperm(self.size, generator=g, dtype=_index_dtype(self.size))  # (N,)
 
-    def state_dict(self) -> dict[str, object]:
+    def state_dict(self, consumed: int | None = None) -> dict[str, object]:
         r"""Where the ranks are in the stream: small, JSON-serialisable, the same on every rank.
 
         This rank has read ``position`` of its positions ``start + rank + k * W``; ranks that
         read in step have all passed ``start + position * num_replicas``. ``generator`` is the
         generator's state (base64 text, about 7 KB) at the start of the pass holding that
         point, so a resume draws that pass and no earlier one.
+
+        Args:
+            consumed: indices of the latest ``iter()`` the loop used, when a plain
+                ``DataLoader`` with workers asked for more (``None``: all it handed out).
         """
+        if consumed is not None:  # what the loop used of the latest iter(), not what it prefetched
+            return self._after(consumed).state_dict()
         return {
             "kind": "InfiniteSampler",
             "version": 2,

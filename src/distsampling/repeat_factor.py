@@ -182,8 +182,11 @@ class RepeatFactorSampler(_PassStream):
             indices = indices[torch.randperm(len(indices), generator=g)]  # (L,)
         return indices
 
-    def state_dict(self) -> dict[str, object]:
-        r"""Where this rank is in the stream: small and JSON-serialisable (see ``InfiniteSampler``)."""
+    def state_dict(self, consumed: int | None = None) -> dict[str, object]:
+        r"""Where this rank is in the stream: small and JSON-serialisable (see ``InfiniteSampler``;
+        ``consumed``: indices of the latest ``iter()`` the loop used, as there)."""
+        if consumed is not None:
+            return self._after(consumed).state_dict()
         return {
             "kind": "RepeatFactorSampler",
             "version": 2,

@@ -13,6 +13,7 @@ References:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ from .batch import BatchSampler
 from .distributed import DistributedSampler
 from .evaluation import UnpaddedDistributedSampler
 from .index_shuffle import IndexShuffleSampler
-from .resume import Resumable, check_state, generator_state, generator_text
+from .resume import Resumable, check_consumed, check_state, generator_state, generator_text
 from .weighted import WeightedBalanceClassSampler
 from .wrapper import DistributedSamplerWrapper
 
@@ -229,13 +230,31 @@ class ResumableBatchSampler(BatchSampler):
     r""":class:`~distsampling.BatchSampler` whose state is its sampler's (mid-batch is exact too:
     the sampler counts samples). Only a sampler with ``state_dict()`` can resume."""
 
-    def state_dict(self) -> dict[str, Any]:
+    _handed: tuple[int, int] = (0, 0)  # batches the latest iter() handed out, the last's size
+
+    def __iter__(self) -> Iterator[list[int]]:
+        self._handed = (0, 0)
+        for batch in super().__iter__():
+            self._handed = (self._handed[0] + 1, len(batch))
+            yield batch
+
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        r"""The sampler's state, wrapped. ``consumed``: batches of the latest ``iter()`` the loop
+        used, when a plain ``DataLoader`` with workers asked for more (its samples are passed on
+        to the sampler's ``state_dict(consumed=...)``)."""
         if not callable(getattr(self.sampler, "state_dict", None)):
             raise TypeError(
                 "BatchSampler can save its position only through its sampler's state_dict(), "
                 f"but got sampler={self.sampler!r} of type {type(self.sampler).__name__}"
             )
-        inner = self.sampler.state_dict()  # type: ignore[union-attr]
+        if consumed is None:
+            inner = self.sampler.state_dict()  # type: ignore[union-attr]
+        else:  # whole batches, but the last handed out may be short
+            handed, last = self._handed
+            why = f"the latest iter() handed out {handed} batches"
+            k = check_consumed(consumed, handed, why)
+            samples = k * self.batch_size - (self.batch_size - last if 0 < k == handed else 0)
+            inner = self.sampler.state_dict(consumed=samples)  # type: ignore[union-attr]
         return {"kind": type(self).__name__, "version": 1, "batch_size": self.batch_size,
                 "drop_last": self.drop_last, "sampler": inner}  # fmt: skip
 

@@ -129,7 +129,9 @@ def resumed_positions(
     return positions % max(n, 1)  # the stream past n repeats the head of the order
 
 
-def _rest_count(n: int, num_replicas: int, rank: int, start: int, drop_last: bool, pad: bool) -> int:
+def _rest_count(
+    n: int, num_replicas: int, rank: int, start: int, drop_last: bool, pad: bool
+) -> int:
     if pad:  # each rank reads the same count: torch's split of the rest
         return split_sizes(n - start, num_replicas, drop_last)[0]
     return len(range(start + rank, n, num_replicas))  # positions below n only
