@@ -94,8 +94,10 @@ _durations: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report):
-    """Sum each test's setup, call and teardown (a shared fixture counts for its first user)."""
+    """Sum each test's setup, call and teardown (a shared fixture counts for its first user);
+    collect the loop matrix's cells."""
     _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+    _collect_cells(report)
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -109,3 +111,61 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.section(title)
         for seconds, nodeid in slow:
             terminalreporter.write_line(f"{seconds:6.1f}s {nodeid}")
+
+
+# --- the loop matrix: every cell's outcome, for docs/loops.md -------------------------------------
+
+LOOP_RESULTS = os.path.join(os.path.dirname(__file__), "..", "docs", "generated", "loops.json")
+_cells: dict[tuple[str, str], dict] = {}
+
+
+@pytest.fixture
+def loop_cell(request):
+    """``loop_cell(sampler, loop, status, note)``: what a matrix cell showed (``passed``,
+    ``setting`` with the setting it needs, or ``refused`` with the error's words). Recorded
+    on the report, so the controller sees it under ``pytest -n``."""
+
+    def record(sampler: str, loop: str, status: str, note: str = "") -> None:
+        cell = {"sampler": sampler, "loop": loop, "status": status, "note": note,
+                "test": request.node.nodeid.split("@")[0]}  # fmt: skip
+        request.node.user_properties.append(("loop_cell", cell))
+
+    return record
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A cell whose test failed is recorded as failed, whatever it recorded before failing."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed:
+        for name, cell in item.user_properties:
+            if name == "loop_cell":
+                cell["status"] = "failed"
+
+
+def _collect_cells(report) -> None:
+    if report.when == "call":
+        for name, cell in report.user_properties:
+            if name == "loop_cell":
+                _cells[(cell["sampler"], cell["loop"])] = dict(cell)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """On the controller (or a run without xdist): merge this run's cells into
+    ``docs/generated/loops.json``, which ``docs/hooks/loops.py`` renders as the matrix."""
+    if hasattr(session.config, "workerinput") or not _cells:
+        return
+    import json
+
+    path = os.path.normpath(LOOP_RESULTS)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    cells = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            cells = {(c["sampler"], c["loop"]): c for c in json.load(f)["cells"]}
+    cells.update(_cells)
+    with open(path, "w") as f:
+        json.dump(
+            {"cells": sorted(cells.values(), key=lambda c: (c["sampler"], c["loop"]))}, f, indent=1
+        )

@@ -84,6 +84,7 @@ class InferenceSampler(DistributedSampler[int]):
         # where every iter() starts (a loaded position), and the latest iter()'s iterator
         self._start = 0
         self._it = iter(self.indices)
+        self.epoch = 0  # a loaded position belongs to its epoch
 
     def __iter__(self) -> Iterator[int]:
         if len(self.dataset) != self.size:
@@ -103,6 +104,14 @@ class InferenceSampler(DistributedSampler[int]):
     def __len__(self) -> int:
         return len(self.indices)
 
+    def set_epoch(self, epoch: int) -> None:
+        r"""Set the epoch (blocks are the same every epoch); a position loaded for another epoch
+        is dropped, so the next evaluation reads the whole block again."""
+        epoch = check_int("epoch", epoch)
+        if epoch != self.epoch:
+            self._start, self._it = 0, iter(self.indices)
+        self.epoch = epoch
+
     def state_dict(self, consumed: int | None = None) -> dict[str, object]:
         r"""How far this rank has read its block: small and JSON-serialisable; it names no rank.
 
@@ -119,6 +128,7 @@ class InferenceSampler(DistributedSampler[int]):
             "version": 2,
             "size": self.size,
             "num_replicas": self.num_replicas,
+            "epoch": self.epoch,
             "position": position,
         }
 
@@ -131,7 +141,7 @@ class InferenceSampler(DistributedSampler[int]):
         block's end cannot tell whether the others read one more: save rank 0's. On another
         number of ranks the blocks are others: that is an error.
         """
-        fields = ("num_replicas", "position")
+        fields = ("num_replicas", "epoch", "position")
         state = check_state(state, "InferenceSampler", 2, {"size": self.size}, required=fields)
         if state["num_replicas"] != self.num_replicas:
             raise ValueError(
@@ -143,4 +153,5 @@ class InferenceSampler(DistributedSampler[int]):
         longest = len(inference_shard(self.size, self.num_replicas, 0))  # rank 0's block
         position = check_int("position", state["position"], low=0, high=longest)
         position = min(position, len(self.indices))  # a block shorter by one: read to its end
+        self.epoch = check_int("epoch", state["epoch"])
         self._start, self._it = position, iter(self.indices[position:])

@@ -51,6 +51,7 @@ from ._validate import (
     resolve_world,
     split_sizes,
 )
+from .resume import check_consumed
 
 __all__ = ["ShardedIterableDataset", "loader_dataset_states"]
 
@@ -322,6 +323,7 @@ class ShardedIterableDataset(IterableDataset[T]):
 
     def iter_worker(self, worker: int = 0, num_workers: int = 1) -> Iterator[T]:
         r"""The samples worker ``worker`` of ``num_workers`` yields (what ``iter()`` runs)."""
+        self._current()  # a position loaded for another epoch is dropped first
         saved_worker, saved_workers, skip = self._loaded or (worker, num_workers, 0)
         if (saved_worker, saved_workers) != (worker, num_workers):
             raise ValueError(
@@ -351,8 +353,13 @@ class ShardedIterableDataset(IterableDataset[T]):
 
     # --- resume --------------------------------------------------------------------------------
 
-    def state_dict(self) -> dict[str, Any]:
-        r"""This worker's place in the epoch (the main process's, with ``num_workers=0``): JSON-ready."""
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        r"""This worker's place in the epoch (the main process's, with ``num_workers=0``): JSON-ready.
+
+        Args:
+            consumed: samples of the latest ``iter()`` the loop used (``None``: all it handed
+                out); with DataLoader workers only torchdata's ``StatefulDataLoader`` can ask.
+        """
         todo, info = self._current(), get_worker_info()
         if info is None and self._where is None and int(self._in_workers[0]) == self.epoch + 1:
             raise RuntimeError(
@@ -364,10 +371,15 @@ class ShardedIterableDataset(IterableDataset[T]):
         here = (0, 1) if info is None else (info.id, info.num_workers)
         worker, num_workers = self._where or here
         done, length, counter = self._progress
+        position = done + length - length_hint(counter)
+        if consumed is not None:
+            skip = self._loaded[2] if self._loaded else 0
+            why = f"the latest iter() handed out {position - skip}"
+            position = skip + check_consumed(consumed, position - skip, why)
         return {"kind": type(self).__name__, "version": 1, **self._identity,
                 "epoch": self.epoch, "num_replicas": self.num_replicas,
                 "todo": [list(t) for t in todo], "worker": worker, "num_workers": num_workers,
-                "position": done + length - length_hint(counter), "before": self._before}  # fmt: skip
+                "position": position, "before": self._before}  # fmt: skip
 
     def _checked(self, state: object) -> dict[str, Any]:
         if not isinstance(state, dict):

@@ -1,0 +1,326 @@
+"""The loop matrix: every sampler and dataset of ``tests/loops.py`` inside every loop users run.
+
+Each cell builds the entry small (2 ranks, rank 1: the one that reads padding), runs it in a
+real loop, and compares what the loop read with the entry's plan, what the object yields alone
+(``Entry.plan``). A cell passes as it is, passes with a setting the entry names (the page says
+which), or is a refusal the entry declares: the loop raises an error that says what to do.
+Every cell records its outcome (``loop_cell``); ``make test`` writes them to
+``docs/generated/loops.json``, from which ``docs/loops.md`` is rendered.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+from torch.utils.data import BatchSampler as TorchBatchSampler
+from torch.utils.data import DataLoader
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+import distsampling as ds
+from loops import (
+    BATCH,
+    BY_NAME,
+    ENDLESS_STEPS,
+    ENTRIES,
+    NOT_ENTRIES,
+    Entry,
+    N,
+    is_sampler_or_dataset,
+)
+
+WORLD, RANK = 2, 1  # the single-process loops run rank 1 of 2
+
+
+# --- reading a loader ----------------------------------------------------------------------------
+
+
+def as_list(batch: object) -> list[int]:
+    """A batch as the loader gives it (a tensor, or one int with ``batch_size=None``)."""
+    if isinstance(batch, torch.Tensor):
+        return batch.reshape(-1).tolist()
+    return [int(batch)]
+
+
+def take(entry: Entry, it) -> list[list[int]]:
+    """The batches an iterator yields: the whole epoch, or an endless stream's head."""
+    out, got = [], 0
+    for batch in it:
+        out.append(as_list(batch))
+        got += len(out[-1])
+        if entry.kind == "endless" and got >= ENDLESS_STEPS:
+            break
+    return out
+
+
+def loader(entry: Entry, subject, cls=DataLoader, *, batch: int | None = BATCH, **kwargs):
+    """``cls(dataset, ...)`` as a user hands the entry over: ``batch_sampler=``, ``sampler=``
+    with a batch size (or ``batch_size=None``), or the iterable dataset itself."""
+    how = {k: subject.obj if v is None else v for k, v in subject.how.items()}
+    if "batch_sampler" not in how:
+        how["batch_size"] = batch
+    return cls(subject.dataset, **how, **kwargs)
+
+
+def flat(batches: list[list[int]]) -> list[int]:
+    return [i for b in batches for i in b]
+
+
+def check(entry: Entry, got: list[list[int]], epoch: int, *, ordered: bool = True, **hints):
+    """What a loop read in ``epoch`` is the entry's plan: the same batches for a batch sampler,
+    the same indices in order otherwise (in any order across an iterable dataset's workers)."""
+    plan = entry.plan(WORLD, RANK, epoch, **hints)
+    if entry.kind == "batch":
+        assert got == plan
+    elif entry.kind == "endless":
+        assert flat(got)[:ENDLESS_STEPS] == plan
+    elif ordered:
+        assert flat(got) == plan
+    else:
+        assert sorted(flat(got)) == sorted(plan)
+
+
+def check_len(entry: Entry, dl, got: list[list[int]]) -> None:
+    """``len(loader)`` is the batches the loop got (an endless stream's len is its dataset's)."""
+    if entry.kind != "endless":
+        assert len(dl) == len(got)
+
+
+# --- the loops -----------------------------------------------------------------------------------
+
+
+def loop_batches(entry: Entry, workers: int, persistent: bool = False) -> None:
+    """``DataLoader`` with a batch size (or the batch sampler), epochs 0 and 1, ``set_epoch``
+    before each ``iter()``: each epoch is the plan, and ``len(loader)`` its batches."""
+    hints = {"batch_size": BATCH} if entry.kind == "iterable" and workers > 1 else {}
+    subject = entry.build(WORLD, RANK, **hints)
+    dl = loader(entry, subject, num_workers=workers, persistent_workers=persistent)
+    for epoch in (0, 1):
+        subject.set_epoch(epoch)
+        got = take(entry, dl)
+        check(entry, got, epoch, ordered=not (entry.kind == "iterable" and workers > 1), **hints)
+        check_len(entry, dl, got)
+
+
+def loop_unbatched(entry: Entry) -> None:
+    """``DataLoader(batch_size=None)``, 2 workers: one sample at a time, the plan in order."""
+    subject = entry.build(WORLD, RANK)
+    dl = loader(entry, subject, batch=None, num_workers=2)
+    for epoch in (0, 1):
+        subject.set_epoch(epoch)
+        check(entry, take(entry, dl), epoch, ordered=entry.kind != "iterable")
+
+
+def loop_batch_sampler(entry: Entry) -> None:
+    """torch's ``BatchSampler`` around the sampler, as ``batch_sampler=``: the plan, batched."""
+    subject = entry.build(WORLD, RANK)
+    sampler = subject.how["sampler"] or subject.obj
+    dl = DataLoader(subject.dataset, batch_sampler=TorchBatchSampler(sampler, BATCH, False))
+    for epoch in (0, 1):
+        subject.set_epoch(epoch)
+        got = take(entry, dl)
+        check(entry, got, epoch)
+        check_len(entry, dl, got)
+
+
+def loop_peek(entry: Entry) -> None:
+    """A peek at one batch (``next(iter(loader))``), then the epoch's loop: read whole."""
+    subject = entry.build(WORLD, RANK, **_hints(entry))
+    dl = loader(entry, subject, num_workers=2)
+    subject.set_epoch(0)
+    next(iter(dl))
+    check(entry, take(entry, dl), 0, ordered=entry.kind != "iterable", **_hints(entry))
+
+
+def loop_iter_twice(entry: Entry) -> None:
+    """Two ``iter()`` of one epoch, one after the other: each reads the whole epoch."""
+    subject = entry.build(WORLD, RANK, **_hints(entry))
+    dl = loader(entry, subject, num_workers=2)
+    subject.set_epoch(0)
+    for _ in range(2):
+        check(entry, take(entry, dl), 0, ordered=entry.kind != "iterable", **_hints(entry))
+
+
+def loop_break(entry: Entry) -> None:
+    """``break`` after 2 batches, then ``set_epoch(1)``: the next epoch is read whole."""
+    subject = entry.build(WORLD, RANK, **_hints(entry))
+    dl = loader(entry, subject, num_workers=2)
+    subject.set_epoch(0)
+    for k, _ in enumerate(dl):
+        if k == 1:
+            break
+    subject.set_epoch(1)
+    check(entry, take(entry, dl), 1, ordered=entry.kind != "iterable", **_hints(entry))
+
+
+def loop_late_set_epoch(entry: Entry, workers: int) -> None:
+    """``set_epoch(1)`` after the first batch of epoch 0 (a loop that calls it late): the
+    iterator reads the epoch it started with, whole and once; the next ``iter()`` is epoch 1."""
+    hints = {"batch_size": BATCH} if entry.kind == "iterable" and workers > 1 else {}
+    subject = entry.build(WORLD, RANK, **hints)
+    dl = loader(entry, subject, num_workers=workers)
+    subject.set_epoch(0)
+    it = iter(dl)
+    first = [as_list(next(it))]
+    subject.set_epoch(1)
+    ordered = not (entry.kind == "iterable" and workers > 1)
+    check(entry, first + take(entry, it), 0, ordered=ordered, **hints)
+    check(entry, take(entry, dl), 1, ordered=ordered, **hints)
+
+
+def _hints(entry: Entry) -> dict[str, int]:
+    return {"batch_size": BATCH} if entry.kind == "iterable" else {}
+
+
+def _stateful(entry: Entry, workers: int, subject=None):
+    subject = subject or entry.build(WORLD, RANK, **_hints(entry))
+    return subject, loader(entry, subject, StatefulDataLoader, num_workers=workers)
+
+
+def loop_stateful_resume(entry: Entry, workers: int) -> None:
+    """torchdata's ``StatefulDataLoader``: stopped after every step ``k`` of epoch 0, its
+    ``state_dict()`` loaded into a new loader (and a new object) reads the rest of the epoch;
+    ``len(loader)`` stays the whole epoch's; the next epoch is epoch 1's plan."""
+    ordered = not (entry.kind == "iterable" and workers > 1)
+    subject, dl = _stateful(entry, workers)
+    subject.set_epoch(0)
+    whole = take(entry, dl)
+    for k in range(len(whole) + 1):
+        subject, dl = _stateful(entry, workers)
+        subject.set_epoch(0)
+        it = iter(dl)
+        first = [as_list(next(it)) for _ in range(k)]
+        state = dl.state_dict()
+        del it
+        subject, dl = _stateful(entry, workers)
+        dl.load_state_dict(state)
+        subject.set_epoch(0)  # at the top of the resumed epoch, as the loop does: kept
+        rest = take(entry, dl)
+        check(entry, first + rest, 0, ordered=ordered, **_hints(entry))
+        if entry.kind != "endless":  # a stream has no epochs: every iter() starts where it loaded
+            assert len(first) + len(rest) == len(dl) == len(whole)
+            subject.set_epoch(1)
+            check(entry, take(entry, dl), 1, ordered=ordered, **_hints(entry))
+
+
+def loop_elastic(entry: Entry, worlds: tuple[int, int]) -> None:
+    """``StatefulDataLoader`` on ``W1`` ranks, each stopped after ``k`` steps; rank 0's state
+    loaded on ``W2`` ranks, which read the rest: every sample of the epoch read, and only the
+    padding twice; every new rank reads as many batches."""
+    w1, w2 = worlds
+    for k in (1, 2):
+        read = []
+        ranks = [entry.build(w1, r) for r in range(w1)]
+        for subject in ranks:
+            subject.set_epoch(0)
+            dl = loader(entry, subject, StatefulDataLoader)
+            it = iter(dl)
+            read += flat([as_list(next(it)) for _ in range(k)])
+            if subject is ranks[0]:
+                state = dl.state_dict()
+        counts = []
+        for r in range(w2):
+            subject = entry.build(w2, r)
+            if entry.kind == "iterable":  # every worker's state of the saved rank, at once
+                subject.obj.set_epoch(0)
+                subject.obj.load_state_dict(ds.loader_dataset_states(state))
+                dl = loader(entry, subject, StatefulDataLoader)
+            else:
+                dl = loader(entry, subject, StatefulDataLoader)
+                dl.load_state_dict(state)
+                subject.set_epoch(0)
+            got = take(entry, dl)
+            counts.append(len(got))
+            read += flat(got)
+        assert max(counts) - min(counts) <= (0 if entry.even else 1)
+        samples = set(entry.plan(1, 0, 0)) if entry.kind != "batch" else set(range(N))
+        if entry.kind == "batch":
+            samples = {i for b in entry.plan(1, 0, 0) for i in b}
+        assert set(read) == samples
+        repeats = sum(Counter(read).values()) - len(samples)
+        assert repeats < (w1 + w2) * (BATCH if entry.kind != "batch" else N)
+
+
+def loop_plain_resume(entry: Entry) -> None:
+    """A plain ``DataLoader`` with 2 workers (they prefetch), stopped after ``k`` batches:
+    ``state_dict(consumed=...)`` (the items of the latest ``iter()`` the loop used: indices for a
+    sampler, batches for a batch sampler) loaded into a new object reads the rest."""
+    subject = entry.build(WORLD, RANK)
+    dl = loader(entry, subject, num_workers=2)
+    subject.set_epoch(0)
+    whole = take(entry, dl)
+    for k in range(1, len(whole)):
+        subject = entry.build(WORLD, RANK)
+        dl = loader(entry, subject, num_workers=2)
+        subject.set_epoch(0)
+        it = iter(dl)
+        first = [as_list(next(it)) for _ in range(k)]
+        consumed = k if entry.kind == "batch" else len(flat(first))
+        state = subject.obj.state_dict(consumed=consumed)
+        del it
+        subject = entry.build(WORLD, RANK)
+        subject.obj.load_state_dict(state)
+        subject.set_epoch(0)
+        rest = take(entry, loader(entry, subject, num_workers=2))
+        check(entry, first + rest, 0)
+
+
+# --- the matrix ----------------------------------------------------------------------------------
+
+ANY = {"share", "global", "batch", "iterable", "endless"}
+LOOPS = {  # loop name -> (which kinds it applies to, what else the entry must promise, the run)
+    "DataLoader, batch_size": (ANY, None, lambda e: loop_batches(e, 0)),
+    "DataLoader, 2 workers, batch_size": (ANY, None, lambda e: loop_batches(e, 2)),
+    "persistent workers": (ANY, None, lambda e: loop_batches(e, 2, persistent=True)),
+    "DataLoader, batch_size=None": (ANY - {"batch"}, None, loop_unbatched),
+    "torch BatchSampler around it": ({"share", "global", "endless"}, None, loop_batch_sampler),
+    "a peek, then the loop": (ANY, None, loop_peek),
+    "iter() twice": (ANY, None, loop_iter_twice),
+    "break, then the next epoch": (ANY - {"endless"}, None, loop_break),
+    "set_epoch after the first batch": (ANY - {"endless"}, None, lambda e: loop_late_set_epoch(e, 0)),
+    "set_epoch after the first batch, 2 workers": (ANY - {"endless"}, None, lambda e: loop_late_set_epoch(e, 2)),
+    "StatefulDataLoader resume": (ANY, "resumable", lambda e: loop_stateful_resume(e, 0)),
+    "StatefulDataLoader resume, 2 workers": (ANY, "resumable", lambda e: loop_stateful_resume(e, 2)),
+    "elastic resume, 2 -> 3 ranks": (ANY, "elastic", lambda e: loop_elastic(e, (2, 3))),
+    "elastic resume, 3 -> 2 ranks": (ANY, "elastic", lambda e: loop_elastic(e, (3, 2))),
+    "plain DataLoader resume, 2 workers": (ANY, "resumable", loop_plain_resume),
+}  # fmt: skip
+
+
+def applies(entry: Entry, loop: str) -> bool:
+    kinds, promise, _ = LOOPS[loop]
+    return entry.kind in kinds and (promise is None or getattr(entry, promise))
+
+
+CELLS = [(e.name, loop) for e in ENTRIES for loop in LOOPS if applies(e, loop)]
+
+
+@pytest.mark.parametrize(("name", "loop"), CELLS)
+def test_every_sampler_reads_its_plan_inside_every_loop(name, loop, loop_cell):
+    """Invariant: inside the loop, the entry yields what it yields alone (its plan) for the
+    epoch the loop asked for, whole and once; or it refuses the loop with the error it
+    declares, which says what to do instead."""
+    entry = BY_NAME[name]
+    run = LOOPS[loop][2]
+    if loop in entry.refusals:
+        error, message = entry.refusals[loop]
+        with pytest.raises(error, match=message) as caught:
+            run(entry)
+        loop_cell(name, loop, "refused", str(caught.value).split(":")[0])
+    elif loop in entry.limits:  # the loop as written reads another plan: the page says so
+        with pytest.raises(AssertionError):
+            run(entry)
+        loop_cell(name, loop, "setting", entry.limits[loop])
+    else:
+        run(entry)
+        setting = entry.settings.get(loop)
+        loop_cell(name, loop, "setting" if setting else "passed", setting or "")
+
+
+def test_every_exported_sampler_and_dataset_has_its_row_in_the_matrix():
+    """Invariant: each class of ``distsampling.__all__`` that is a sampler, a dataset or the
+    resume layer has an entry in ``tests/loops.py`` or says in NOT_ENTRIES where it is proven."""
+    exported = {n for n in ds.__all__ if is_sampler_or_dataset(getattr(ds, n))}
+    assert exported - set(BY_NAME) - set(NOT_ENTRIES) == set()
+    assert set(BY_NAME) | set(NOT_ENTRIES) <= exported  # no row for a class that is gone
