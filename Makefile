@@ -38,12 +38,21 @@ test: $(VENV)/.installed chromium ## Run the whole suite in parallel (Hypothesis
 test-fast: $(VENV)/.installed ## Run the suite without the multi-process (torch.distributed) tests
 	$(PY) -m pytest -n auto --dist loadgroup -m 'not multiprocess'
 
+# the loop matrix's results (docs/loops.md is rendered from them); make test writes them too
+LOOP_TESTS := tests/test_loops.py tests/test_loops_frameworks.py tests/test_detection_loaders.py
+docs/generated/loops.json:
+	$(MAKE) loops
+
+.PHONY: loops
+loops: $(VENV)/.installed ## Run every sampler inside every loop users run (the matrix on docs/loops.md)
+	$(PY) -m pytest -n auto --dist loadgroup -q $(LOOP_TESTS)
+
 .PHONY: docs
-docs: $(VENV)/.installed ## Build the documentation with mkdocs build --strict
+docs: $(VENV)/.installed docs/generated/loops.json ## Build the documentation with mkdocs build --strict
 	$(PY) -m mkdocs build --strict
 
 .PHONY: docs-check
-docs-check: $(VENV)/.installed chromium ## Build the site and open every page in headless Chromium (errors, pictures, wide code, search, copy)
+docs-check: $(VENV)/.installed chromium docs/generated/loops.json ## Build the site and open every page in headless Chromium (errors, pictures, wide code, search, copy)
 	$(PY) -m mkdocs build --strict
 	$(PY) docs/browser_check.py site
 

@@ -145,10 +145,13 @@ def pytest_runtest_makereport(item, call):
 
 
 def _collect_cells(report) -> None:
+    """Keep each cell's outcome; a cell that several tests share (cases of one loop) is failed
+    if any of them failed."""
     if report.when == "call":
         for name, cell in report.user_properties:
-            if name == "loop_cell":
-                _cells[(cell["sampler"], cell["loop"])] = dict(cell)
+            key = (cell["sampler"], cell["loop"]) if name == "loop_cell" else None
+            if key and _cells.get(key, {}).get("status") != "failed":
+                _cells[key] = dict(cell)
 
 
 def pytest_sessionfinish(session, exitstatus):

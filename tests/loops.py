@@ -149,6 +149,15 @@ def _sharded(world: int, rank: int, batch_size: int | None = None, **_: Any) -> 
     return Subject(dataset, dataset, {})
 
 
+# the framework loops, and the settings the matrix names for them
+LIGHTNING = "Lightning Trainer, 2 processes"
+LIGHTNING_RESUME = "Lightning resume from its checkpoint"
+ACCELERATE = "accelerate, 2 processes"
+TORCHRUN = "torchrun DDP, 2 ranks"
+NO_SPLIT = "Trainer(use_distributed_sampler=False)"
+EPOCH_HOOK = "set_epoch(self.current_epoch) in on_train_epoch_start"
+UNPREPARED = "prepare the model and optimizer, not the loader"
+
 _SHARDED_SETTING = "ShardedIterableDataset(batch_size=...) with the loader's batch size"
 _SHARDED_MAIN = (RuntimeError, r"state_dict\(\) was called in the main process, but DataLoader")
 
@@ -160,7 +169,7 @@ ENTRIES: list[Entry] = [
     Entry("ResumableIndexShuffleSampler", "share", _share(lambda w, r: ds.ResumableIndexShuffleSampler(range(N), w, r, seed=5)), resumable=True, elastic=True),
     Entry("UnpaddedDistributedSampler", "share", _share(lambda w, r: ds.UnpaddedDistributedSampler(range(N), w, r, seed=5)), even=False),
     Entry("ResumableUnpaddedDistributedSampler", "share", _share(lambda w, r: ds.ResumableUnpaddedDistributedSampler(range(N), w, r, seed=5)), resumable=True, elastic=True, even=False),
-    Entry("InferenceSampler", "share", _share(lambda w, r: ds.InferenceSampler(range(N), w, r)), resumable=True),
+    Entry("InferenceSampler", "share", _share(lambda w, r: ds.InferenceSampler(range(N), w, r)), resumable=True, even=False),
     Entry("DistributedSamplerWrapper", "share", _share(lambda w, r: ds.DistributedSamplerWrapper(_weighted(ds.WeightedBalanceClassSampler), w, r, seed=5))),
     Entry("ResumableDistributedSamplerWrapper", "share", _share(lambda w, r: ds.ResumableDistributedSamplerWrapper(_weighted(ds.ResumableWeightedBalanceClassSampler), w, r, seed=5)), resumable=True, elastic=True),
     Entry("OrderAhead", "share", _share(lambda w, r: ds.OrderAhead(ds.DistributedSampler(range(N), w, r, seed=5)))),
@@ -182,6 +191,18 @@ ENTRIES: list[Entry] = [
     Entry("InfiniteSampler", "endless", _share(lambda w, r: ds.InfiniteSampler(range(N), w, r, seed=5)), resumable=True),
     Entry("RepeatFactorSampler", "endless", _share(lambda w, r: ds.RepeatFactorSampler([1.0, 2.5, 0.5] * 4 + [1.0], w, r, seed=5)), resumable=True),
 ]  # fmt: skip
+# Lightning: it leaves a torch DistributedSampler alone and wraps any other sampler (splitting
+# a rank's share again); it injects its own into a batch sampler (or refuses); it calls
+# set_epoch on the loader's sampler and batch_sampler.sampler only, never on a dataset
+for _e in ENTRIES:
+    if _e.kind == "batch" or _e.name == "OrderAhead":
+        _e.settings[LIGHTNING] = NO_SPLIT
+    elif _e.kind == "iterable" or _e.name == "SequentialWindowedDataset":
+        _e.settings[LIGHTNING] = EPOCH_HOOK
+    # accelerate: prepare(loader) splits the loader's batches over the processes, whatever the
+    # sampler: right for one that yields the same epoch everywhere, twice split for the others
+    if _e.kind != "global":
+        _e.settings[ACCELERATE] = UNPREPARED
 BY_NAME = {e.name: e for e in ENTRIES}
 
 #: exported classes that are datasets or parts, not a split of their own, and where each is proven

@@ -319,10 +319,11 @@ def case_id(case: tuple) -> str:
     return f"{kind}-{workers}workers-batch{batch}-{'shuffled' if shuffle else 'in-order'}"
 
 
+# --8<-- [start:detectron2]
 @pytest.mark.timeout(120)
 @pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")  # 3 on 2 cores
 @pytest.mark.parametrize("case", LOADER_CASES, ids=case_id)
-def test_detectron2s_loader_delivers_the_batches_it_delivers_with_its_own_sampler(case):
+def test_detectron2s_loader_delivers_the_batches_it_delivers_with_its_own_sampler(case, loop_cell):
     """Invariant: on each rank of 2, detectron2's loader (ToIterableDataset sharded by worker and
     chunk, batched by a real DataLoader) delivers exactly the batches with ours that it delivers
     with detectron2's TrainingSampler / RepeatFactorTrainingSampler (fractional factors), and
@@ -342,6 +343,10 @@ def test_detectron2s_loader_delivers_the_batches_it_delivers_with_its_own_sample
         assert with_ours == with_theirs
         stream = list(islice(ours(kind, rank, shuffle), BATCHES * batch))
         assert with_ours == [stream[i : i + batch] for i in range(0, len(stream), batch)]
+    loop_cell(kind, "detectron2's training loader", "passed")
+
+
+# --8<-- [end:detectron2]
 
 
 RESUME_CASES = [
@@ -353,10 +358,13 @@ RESUME_CASES = [
 ]
 
 
+# --8<-- [start:detectron2_resume]
 @pytest.mark.timeout(120)
 @pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
 @pytest.mark.parametrize("case", RESUME_CASES, ids=case_id)
-def test_after_load_state_dict_the_loader_delivers_the_stream_from_the_loaded_position(case):
+def test_after_load_state_dict_the_loader_delivers_the_stream_from_the_loaded_position(
+    case, loop_cell
+):
     """Invariant: the loop trained `done` batches; a sampler advanced by done * batch indices (on
     rank 0: any rank's state loads on every rank) saves a state; loaded into each rank's sampler,
     detectron2's loader delivers exactly the uninterrupted loader's batches from batch `done` on,
@@ -384,6 +392,10 @@ def test_after_load_state_dict_the_loader_delivers_the_stream_from_the_loaded_po
             done + more,
         )
         assert uninterrupted == theirs
+    loop_cell(kind, "detectron2's loader, resumed", "passed", "load_state_dict before building it")
+
+
+# --8<-- [end:detectron2_resume]
 
 
 @pytest.mark.timeout(60)
@@ -533,8 +545,11 @@ def train_in_mmengine_runners(work_dir: str) -> dict:
     return {"seen": seen, "calls": calls}
 
 
+# --8<-- [start:mmengine]
 @pytest.mark.timeout(120)
-def test_an_mmengine_runner_trains_on_the_streams_first_batches_and_resumes_by_replaying(tmp_path):
+def test_an_mmengine_runner_trains_on_the_streams_first_batches_and_resumes_by_replaying(
+    tmp_path, loop_cell
+):
     """Invariant: a real mmengine Runner (IterBasedTrainLoop, default hooks, logging every
     iteration, which asks len(train_dataloader)) trains on exactly the stream's first
     max_iters * batch indices, which mmengine's own InfiniteSampler also gives; its
@@ -573,3 +588,7 @@ def test_an_mmengine_runner_trains_on_the_streams_first_batches_and_resumes_by_r
     # once per run, before its one (iteration-based) epoch: the resumed run's epoch is the
     # checkpoint's, 1 (the first run's epoch was done); a no-op for an endless stream either way
     assert calls["set_epoch"] == [0, 1]
+    loop_cell("InfiniteSampler", "mmengine Runner", "passed", "its resume replays: load no state")
+
+
+# --8<-- [end:mmengine]

@@ -90,6 +90,7 @@ def check_len(entry: Entry, dl, got: list[list[int]]) -> None:
 # --- the loops -----------------------------------------------------------------------------------
 
 
+# --8<-- [start:loop_batches]
 def loop_batches(entry: Entry, workers: int, persistent: bool = False) -> None:
     """``DataLoader`` with a batch size (or the batch sampler), epochs 0 and 1, ``set_epoch``
     before each ``iter()``: each epoch is the plan, and ``len(loader)`` its batches."""
@@ -103,6 +104,10 @@ def loop_batches(entry: Entry, workers: int, persistent: bool = False) -> None:
         check_len(entry, dl, got)
 
 
+# --8<-- [end:loop_batches]
+
+
+# --8<-- [start:loop_unbatched]
 def loop_unbatched(entry: Entry) -> None:
     """``DataLoader(batch_size=None)``, 2 workers: one sample at a time, the plan in order."""
     subject = entry.build(WORLD, RANK)
@@ -112,6 +117,10 @@ def loop_unbatched(entry: Entry) -> None:
         check(entry, take(entry, dl), epoch, ordered=entry.kind != "iterable")
 
 
+# --8<-- [end:loop_unbatched]
+
+
+# --8<-- [start:loop_batch_sampler]
 def loop_batch_sampler(entry: Entry) -> None:
     """torch's ``BatchSampler`` around the sampler, as ``batch_sampler=``: the plan, batched."""
     subject = entry.build(WORLD, RANK)
@@ -124,6 +133,10 @@ def loop_batch_sampler(entry: Entry) -> None:
         check_len(entry, dl, got)
 
 
+# --8<-- [end:loop_batch_sampler]
+
+
+# --8<-- [start:loop_peek]
 def loop_peek(entry: Entry) -> None:
     """A peek at one batch (``next(iter(loader))``), then the epoch's loop: read whole."""
     subject = entry.build(WORLD, RANK, **_hints(entry))
@@ -133,6 +146,10 @@ def loop_peek(entry: Entry) -> None:
     check(entry, take(entry, dl), 0, ordered=entry.kind != "iterable", **_hints(entry))
 
 
+# --8<-- [end:loop_peek]
+
+
+# --8<-- [start:loop_iter_twice]
 def loop_iter_twice(entry: Entry) -> None:
     """Two ``iter()`` of one epoch, one after the other: each reads the whole epoch."""
     subject = entry.build(WORLD, RANK, **_hints(entry))
@@ -142,6 +159,10 @@ def loop_iter_twice(entry: Entry) -> None:
         check(entry, take(entry, dl), 0, ordered=entry.kind != "iterable", **_hints(entry))
 
 
+# --8<-- [end:loop_iter_twice]
+
+
+# --8<-- [start:loop_break]
 def loop_break(entry: Entry) -> None:
     """``break`` after 2 batches, then ``set_epoch(1)``: the next epoch is read whole."""
     subject = entry.build(WORLD, RANK, **_hints(entry))
@@ -154,6 +175,10 @@ def loop_break(entry: Entry) -> None:
     check(entry, take(entry, dl), 1, ordered=entry.kind != "iterable", **_hints(entry))
 
 
+# --8<-- [end:loop_break]
+
+
+# --8<-- [start:loop_late_set_epoch]
 def loop_late_set_epoch(entry: Entry, workers: int) -> None:
     """``set_epoch(1)`` after the first batch of epoch 0 (a loop that calls it late): the
     iterator reads the epoch it started with, whole and once; the next ``iter()`` is epoch 1."""
@@ -169,6 +194,9 @@ def loop_late_set_epoch(entry: Entry, workers: int) -> None:
     check(entry, take(entry, dl), 1, ordered=ordered, **hints)
 
 
+# --8<-- [end:loop_late_set_epoch]
+
+
 def _hints(entry: Entry) -> dict[str, int]:
     return {"batch_size": BATCH} if entry.kind == "iterable" else {}
 
@@ -178,6 +206,7 @@ def _stateful(entry: Entry, workers: int, subject=None):
     return subject, loader(entry, subject, StatefulDataLoader, num_workers=workers)
 
 
+# --8<-- [start:loop_stateful_resume]
 def loop_stateful_resume(entry: Entry, workers: int) -> None:
     """torchdata's ``StatefulDataLoader``: stopped after every step ``k`` of epoch 0, its
     ``state_dict()`` loaded into a new loader (and a new object) reads the rest of the epoch;
@@ -204,6 +233,10 @@ def loop_stateful_resume(entry: Entry, workers: int) -> None:
             check(entry, take(entry, dl), 1, ordered=ordered, **_hints(entry))
 
 
+# --8<-- [end:loop_stateful_resume]
+
+
+# --8<-- [start:loop_elastic]
 def loop_elastic(entry: Entry, worlds: tuple[int, int]) -> None:
     """``StatefulDataLoader`` on ``W1`` ranks, each stopped after ``k`` steps; rank 0's state
     loaded on ``W2`` ranks, which read the rest: every sample of the epoch read, and only the
@@ -233,6 +266,9 @@ def loop_elastic(entry: Entry, worlds: tuple[int, int]) -> None:
             got = take(entry, dl)
             counts.append(len(got))
             read += flat(got)
+            # len() is the whole epoch's: what the saved rank read, then what this one yields
+            unit = 1 if entry.kind == "batch" else BATCH
+            assert len(subject.obj) == k * unit + (len(got) if unit == 1 else len(flat(got)))
         assert max(counts) - min(counts) <= (0 if entry.even else 1)
         samples = set(entry.plan(1, 0, 0)) if entry.kind != "batch" else set(range(N))
         if entry.kind == "batch":
@@ -242,6 +278,10 @@ def loop_elastic(entry: Entry, worlds: tuple[int, int]) -> None:
         assert repeats < (w1 + w2) * (BATCH if entry.kind != "batch" else N)
 
 
+# --8<-- [end:loop_elastic]
+
+
+# --8<-- [start:loop_plain_resume]
 def loop_plain_resume(entry: Entry) -> None:
     """A plain ``DataLoader`` with 2 workers (they prefetch), stopped after ``k`` batches:
     ``state_dict(consumed=...)`` (the items of the latest ``iter()`` the loop used: indices for a
@@ -264,6 +304,9 @@ def loop_plain_resume(entry: Entry) -> None:
         subject.set_epoch(0)
         rest = take(entry, loader(entry, subject, num_workers=2))
         check(entry, first + rest, 0)
+
+
+# --8<-- [end:loop_plain_resume]
 
 
 # --- the matrix ----------------------------------------------------------------------------------
@@ -324,3 +367,65 @@ def test_every_exported_sampler_and_dataset_has_its_row_in_the_matrix():
     exported = {n for n in ds.__all__ if is_sampler_or_dataset(getattr(ds, n))}
     assert exported - set(BY_NAME) - set(NOT_ENTRIES) == set()
     assert set(BY_NAME) | set(NOT_ENTRIES) <= exported  # no row for a class that is gone
+
+
+# --- the loops' misuse: errors that say what to change ---------------------------------------------
+
+RESUMABLE = [e.name for e in ENTRIES if e.resumable]
+
+
+@pytest.mark.parametrize("name", RESUMABLE)
+def test_consumed_past_what_the_latest_iter_handed_out_is_refused_naming_it(name):
+    """Invariant: ``state_dict(consumed=...)`` takes at most what the latest ``iter()`` handed
+    out, and no negative count: a larger or negative one is an error naming ``consumed``."""
+    entry = BY_NAME[name]
+    subject = entry.build(WORLD, RANK)
+    subject.set_epoch(0)
+    it = iter(subject.obj)
+    next(it), next(it)  # two items handed out
+    obj = subject.obj
+    with pytest.raises(ValueError, match=r"consumed should be <= 2 .*but got consumed=3"):
+        obj.state_dict(consumed=3)
+    with pytest.raises(ValueError, match=r"consumed=-1"):
+        obj.state_dict(consumed=-1)
+    assert obj.state_dict(consumed=2) == obj.state_dict()  # all of it: the plain state
+
+
+def test_wrapping_a_share_that_is_already_split_is_refused_naming_the_world():
+    """Invariant: ``DistributedSamplerWrapper`` over a sampler that is already one rank's share
+    (its ``num_replicas`` > 1) would split it again, leaving most samples unread: an error
+    that names the inner world and says to pass the sampler as it is."""
+    share = ds.DistributedSampler(range(N), 2, 1)
+    with pytest.raises(ValueError, match=r"share of one rank of num_replicas=2.*as it is"):
+        ds.DistributedSamplerWrapper(share, 2, 1)
+    assert len(ds.DistributedSamplerWrapper(ds.DistributedSampler(range(N), 1, 0), 2, 1)) == 7
+
+
+def test_lightnings_epoch_call_reaches_a_batch_sampler_that_draws_its_own_epoch():
+    """Invariant: Lightning's ``_set_sampler_epoch`` (what a ``Trainer`` calls every epoch) looks
+    at ``loader.sampler`` and ``loader.batch_sampler.sampler`` only; a batch sampler that draws
+    its own epoch gets the call through its ``sampler`` handle, so epoch 1 is epoch 1's plan."""
+    from lightning_fabric.utilities.data import _set_sampler_epoch
+
+    for name in ("TokenBudgetBatchSampler", "BatchBalanceClassSampler"):
+        entry = BY_NAME[name]
+        subject = entry.build(WORLD, RANK)
+        dl = DataLoader(subject.dataset, batch_sampler=subject.obj)
+        _set_sampler_epoch(dl, 1)
+        assert subject.obj.epoch == 1
+        assert [as_list(b) for b in dl] == entry.plan(WORLD, RANK, 1)
+
+
+def test_a_sharded_loader_with_workers_needs_the_batch_size_for_len_to_be_true():
+    """Invariant: split sample by sample, two workers each end on a short batch, so the loader
+    yields one batch more than ``len(loader)`` (a Trainer stops at ``len`` and never reads it);
+    with ``batch_size=`` the workers' ranges are whole batches and ``len(loader)`` is exact."""
+    sizes = [4, 4, 3]  # a rank of 11 samples, batches of 4: workers of 5 and 6 samples
+    read = lambda shard, start=0: range(10 * shard + start, 10 * shard + sizes[shard])  # noqa: E731
+    for batch_size, extra in ((None, 1), (4, 0)):
+        dataset = ds.ShardedIterableDataset([0, 1, 2], sizes, read, num_replicas=1, rank=0,
+                                            batch_size=batch_size)  # fmt: skip
+        dl = DataLoader(dataset, batch_size=4, num_workers=2)
+        batches = list(dl)
+        assert len(batches) == len(dl) + extra == 3 + extra
+        assert sorted(i for b in batches for i in b.tolist()) == sorted(dataset)

@@ -961,3 +961,31 @@ def test_a_naive_shard_split_times_out_the_all_reduce_and_the_sharded_dataset_fi
     assert naive[0].endswith("then the all-reduce timed out") and naive[1].endswith("finished")
     ours = run_world("sharded_hang:sharded_rank", 2, timeout=120, pythonpath=[EXAMPLES])
     assert ours == ["6 steps, finished"] * 2
+
+
+class _Shard:
+    """A shard object as users write them: its default repr holds its address."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
+def test_shards_whose_repr_is_not_stable_are_refused_at_once_and_key_names_them():
+    """Invariant: a shard whose ``repr`` holds an address (new in every process) could never
+    load a state: the constructor says so, naming the shard and ``key=``; with ``key=`` a state
+    saved over one set of objects loads over new objects of the same paths (another process)."""
+    sizes = [3, 2]
+    read = lambda shard: iter(range(sizes[int(shard.path)]))  # noqa: E731
+    with pytest.raises(ValueError, match=r"shards\[0\] should have a repr .* pass key="):
+        ShardedIterableDataset([_Shard("0"), _Shard("1")], sizes, read, num_replicas=1, rank=0)
+    make = lambda: ShardedIterableDataset(  # noqa: E731
+        [_Shard("0"), _Shard("1")], sizes, read, num_replicas=1, rank=0, key=lambda s: s.path
+    )
+    first = make()
+    it = iter(first)
+    read_before = [next(it), next(it)]
+    resumed = make()  # new objects, new addresses: the same names
+    resumed.load_state_dict(first.state_dict())
+    assert sorted(read_before + list(resumed)) == sorted(make())
+    with pytest.raises(TypeError, match=r"key\(shards\[0\]\)=0 of type int"):
+        ShardedIterableDataset([_Shard("0")], [3], read, num_replicas=1, rank=0, key=lambda s: 0)

@@ -154,3 +154,18 @@ def rank_positions(n: int, num_replicas: int, rank: int, drop_last: bool = False
         )
     positions = rank + num_replicas * torch.arange(num_samples)  # (num_samples,)
     return positions % max(n, 1)  # past n: the head of the order again
+
+
+class EpochHandle:
+    r"""``set_epoch`` for a batch sampler, where frameworks look for it: Lightning calls
+    ``loader.batch_sampler.sampler.set_epoch(epoch)`` every epoch, never the batch sampler's own.
+    A batch sampler that draws its own epoch returns one from its ``sampler`` property."""
+
+    def __init__(self, owner: object) -> None:
+        self.owner = owner
+
+    def set_epoch(self, epoch: int) -> None:
+        self.owner.set_epoch(epoch)  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return f"EpochHandle({type(self.owner).__name__})"

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import _SEED_HIGH, _SEED_LOW, check_int, check_len, resolve_world
+from ._validate import _SEED_HIGH, _SEED_LOW, EpochHandle, check_int, check_len, resolve_world
 from .resume import check_consumed, check_state
 
 __all__ = ["BatchBalanceClassSampler", "distinct_draws"]
@@ -199,6 +199,11 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
 
     def __len__(self) -> int:
         return self.num_batches
+
+    @property
+    def sampler(self) -> EpochHandle:
+        r"""Where Lightning calls ``set_epoch`` (``loader.batch_sampler.sampler``): forwarded here."""
+        return EpochHandle(self)
 
     def set_epoch(self, epoch: int) -> None:
         r"""Set the epoch: each ``seed + epoch`` draws its own batches, the same on all ranks.

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import check_bool, check_int, check_seed, resolve_world
+from ._validate import EpochHandle, check_bool, check_int, check_seed, resolve_world
 from .resume import check_consumed, check_state
 
 __all__ = ["TokenBudgetBatchSampler"]
@@ -279,11 +279,11 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         return sum(k for _, k in self._resumed) + len(self._plan()[2])
 
     @property
-    def sampler(self) -> _EpochHandle:
+    def sampler(self) -> EpochHandle:
         r"""What a framework reaches for ``set_epoch``: Lightning calls
         ``loader.batch_sampler.sampler.set_epoch(epoch)`` every epoch, never the batch sampler's
         own; this handle forwards it here, so each epoch gets its own plan under a ``Trainer``."""
-        return _EpochHandle(self)
+        return EpochHandle(self)
 
     # --- resume ----------------------------------------------------------------------------
 
@@ -350,16 +350,3 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         else:  # the steps done on the saved world are a prefix of its plan: plan the rest here
             self._resumed, self._skip = [*resumed, [saved_world, position]], 0
         self._yielded = self._skip
-
-
-class _EpochHandle:
-    """``set_epoch`` for a framework that looks for it on ``batch_sampler.sampler``."""
-
-    def __init__(self, owner: TokenBudgetBatchSampler) -> None:
-        self.owner = owner
-
-    def set_epoch(self, epoch: int) -> None:
-        self.owner.set_epoch(epoch)
-
-    def __repr__(self) -> str:
-        return f"set_epoch handle of {type(self.owner).__name__}"

@@ -160,6 +160,14 @@ class DistributedSamplerWrapper(DistributedSampler[int]):
         self.dataset = DatasetFromSampler(sampler)
         self.sampler = sampler
         self.num_replicas, self.rank = resolve_world(num_replicas, rank)
+        split = getattr(sampler, "num_replicas", 1)  # a rank's share already: split it again?
+        if isinstance(split, int) and split > 1 and self.num_replicas > 1:
+            raise ValueError(
+                f"sampler should yield the same epoch on every rank, but got a share of one "
+                f"rank of num_replicas={split}: {type(sampler).__name__} splits the epoch "
+                "itself; splitting its share again leaves each rank a part of a part (most "
+                "samples never read). Pass it to the DataLoader as it is"
+            )
         self.shuffle = check_bool("shuffle", shuffle)
         self.seed = check_seed(seed)
         self.drop_last = check_bool("drop_last", drop_last)
