@@ -31,7 +31,7 @@ import distsampling as ds
 N = 13  # samples: uneven on 2 and 3 ranks, so padding is always in play
 BATCH = 2  # a rank's batch: a share of 7 makes 4 batches, the last one short
 LABELS = [0, 1, 2] * 4 + [0]  # 13 labels in 3 classes, for the class-balanced samplers
-ENDLESS_STEPS = 9  # what a loop reads of an endless stream
+ENDLESS_STEPS = 8  # what a loop reads of an endless stream: 4 batches
 
 
 class Identity(Dataset):
@@ -157,6 +157,9 @@ TORCHRUN = "torchrun DDP, 2 ranks"
 NO_SPLIT = "Trainer(use_distributed_sampler=False)"
 EPOCH_HOOK = "set_epoch(self.current_epoch) in on_train_epoch_start"
 UNPREPARED = "prepare the model and optimizer, not the loader"
+WRAP_RESUMABLE = (
+    "ResumableDistributedSamplerWrapper(sampler) (Lightning's own wrapper has no state)"
+)
 
 _SHARDED_SETTING = "ShardedIterableDataset(batch_size=...) with the loader's batch size"
 _SHARDED_MAIN = (RuntimeError, r"state_dict\(\) was called in the main process, but DataLoader")
@@ -203,6 +206,8 @@ for _e in ENTRIES:
     # sampler: right for one that yields the same epoch everywhere, twice split for the others
     if _e.kind != "global":
         _e.settings[ACCELERATE] = UNPREPARED
+    else:  # Lightning's own wrapper splits it, but has no state: a resume needs ours
+        _e.settings[LIGHTNING_RESUME] = WRAP_RESUMABLE
 BY_NAME = {e.name: e for e in ENTRIES}
 
 #: exported classes that are datasets or parts, not a split of their own, and where each is proven

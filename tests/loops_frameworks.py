@@ -100,7 +100,8 @@ def lightning_fit(entry: Entry, setting: str) -> dict[str, Any]:
         trainer.fit(model, loader)
     except Exception as e:  # the default may refuse: the page quotes it
         return {"error": _error(e)}
-    return {"epochs": [model.epochs.get(e, []) for e in range(EPOCHS)], "len": len(loader)}
+    epochs = [model.epochs.get(e, []) for e in range(EPOCHS)]
+    return {"epochs": epochs, "len": trainer.num_training_batches}  # what Lightning counts
 
 
 # --8<-- [end:lightning_fit]
@@ -119,6 +120,8 @@ def lightning_resume(entry: Entry, setting: str, stop_after: int) -> dict[str, A
     runs = []
     for ckpt in (None, path):
         subject = entry.build(2, rank, **hints(entry))
+        if entry.kind == "global":  # the same epoch everywhere: split by our resumable wrapper
+            subject = resumable_split(subject, rank)
         model = _recorder(subject, EPOCH_HOOK in setting, None if ckpt else stop_after, path)
         _trainer(**kwargs).fit(model, user_loader(subject, StatefulDataLoader), ckpt_path=ckpt)
         runs.append([model.epochs.get(e, []) for e in range(EPOCHS)])
@@ -129,6 +132,14 @@ def lightning_resume(entry: Entry, setting: str, stop_after: int) -> dict[str, A
 
 
 # --8<-- [end:lightning_resume]
+
+
+def resumable_split(subject: Any, rank: int) -> Any:
+    """A sampler that yields the same epoch on every rank, split by our resumable wrapper."""
+    import distsampling as ds
+
+    split = ds.ResumableDistributedSamplerWrapper(subject.obj, 2, rank, shuffle=False)
+    return type(subject)(split, subject.dataset, {"sampler": None})
 
 
 def lightning_rank(names: list[str]) -> dict[str, dict[str, Any]]:
