@@ -54,7 +54,7 @@ __all__ = ["IndexShuffleSampler", "epoch_key", "index_shuffle", "index_unshuffle
 _ROUNDS, _MIN_BITS, _CACHE, _BLOCK, _TABLE = 8, 6, 1 << 15, 1 << 14, 1 << 12
 _M1, _M2, _MASK32, _MASK64 = 0x604BAA5D, 0x43D6CE97, 2**32 - 1, 2**64 - 1
 _GOLDEN = 0x9E3779B97F4A7C15  # splitmix64's increment
-_NOT_INTEGERS = {torch.bool, getattr(torch, "uint64", torch.bool)}  # uint64 may not fit int64
+_UINT64 = getattr(torch, "uint64", None)  # numpy's uint64 (torch >= 2.3): int64 once in [0, n)
 
 
 def _mix64(z: int) -> int:
@@ -92,30 +92,44 @@ def _feistel(x: np.ndarray, keys: list[int], bits: int, inverse: bool) -> np.nda
     return out
 
 
+def _as_tensor(values: object) -> torch.Tensor:
+    try:
+        return torch.as_tensor(values)
+    except TypeError:  # torch takes no list of numpy's unsigned scalars: numpy's array of them
+        return torch.as_tensor(np.asarray(values))
+
+
 def _check_values(name: str, values: object, n: int) -> torch.Tensor:
     """``values`` as an int64 tensor; raise unless it holds integers in ``[0, n)``."""
     try:
-        x = values if isinstance(values, torch.Tensor) else torch.as_tensor(values)
+        x = values if isinstance(values, torch.Tensor) else _as_tensor(values)
         if x.numel() == 0 and x is not values:  # [] holds no floats
             x = x.long()
     except (TypeError, ValueError, RuntimeError, OverflowError):
         x = None
-    if x is None or x.is_floating_point() or x.is_complex() or x.dtype in _NOT_INTEGERS:
+    if x is None or x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
         dtype = "" if x is None else f" of dtype {x.dtype}"
         raise TypeError(
             f"{name} should be an integer tensor or a sequence of integers, "
             f"but got {name}={values!r}{dtype}"
         )
+    if x.dtype == _UINT64:  # compared in numpy: torch has few uint64 ops
+        u = x.cpu().numpy()
+        outside = np.argwhere(u >= n)  # (K, ndim) in C order
+        if len(outside):
+            _out_of_range(name, outside[0].tolist(), int(u[tuple(outside[0])]), n)
+        x = torch.from_numpy(u.astype(np.int64)).to(x.device)
     x = x.to(torch.int64)
     low, high = torch.aminmax(x) if x.numel() else (0, -1)
     if low < 0 or high >= n:
         where = ((x < 0) | (x >= n)).nonzero()[0].tolist()  # the first offending element
-        at = f"[{', '.join(map(str, where))}]" if where else ""
-        raise ValueError(
-            f"{name} should be in [0, n) = [0, {n}), but got {name}{at}={int(x[tuple(where)])} "
-            f"for n={n}"
-        )
+        _out_of_range(name, where, int(x[tuple(where)]), n)
     return x
+
+
+def _out_of_range(name: str, where: list[int], value: int, n: int) -> None:
+    at = f"[{', '.join(map(str, where))}]" if where else ""
+    raise ValueError(f"{name} should be in [0, n) = [0, {n}), but got {name}{at}={value} for n={n}")
 
 
 def _walk(name: str, values: object, n: object, seed: object, inverse: bool) -> torch.Tensor:
