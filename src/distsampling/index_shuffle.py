@@ -26,8 +26,8 @@ overhead each). The sampler walks a share's blocks together: the values still wa
 with the next block's call, so the walk adds its third of a pass on average and no calls. Not a
 cryptographic cipher; on ``2**k`` itself it reaches only even permutations, as any Feistel
 network does. An int, or a list of up to 16, skips numpy: the same rounds on Python ints
-(``_feistel_int``), about 14 µs a call against numpy's ~190 µs for one position (``make bench``,
-on 2 busy cores), for ``where`` and a user's loop over a few indices.
+(``_feistel_int``), a small part of numpy's fixed cost per call (``make bench``: "A few positions
+a call"), for ``where`` and a user's loop over a few indices.
 
 References:
     J. Black, P. Rogaway, "Ciphers with Arbitrary Finite Domains", CT-RSA 2002 (cycle walking)
