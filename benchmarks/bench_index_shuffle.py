@@ -20,6 +20,11 @@ bookkeeping are numpy's, on one thread, so torch's intra-op threads should chang
 (they used to cost more than they saved on these small blocks once the other cores were busy,
 as a training process's cores are).
 
+A few positions at a time (``where``, or a user's loop over some indices): ``index_shuffle``
+called ``calls`` times on one position as an int (the Python path), on 8 ints (the Python
+path, one call), and on a one-element tensor (the array path, numpy's fixed cost per call),
+the baseline: ``us_per_call`` is the time of one call.
+
 Then the resumable form at that size: the first index of a new epoch, and after loading the
 state that rank 0 of 1024 saved after 1000 indices, on rank 5 of 768 (an elastic resume). Its
 ``iter()`` asks the order a block at a time from where it resumed, as the plain form does, so
@@ -170,6 +175,28 @@ def ours_per_index(timer, n: int, world: int, count: int) -> dict[str, float]:
     return {"us_per_index": (timer.t_end - timer.t0) / count * 1e6}
 
 
+def _calls(timer, positions: list, n: int, calls: int) -> dict[str, float]:
+    index_shuffle(positions[0], n, 1)  # first calls (imports, caches) untimed
+    timer.start()
+    for k in range(calls):
+        index_shuffle(positions[k % len(positions)], n, 0)
+    timer.first()
+    timer.stop()
+    return {"us_per_call": (timer.t_end - timer.t0) / calls * 1e6}
+
+
+def one_int(timer, n: int, calls: int) -> dict[str, float]:
+    return _calls(timer, [n // 3 + k for k in range(64)], n, calls)
+
+
+def eight_ints(timer, n: int, calls: int) -> dict[str, float]:
+    return _calls(timer, [[n // 3 + k + j for j in range(8)] for k in range(64)], n, calls)
+
+
+def one_element_tensor(timer, n: int, calls: int) -> dict[str, float]:
+    return _calls(timer, [torch.tensor([n // 3 + k]) for k in range(64)], n, calls)
+
+
 def suite(large: bool) -> list[Comparison]:
     n, world = 10**8, 64
     epoch = Comparison(
@@ -219,7 +246,19 @@ def suite(large: bool) -> list[Comparison]:
         note="set_epoch (or load_state_dict) + iter + the first index",
         columns=("first_s", "peak_MiB"),
     )
-    comparisons = [epoch, billions, resume]
+    few = Comparison(
+        title=f"A few positions a call, N={LAION:,}",
+        contenders={
+            "index_shuffle(tensor([p])), the array path": "bench_index_shuffle:one_element_tensor",
+            "index_shuffle(p), an int": "bench_index_shuffle:one_int",
+            "index_shuffle([8 ints])": "bench_index_shuffle:eight_ints",
+        },
+        baseline="index_shuffle(tensor([p])), the array path",
+        params={"n": LAION, "calls": 20_000},
+        note="us_per_call: the time of one call, over `calls` calls in one process",
+        columns=("us_per_call", "time_s"),
+    )
+    comparisons = [epoch, billions, resume, few]
     if PEERS_PYTHON.exists():  # Grain lives in the peers' venv (make .venv-peers/.installed)
         comparisons.append(
             Comparison(

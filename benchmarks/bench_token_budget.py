@@ -195,6 +195,21 @@ COLUMNS = ("plan_s", "padding_pct", "fill_pct", "steps_pct_of_bound", "imbalance
 RATIOS = ("plan_s", "steps_pct_of_bound")
 
 
+def plan_memory(timer, dataset: str, n: int = 10**6) -> dict[str, float]:
+    """The epoch's plan alone (what ``len()`` computes on every rank): its time and the memory
+    the process grew by, per sample; the lengths are read before the span."""
+    from distsampling import TokenBudgetBatchSampler
+
+    lengths, budget = lengths_of(dataset)
+    lengths = np.ascontiguousarray(lengths[:n])
+    timer.start()
+    sampler = TokenBudgetBatchSampler(lengths, budget, num_replicas=WORLD, rank=0)
+    steps = len(sampler)
+    timer.stop()
+    assert steps > 0
+    return {"bytes_per_sample": timer.figures()["peak_MiB"] * 2**20 / n}
+
+
 def suite(large: bool) -> list[Comparison]:
     peers = (PEERS_PYTHON.parent.parent / ".installed").exists()  # `make bench-peers` built it
     contenders = {
@@ -239,8 +254,24 @@ def suite(large: bool) -> list[Comparison]:
             columns=COLUMNS,
             ratios=RATIOS,
         ),
+        Comparison(
+            title="Planning memory: the plan of one epoch, lognormal lengths, max_tokens=16384",
+            contenders={
+                "1e6 samples": "bench_token_budget:plan_memory",
+                "1e7 samples": "bench_token_budget:plan_memory_1e7",
+            },
+            baseline="1e6 samples",
+            params={"dataset": "lognormal-1e7"},
+            note="TokenBudgetBatchSampler(...) and len(): the memory every rank grows by to plan "
+            "the epoch, and per sample (it grows linearly with N)",
+            columns=("time_s", "peak_MiB", "bytes_per_sample"),
+        ),
     ]
     return out
+
+
+def plan_memory_1e7(timer, dataset: str) -> dict[str, float]:
+    return plan_memory(timer, dataset, 10**7)
 
 
 if __name__ == "__main__":  # the stdlib lengths, computed and cached once

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,9 +25,9 @@ from distsampling import (
     epoch_key,
     index_shuffle,
 )
-from distsampling.cli import main
+from distsampling.cli import _integer, main
 from distsampling.demo import EXAMPLES, plan
-from distsampling.render import plan_split, plan_windows
+from distsampling.render import TORCH_SAMPLER_BYTES, plan_split, plan_windows
 from strategies import seeds, world_sizes
 
 
@@ -498,3 +500,143 @@ def test_the_demo_runs_live_and_agrees_with_its_plan():
     assert proc.returncode == 0, proc.stderr
     assert "every rank of the live group yielded exactly the plan" in proc.stdout
     assert "DIFFERS" not in proc.stdout
+
+
+@st.composite
+def integer_notations(draw: st.DrawFn) -> tuple[str, int]:
+    """``(text, value)``: an integer written as digits, with underscores, in e-notation (a
+    mantissa, its fraction included, times a power of ten) or as a power ``a**b``."""
+    how = draw(st.sampled_from(["digits", "underscores", "e", "power"]))
+    if how == "power":
+        base, exp = draw(st.integers(0, 12)), draw(st.integers(0, 40))
+        return f"{base}**{exp}", base**exp
+    if how == "e":  # m.f e k, with k at least the fraction's digits: a whole number
+        mantissa, k = draw(st.integers(0, 10**6)), draw(st.integers(0, 15))
+        point = draw(st.integers(0, min(k, 6)))
+        digits = str(mantissa).rjust(point + 1, "0")
+        text = digits if point == 0 else f"{digits[:-point]}.{digits[-point:]}"
+        return f"{text}e{k}", mantissa * 10 ** (k - point)
+    value = draw(st.integers(0, 10**15))
+    return (f"{value:_}" if how == "underscores" else str(value)), value
+
+
+@given(notation=integer_notations())
+def test_an_integer_option_takes_any_exact_notation_of_its_value(notation):
+    """Invariant: ``--size 1e9``, ``1_000_000_000`` and ``2**30`` are the integers they write,
+    exactly (no float rounding: 123456789012345e3 stays exact)."""
+    text, value = notation
+    assert _integer("size")(text) == value
+    if value >= 2**63:  # past any dataset's length: refused further on, by name
+        return
+    code, out, err = run_cli(["where", "--size", text, "--replicas", "1", "--index", "0",
+                              "--order", "index-shuffle", "--no-shuffle"])  # fmt: skip
+    if value == 0:
+        assert code == 2 and "index should be in [0, size) = [0, 0)" in err
+    else:
+        assert (code, err) == (0, "") and out.startswith("index 0 of epoch 0 is read by rank 0")
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["1.5e0", "0.5", "1e-1", "nan", "inf", "1e5000", "9**9999", "1,000", "0x10", "ten"],
+)
+def test_an_integer_option_refuses_what_is_not_a_whole_number_naming_it(text):
+    """Invariant: a fraction, a non-number or a number too long to print is refused by argparse
+    with the option's name, the ways to write an integer and the text given; nothing runs."""
+    code, out, err = run_cli(["split", "--size", "10", "--replicas", text])
+    assert code == 2 and out == ""
+    assert err.splitlines()[-1] == (
+        "python -m distsampling split: error: argument --replicas: replicas should be an "
+        f"integer, written e.g. 1000000, 1_000_000, 1e6 or 2**20, but got replicas={text!r}"
+    )
+
+
+def test_every_integer_option_takes_e_notation():
+    """Invariant: each integer option of both commands goes through the same parser: the plan
+    with every number in e-notation or as a power is the plan with plain digits."""
+    plain = [
+        "split",
+        "--size",
+        "1000",
+        "--replicas",
+        "4",
+        "--seed",
+        "3",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "20",
+        "--window",
+        "10",
+        "--head",
+        "2",
+        "--max-memory",
+        "4000000",
+    ]
+    other = [
+        "split",
+        "--size",
+        "1e3",
+        "--replicas",
+        "2**2",
+        "--seed",
+        "3e0",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "2e1",
+        "--window",
+        "1_0",
+        "--head",
+        "2.0",
+        "--max-memory",
+        "4e6",
+    ]
+    assert run_cli(other) == run_cli(plain) and run_cli(plain)[0] == 0
+    where = ["where", "--size", "1e3", "--replicas", "4", "--index", "5e1", "--epoch", "1e0"]
+    assert run_cli(where) == run_cli(["where", "--size", "1000", "--replicas", "4", "--index",
+                                      "50", "--epoch", "1"])  # fmt: skip
+
+
+def test_max_memory_takes_e_notation_and_powers_with_a_unit():
+    """Invariant: ``--max-memory 1e9`` is 10**9 bytes and ``2**30B`` is 1 GiB: the budget's
+    edge (4000 bytes for 1000 int32 indices) holds at 4e3 and fails at 3.999e3."""
+    small = ["split", "--size", "1000", "--replicas", "2"]
+    assert run_cli([*small, "--max-memory", "4e3"])[0] == 0
+    assert run_cli([*small, "--max-memory", "3.999e3"])[0] == 2
+    assert run_cli([*small, "--max-memory", "2**30B"]) == run_cli(small)
+
+
+def test_help_describes_the_tool_in_whole_sentences():
+    """Example: ``--help`` opens with the module docstring's first paragraph, whole (it once
+    stopped at its first line, "... prints which rank reads what, and")."""
+    code, out, _ = run_cli(["--help"])
+    description = " ".join(out.split("\n\n")[1].split())
+    assert code == 0 and description == (
+        "The command line: python -m distsampling split ... prints which rank reads what, and "
+        "python -m distsampling where ... which rank reads one index."
+    )
+
+
+def test_make_help_prints_each_target_with_no_make_escapes_left():
+    """Example: ``make help`` prints the help lines as written for a reader: no ``$$`` (make's
+    escape, which only a recipe expands) is left in them."""
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(["make", "-s", "help"], cwd=root, capture_output=True, text=True)
+    assert out.returncode == 0 and "  test " in re.sub(r"\x1b\[[0-9;]*m", "", out.stdout)
+    assert "$" not in out.stdout
+
+
+def test_the_bytes_an_index_quoted_for_torchs_sampler_are_the_benchmarks_measure():
+    """Invariant: the ~48 bytes an index that the refusal (and distributed.md) quote for torch's
+    DistributedSampler is what ``make bench`` measured at N = 10**7 (its peak over N), to the
+    byte, and the page quotes the same number."""
+    root = Path(__file__).resolve().parent.parent
+    bench = json.loads((root / "benchmarks/results/distributed.json").read_text())
+    (row,) = [c for c in bench["comparisons"] if c["params"]["n"] == 10**7]
+    measured = row["figures"]["torch"]["peak_MiB"]["median"] * 2**20 / 10**7
+    assert round(measured) == TORCH_SAMPLER_BYTES
+    page = (root / "docs/tutorials/distributed.md").read_text()
+    assert f"about {TORCH_SAMPLER_BYTES} bytes an index" in page
+    code, _, err = run_cli(["split", "--size", str(10**9), "--replicas", "2"])
+    assert code == 2 and f"about {TORCH_SAMPLER_BYTES} bytes an index, 44.7 GiB" in err

@@ -114,32 +114,40 @@ def test_a_listed_set_is_exactly_what_the_module_imports(stem, name, files):
 
 
 RUNNER = r"""
-import ast, json, sys
-spec = json.loads(sys.argv[1])
+import ast, importlib, json, sys, traceback
+specs = json.loads(sys.argv[1])
 sys.modules["distsampling"] = None  # the real package cannot be imported here
-sys.path[:0] = [spec["root"], spec["tests"]]
 from hypothesis import HealthCheck, settings
 settings.register_profile("copy", max_examples=25, deadline=None, derandomize=True,
                           suppress_health_check=list(HealthCheck))
 settings.load_profile("copy")
-path = spec["test_file"]
-tree = ast.parse(open(path).read())
-body = []
-for node in tree.body:  # `from distsampling import X` -> from the copy (or the helpers' copy)
-    if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "distsampling":
-        for a in node.names:
-            module = spec["where"][a.name]
-            package = "copied" if module in spec["copied"] else "helpers"
-            line = f"from {package}.{module} import {a.name} as {a.asname or a.name}"
-            body.append(ast.parse(line).body[0])
-    else:
-        body.append(node)
-tree.body = body
-namespace = {"__name__": "copied_test", "__file__": path}
-exec(compile(tree, path, "exec"), namespace)
-namespace[spec["property"]]()
-loaded = sorted(m.split(".")[1] for m in sys.modules if m.startswith("copied."))
-print(json.dumps(loaded))
+for spec in specs:  # one set after another, each from its own folder, nothing of the last kept
+    for name in [m for m in sys.modules if m.split(".")[0] in ("copied", "helpers")]:
+        del sys.modules[name]
+    sys.path[:] = [spec["root"], spec["tests"]] + [p for p in sys.path if p != spec["tests"]
+                                                   and not p.startswith(spec["base"])]
+    importlib.invalidate_caches()
+    try:
+        path = spec["test_file"]
+        tree = ast.parse(open(path).read())
+        body = []
+        for node in tree.body:  # `from distsampling import X` -> from the copy (or the helpers')
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "distsampling":
+                for a in node.names:
+                    module = spec["where"][a.name]
+                    package = "copied" if module in spec["copied"] else "helpers"
+                    line = f"from {package}.{module} import {a.name} as {a.asname or a.name}"
+                    body.append(ast.parse(line).body[0])
+            else:
+                body.append(node)
+        tree.body = body
+        namespace = {"__name__": "copied_test", "__file__": path}
+        exec(compile(tree, path, "exec"), namespace)
+        namespace[spec["property"]]()
+        loaded = sorted(m.split(".")[1] for m in sys.modules if m.startswith("copied."))
+        print(json.dumps({"name": spec["name"], "loaded": loaded}), flush=True)
+    except BaseException:
+        print(json.dumps({"name": spec["name"], "error": traceback.format_exc()}), flush=True)
 """
 
 
@@ -159,38 +167,49 @@ def imported_names(test_file: Path) -> dict[str, str]:
     return where
 
 
-@pytest.mark.parametrize(("stem", "name", "files"), SETS, ids=[s[1] for s in SETS])
-def test_a_copied_set_runs_its_property_without_distsampling(stem, name, files, tmp_path):
-    """Invariant: the files a tutorial lists, copied alone into an empty package where
-    ``distsampling`` cannot be imported, pass one of the sampler's own properties; only listed
-    files are loaded from the copy."""
-    for package, names in (("copied", files), ("helpers", [p.name for p in SRC.glob("*.py")])):
-        (tmp_path / package).mkdir()
-        (tmp_path / package / "__init__.py").write_text("")
-        for f in names:
-            if f != "__init__.py":
-                shutil.copy(SRC / f, tmp_path / package / f)
-    test_module, prop = PROPERTY[name]
-    test_file = TESTS / f"{test_module}.py"
-    spec = {
-        "root": str(tmp_path),
-        "tests": str(TESTS),
-        "test_file": str(test_file),
-        "property": prop,
-        "where": imported_names(test_file),
-        "copied": [f.removesuffix(".py") for f in files],
-    }
+@pytest.fixture(scope="module")
+def copied_runs(tmp_path_factory) -> dict[str, dict]:
+    """Every set copied into a folder of its own, and its property run there: all sets in one
+    fresh Python, one after another (a Python per set paid torch's import 15 times), each with
+    the modules of the sets before it dropped. ``{name: {"loaded": [...]} or {"error": ...}}``."""
+    base, specs = tmp_path_factory.mktemp("copies"), []
+    for _stem, name, files in SETS:
+        root = base / name
+        for package, names in (("copied", files), ("helpers", [p.name for p in SRC.glob("*.py")])):
+            (root / package).mkdir(parents=True)
+            (root / package / "__init__.py").write_text("")
+            for f in names:
+                if f != "__init__.py":
+                    shutil.copy(SRC / f, root / package / f)
+        test_module, prop = PROPERTY[name]
+        test_file = TESTS / f"{test_module}.py"
+        specs.append({
+            "name": name, "root": str(root), "base": str(base), "tests": str(TESTS),
+            "test_file": str(test_file), "property": prop, "where": imported_names(test_file),
+            "copied": [f.removesuffix(".py") for f in files],
+        })  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
-        [sys.executable, "-c", RUNNER, json.dumps(spec)],
-        cwd=tmp_path,
+        [sys.executable, "-c", RUNNER, json.dumps(specs)],
+        cwd=base,
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    runs = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith('{"name"')]
+    return {r["name"]: r for r in runs} | {"": {"error": proc.stderr[-4000:]}}
+
+
+@pytest.mark.xdist_group("copy")
+@pytest.mark.parametrize(("stem", "name", "files"), SETS, ids=[s[1] for s in SETS])
+def test_a_copied_set_runs_its_property_without_distsampling(stem, name, files, copied_runs):
+    """Invariant: the files a tutorial lists, copied alone into an empty package where
+    ``distsampling`` cannot be imported, pass one of the sampler's own properties; only listed
+    files are loaded from the copy."""
+    run = copied_runs.get(name, copied_runs[""])  # not reported: the process died (its stderr)
+    assert "error" not in run, run["error"]
+    loaded = run["loaded"]
     assert files[0].removesuffix(".py") in loaded, loaded  # the property ran on the copy
     assert set(loaded) <= {f.removesuffix(".py") for f in files}, loaded
 

@@ -624,3 +624,40 @@ def test_the_order_at_any_integer_positions_is_int64():
         s = IndexShuffleSampler(range(10), num_replicas=1, rank=0, shuffle=shuffle)
         at = s.order_at(torch.tensor([3, 1], dtype=torch.int32))
         assert at.dtype == torch.int64 and at.tolist() == s.epoch_order()[[3, 1]].tolist()
+
+
+# --- a few positions as Python ints: the scalar path -------------------------------------------
+
+
+@given(n=shuffle_lengths.filter(bool), seed=shuffle_seeds, inverse=st.booleans(), data=st.data())
+def test_an_int_or_a_few_take_the_python_path_and_give_the_arrays_answer(n, seed, inverse, data):
+    """Invariant: an int, or a list or tuple of up to 16 (Python's or numpy's), is ciphered on
+    Python ints and gives what the same positions as a tensor give through numpy: the same
+    values, dtype (int64) and shape (0-d for an int), both ways (index_unshuffle too)."""
+    fn = index_unshuffle if inverse else index_shuffle
+    ints = data.draw(st.lists(st.integers(0, n - 1), max_size=17), label="positions")
+    kind = data.draw(st.sampled_from([int, np.int64, np.uint64, np.int32]), label="kind")
+    ints = [p for p in ints if p <= np.iinfo(kind).max]
+    as_array = fn(torch.tensor(ints, dtype=torch.int64), n, seed)
+    for few in (ints, tuple(ints), [kind(p) for p in ints]):
+        got = fn(few, n, seed)
+        assert got.dtype == torch.int64 and got.tolist() == as_array.tolist()
+    for p, expected in zip(ints[:3], as_array.tolist()):
+        got = fn(kind(p), n, seed)
+        assert got.shape == () and got.dtype == torch.int64 and got.item() == expected
+
+
+@pytest.mark.parametrize(
+    "bad", [[3, 10], [True], [3, None], [[1, 12]], [torch.tensor(True)], 10, -1, True]
+)
+def test_a_few_positions_out_of_range_or_of_another_type_get_the_arrays_error(bad):
+    """Invariant: the Python path takes only ints in range: anything else goes the array's way
+    and gets its error, word for word (the first offender named)."""
+    as_array = torch.as_tensor(bad) if not isinstance(bad, list) or bad != [3, None] else None
+    with pytest.raises((TypeError, ValueError)) as few:
+        index_shuffle(bad, 10, 0)
+    if as_array is not None and as_array.dtype != torch.bool:
+        with pytest.raises((TypeError, ValueError)) as array:
+            index_shuffle(as_array, 10, 0)
+        assert str(few.value).split(", but got")[0] == str(array.value).split(", but got")[0]
+    assert "positions" in str(few.value)

@@ -450,10 +450,20 @@ def test_bad_make_data_sampler_arguments_are_rejected_naming_the_value(kwargs, e
     assert str(info.value).startswith(message)
 
 
-def test_a_dataset_without_len_is_rejected():
-    """Invariant: the pipeline needs a map-style dataset."""
-    with pytest.raises(TypeError, match="dataset should have __len__"):
-        make_data_sampler(iter(range(3)), shuffle=True, distributed=False)
+@pytest.mark.parametrize("distributed", [False, True])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_a_dataset_without_len_is_rejected_on_every_path(shuffle, distributed):
+    """Invariant: the pipeline needs a map-style dataset, and says so when the sampler is made,
+    on every path: ``shuffle=False`` without ``distributed`` too, where torch's
+    SequentialSampler would take an iterator and fail only at the first ``len()``; and before
+    the world is resolved (here there is no process group)."""
+    data = iter(range(3))
+    with pytest.raises(TypeError) as info:
+        make_data_sampler(data, shuffle=shuffle, distributed=distributed)
+    assert str(info.value) == (
+        "dataset should have __len__ (a map-style dataset or a sized sampler), but got "
+        f"dataset={data!r} of type range_iterator"
+    )
 
 
 @given(

@@ -33,6 +33,7 @@ SOURCE = re.compile(
 def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("site")
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    env.pop("DISTSAMPLING_REPO_URL", None)  # the default site: no repository link
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT,
@@ -54,6 +55,14 @@ def test_no_docstring_role_is_left_as_literal_text(site: Path):
         text = SOURCE.sub("", page.read_text())
         literal += [f"{page.relative_to(site)}: {m.group(0)}" for m in ROLE.finditer(text)]
     assert not literal, "literal roles in the built pages:\n" + "\n".join(literal)
+
+
+@pytest.mark.xdist_group("site")
+def test_no_page_links_to_a_repository_unless_one_is_given(site: Path):
+    """Invariant: the project has no public repository, so by default no page carries the
+    header's repository link (``repo_url`` comes only from ``DISTSAMPLING_REPO_URL``)."""
+    linked = [p.relative_to(site) for p in site.rglob("*.html") if "md-source" in p.read_text()]
+    assert not linked, f"pages with a repository link: {linked[:5]}"
 
 
 @pytest.mark.xdist_group("site")

@@ -63,7 +63,13 @@ def largest_remainder_counts_reference(weights, total):
     whole = sum(exact)
     quotas = [total * f / whole for f in exact]
     counts = [math.floor(q) for q in quotas]
-    by_remainder = sorted(range(len(quotas)), key=lambda i: (counts[i] - quotas[i], i))
+    # the remainders times one positive constant, whole * lcm(denominators), are exact ints in
+    # the same order: sorted as ints, not Fractions (100,000 classes: 0.2 s, not 10); the sort
+    # is stable, so ties go to the earlier class
+    scale = whole * math.lcm(*(f.denominator for f in exact))
+    keys = [(c - q) * scale for c, q in zip(counts, quotas)]
+    assert all(k.denominator == 1 for k in keys)
+    by_remainder = sorted(range(len(quotas)), key=[int(k) for k in keys].__getitem__)
     for i in by_remainder[: total - sum(counts)]:
         counts[i] += 1
     return counts

@@ -16,6 +16,7 @@ import torch.distributed as dist
 
 # torch.Generator.manual_seed takes any integer in [-2**63, 2**64 - 1]
 _SEED_LOW, _SEED_HIGH = -(2**63), 2**64 - 1
+_INT64_MAX = 2**63 - 1  # the largest size or count numpy and torch hold (int64)
 
 
 def _index_dtype(size: int) -> torch.dtype:
@@ -45,6 +46,15 @@ def check_int(name: str, value: object, *, low: int | None = None, high: int | N
         bound = f">= {low}" if high is None else f"<= {high}" if low is None else None
         bound = bound or f"in the interval [{low}, {high}]"
         raise ValueError(f"{name} should be {bound}, but got {name}={value}")
+    return value
+
+
+def check_int64(name: str, value: object, *, low: int | None = None) -> int:
+    """:func:`check_int`, and below ``2**63``: a size or a count that numpy or torch will hold as
+    int64 (past it they raise ``OverflowError`` from inside, naming nothing)."""
+    value = check_int(name, value, low=low)
+    if value > _INT64_MAX:
+        raise ValueError(f"{name} should be < 2**63 (stored as int64), but got {name}={value}")
     return value
 
 
@@ -127,7 +137,7 @@ def epoch_permutation(n: int, shuffle: bool, seed: int, epoch: int) -> torch.Ten
         >>> epoch_permutation(5, shuffle=True, seed=0, epoch=0).tolist()
         [4, 0, 1, 3, 2]
     """
-    n, epoch = check_int("n", n, low=0), check_int("epoch", epoch)
+    n, epoch = check_int64("n", n, low=0), check_int("epoch", epoch)
     seed = check_seed(seed, epoch if check_bool("shuffle", shuffle) else 0)
     if not shuffle:
         return torch.arange(n, dtype=_index_dtype(n))

@@ -29,7 +29,15 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import _SEED_HIGH, _SEED_LOW, EpochHandle, check_int, check_len, resolve_world
+from ._validate import (
+    _SEED_HIGH,
+    _SEED_LOW,
+    EpochHandle,
+    check_int,
+    check_int64,
+    check_len,
+    resolve_world,
+)
 from .resume import check_consumed, check_state
 
 __all__ = ["BatchBalanceClassSampler", "distinct_draws"]
@@ -140,7 +148,7 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
                 f"num_classes should be <= the number of distinct labels ({C}), but got "
                 f"num_classes={self.num_classes}"
             )
-        self.num_samples = check_int("num_samples", num_samples, low=1)
+        self.num_samples = check_int64("num_samples", num_samples, low=1)
         per_epoch = len(codes) // (self.batch_size * self.num_replicas)
         if num_batches is None and per_epoch == 0:
             raise ValueError(
@@ -149,7 +157,7 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
                 f"{self.num_replicas}) = 0, but got num_batches=None: pass num_batches >= 1"
             )
         self.num_batches = (
-            per_epoch if num_batches is None else check_int("num_batches", num_batches, low=1)
+            per_epoch if num_batches is None else check_int64("num_batches", num_batches, low=1)
         )
         self.seed = check_int("seed", seed, low=_SEED_LOW, high=_SEED_HIGH)
         self.epoch = 0

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ._validate import check_int
+from ._validate import check_int64
 from .distributed import DistributedSampler
 
 __all__ = ["UnpaddedDistributedSampler", "gather_by_index", "merge_by_index"]
@@ -77,7 +77,7 @@ def merge_by_index(per_rank: Sequence[tuple[Sequence[int], Sequence[Any]]], size
         >>> merge_by_index([([0, 2, 0], ["a", "c", "a"]), ([1], ["b"])], size=3)
         ['a', 'b', 'c']
     """
-    size = check_int("size", size, low=0)
+    size = check_int64("size", size, low=0)
     if not isinstance(per_rank, Sequence):
         raise TypeError(
             "per_rank should be a sequence of (indices, values) pairs, one per rank, "

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import check_bool, check_int
+from ._validate import check_bool, check_int, check_int64
 from .resume import check_state
 from .wrapper import index_tensor
 
@@ -96,7 +96,7 @@ class GroupedBatchSampler(Sampler[list[int]]):
                 f"len(group_ids)={len(ids)} for a sampler over len(dataset)={expected}"
             )
         self.sampler = sampler
-        self.batch_size = check_int("batch_size", batch_size, low=1)
+        self.batch_size = check_int64("batch_size", batch_size, low=1)
         self.drop_uneven = check_bool("drop_uneven", drop_uneven)
         # compact the group ids to 0..G-1 once: bincount and sort work on small integers
         ids_t = torch.from_numpy(ids.astype(np.int64))  # (N,)

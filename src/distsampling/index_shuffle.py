@@ -25,7 +25,9 @@ about 15 ns a position on one CPU core (int64 torch ops took 35: twice the bytes
 overhead each). The sampler walks a share's blocks together: the values still walking ride along
 with the next block's call, so the walk adds its third of a pass on average and no calls. Not a
 cryptographic cipher; on ``2**k`` itself it reaches only even permutations, as any Feistel
-network does.
+network does. An int, or a list of up to 16, skips numpy: the same rounds on Python ints
+(``_feistel_int``), a small part of numpy's fixed cost per call (``make bench``: "A few positions
+a call"), for ``where`` and a user's loop over a few indices.
 
 References:
     J. Black, P. Rogaway, "Ciphers with Arbitrary Finite Domains", CT-RSA 2002 (cycle walking)
@@ -38,8 +40,10 @@ References:
 from __future__ import annotations
 
 import copy
+import operator
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from functools import lru_cache
 from itertools import count, takewhile
 
 import numpy as np
@@ -55,7 +59,8 @@ __all__ = ["IndexShuffleSampler", "epoch_key", "index_shuffle", "index_unshuffle
 _ROUNDS, _MIN_BITS, _CACHE, _BLOCK, _TABLE = 8, 6, 1 << 15, 1 << 14, 1 << 12
 _M1, _M2, _MASK32, _MASK64 = 0x604BAA5D, 0x43D6CE97, 2**32 - 1, 2**64 - 1
 _GOLDEN = 0x9E3779B97F4A7C15  # splitmix64's increment
-_NOT_INTEGERS = {torch.bool, getattr(torch, "uint64", torch.bool)}  # uint64 may not fit int64
+_FEW = 16  # at most this many positions given as ints: the cipher on Python ints, no arrays
+_UINT64 = getattr(torch, "uint64", None)  # numpy's uint64 (torch >= 2.3): int64 once in [0, n)
 
 
 def _mix64(z: int) -> int:
@@ -65,9 +70,40 @@ def _mix64(z: int) -> int:
     return z ^ (z >> 31)
 
 
-def _round_keys(seed: int) -> list[int]:
+@lru_cache(maxsize=64)  # a loop over a few positions asks the same seed's keys again
+def _round_keys(seed: int) -> tuple[int, ...]:
     state = _mix64(seed % 2**64)  # seeds one splitmix64 step apart share no round key
-    return [_mix64((state + (i + 1) * _GOLDEN) & _MASK64) >> 32 for i in range(_ROUNDS)]
+    return tuple(_mix64((state + (i + 1) * _GOLDEN) & _MASK64) >> 32 for i in range(_ROUNDS))
+
+
+def _feistel_int(x: int, keys: Sequence[int], bits: int, inverse: bool) -> int:
+    """:func:`_feistel` on one Python int, line for line: for a few positions, where numpy's
+    fixed cost per call (microseconds) is all of the cost."""
+    a, b = bits // 2, bits - bits // 2
+    hi, lo = x >> b, x & ((1 << b) - 1)
+    for i in range(_ROUNDS)[::-1] if inverse else range(_ROUNDS):
+        if inverse:
+            hi, lo = lo, hi
+        w = a if i % 2 == 0 else b
+        t = ((lo ^ keys[i]) * _M1) & _MASK32
+        t ^= t >> 15
+        hi ^= ((t * _M2) & _MASK32) >> (32 - w)
+        if not inverse:
+            hi, lo = lo, hi
+    return (hi << b) | lo
+
+
+def _few(values: object, n: int) -> list[int] | None:
+    """``values`` as a list of ints if it is one int or a short list or tuple of them, all in
+    ``[0, n)``; ``None`` otherwise (the array path then checks, and names what is wrong)."""
+    few = [values] if not isinstance(values, (list, tuple)) else values
+    if len(few) > _FEW or any(isinstance(v, (bool, np.bool_, torch.Tensor)) for v in few):
+        return None
+    try:
+        ints = [operator.index(v) for v in few]
+    except TypeError:
+        return None
+    return ints if all(0 <= v < n for v in ints) else None
 
 
 def _feistel(x: np.ndarray, keys: list[int], bits: int, inverse: bool) -> np.ndarray:
@@ -93,37 +129,60 @@ def _feistel(x: np.ndarray, keys: list[int], bits: int, inverse: bool) -> np.nda
     return out
 
 
+def _as_tensor(values: object) -> torch.Tensor:
+    try:
+        return torch.as_tensor(values)
+    except TypeError:  # torch takes no list of numpy's unsigned scalars: numpy's array of them
+        return torch.as_tensor(np.asarray(values))
+
+
 def _check_values(name: str, values: object, n: int) -> torch.Tensor:
     """``values`` as an int64 tensor; raise unless it holds integers in ``[0, n)``."""
     try:
-        x = values if isinstance(values, torch.Tensor) else torch.as_tensor(values)
+        x = values if isinstance(values, torch.Tensor) else _as_tensor(values)
         if x.numel() == 0 and x is not values:  # [] holds no floats
             x = x.long()
     except (TypeError, ValueError, RuntimeError, OverflowError):
         x = None
-    if x is None or x.is_floating_point() or x.is_complex() or x.dtype in _NOT_INTEGERS:
+    if x is None or x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
         dtype = "" if x is None else f" of dtype {x.dtype}"
         raise TypeError(
             f"{name} should be an integer tensor or a sequence of integers, "
             f"but got {name}={values!r}{dtype}"
         )
+    if x.dtype == _UINT64:  # compared in numpy: torch has few uint64 ops
+        u = x.cpu().numpy()
+        outside = np.argwhere(u >= n)  # (K, ndim) in C order
+        if len(outside):
+            _out_of_range(name, outside[0].tolist(), int(u[tuple(outside[0])]), n)
+        x = torch.from_numpy(u.astype(np.int64)).to(x.device)
     x = x.to(torch.int64)
     low, high = torch.aminmax(x) if x.numel() else (0, -1)
     if low < 0 or high >= n:
         where = ((x < 0) | (x >= n)).nonzero()[0].tolist()  # the first offending element
-        at = f"[{', '.join(map(str, where))}]" if where else ""
-        raise ValueError(
-            f"{name} should be in [0, n) = [0, {n}), but got {name}{at}={int(x[tuple(where)])} "
-            f"for n={n}"
-        )
+        _out_of_range(name, where, int(x[tuple(where)]), n)
     return x
+
+
+def _out_of_range(name: str, where: list[int], value: int, n: int) -> None:
+    at = f"[{', '.join(map(str, where))}]" if where else ""
+    raise ValueError(f"{name} should be in [0, n) = [0, {n}), but got {name}{at}={value} for n={n}")
 
 
 def _walk(name: str, values: object, n: object, seed: object, inverse: bool) -> torch.Tensor:
     n = check_int("n", n, low=0, high=2**63 - 1)
     seed = check_int("seed", seed, low=_SEED_LOW, high=_SEED_HIGH)
-    x = _check_values(name, values, n)
     bits, keys = max(_MIN_BITS, (n - 1).bit_length()), _round_keys(seed)
+    few = None if isinstance(values, (torch.Tensor, np.ndarray)) else _few(values, n)
+    if few is not None:  # an int, or a few: the same cipher on Python ints, walked one by one
+        out = []
+        for v in few:
+            v = _feistel_int(v, keys, bits, inverse)
+            while v >= n:
+                v = _feistel_int(v, keys, bits, inverse)
+            out.append(v)
+        return torch.tensor(out if isinstance(values, (list, tuple)) else out[0], dtype=torch.int64)
+    x = _check_values(name, values, n)
     values = x.reshape(-1).cpu().numpy()  # (P,) the cipher runs on the CPU, in numpy
     table = None  # a domain no larger than the positions: encrypt all of it once, look it up
     if 2**bits <= max(_TABLE, values.size):

@@ -39,6 +39,7 @@ from ._validate import (
     _index_dtype,
     check_bool,
     check_int,
+    check_int64,
     check_len,
     resolve_world,
 )
@@ -274,6 +275,7 @@ class InfiniteSampler(_PassStream):
         seed: int | None = None,
     ) -> None:
         self.num_replicas, self.rank = resolve_world(num_replicas, rank)
+        check_int64("num_replicas", self.num_replicas)  # its stride is an int64 tensor's
         self.size = check_len("dataset", dataset)
         if self.size == 0:
             raise ValueError(

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler, SequentialSampler
 
-from ._validate import check_bool, check_int, check_len
+from ._validate import check_bool, check_int, check_int64, check_len
 from .batch import BatchSampler
 from .distributed import DistributedSampler
 from .grouped import GroupedBatchSampler
@@ -218,7 +218,7 @@ def make_batch_data_sampler(
         >>> list(make_batch_data_sampler(ratios, range(6), [1.0], 2, num_iters=6, start_iter=3))
         [[5], [0, 2], [1, 4]]
     """
-    batch_size = check_int("batch_size", batch_size, low=1)
+    batch_size = check_int64("batch_size", batch_size, low=1)
     start_iter = check_int("start_iter", start_iter, low=0)
     if num_iters is None and start_iter:
         raise ValueError(
@@ -226,7 +226,7 @@ def make_batch_data_sampler(
             f"start_iter={start_iter}"
         )
     # checked here too, so that the errors name this function's argument, num_iters
-    if num_iters is not None and start_iter > check_int("num_iters", num_iters, low=0):
+    if num_iters is not None and start_iter > check_int64("num_iters", num_iters, low=0):
         raise ValueError(
             "start_iter should be <= num_iters (the iterations already done), but got "
             f"start_iter={start_iter}, num_iters={num_iters}"

@@ -44,6 +44,9 @@ __all__ = [
 ORDERS = ("torch", "index-shuffle")
 #: the most memory torch's shuffled order may take by default (``torch.randperm(N)``): 1 GiB
 MAX_MEMORY = 2**30
+#: bytes an index torch's DistributedSampler holds at its peak: an int64 randperm, then Python
+#: lists of every index (460.4 MiB for 10**7 in `make bench`; tests/test_cli.py checks the two)
+TORCH_SAMPLER_BYTES = 48
 _FULL = 32  # a rank reading at most this many items (or 2 * head) is printed whole
 _BLOCK = 1 << 16  # positions computed at a time: a block of ranks, so memory stays flat
 _WHOLE_WINDOW = 8  # longer windows print as first-...-last
@@ -111,7 +114,10 @@ def _check_memory(n: int, order: str, shuffle: bool, max_memory: int, what: str)
         raise ValueError(
             f"torch's shuffled order of {n} {what} is torch.randperm({n}), drawn whole every "
             f"epoch: {_bytes(need)} ({dtype}, {need // n} bytes an index) at its peak, over "
-            f"--max-memory={_bytes(max_memory)}. Use --order index-shuffle (IndexShuffleSampler "
+            f"--max-memory={_bytes(max_memory)} (that is the permutation alone, as drawn here; "
+            f"torch's DistributedSampler holds about {TORCH_SAMPLER_BYTES} bytes an index, "
+            f"{_bytes(n * TORCH_SAMPLER_BYTES)}: an int64 randperm, then Python lists). "
+            f"Use --order index-shuffle (IndexShuffleSampler "
             f"computes only the positions asked for) or --no-shuffle (the order is then 0, 1, "
             f"2, ...: nothing to draw), or raise --max-memory"
         )

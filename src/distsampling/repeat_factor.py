@@ -32,7 +32,7 @@ from collections.abc import Hashable, Iterable, Sequence
 import numpy as np
 import torch
 
-from ._validate import check_bool, check_len, resolve_world
+from ._validate import check_bool, check_int64, check_len, resolve_world
 from .infinite import _PassStream, _resolve_seed
 
 __all__ = ["RepeatFactorSampler", "repeat_factors_from_category_frequency"]
@@ -157,6 +157,7 @@ class RepeatFactorSampler(_PassStream):
         seed: int | None = None,
     ) -> None:
         self.num_replicas, self.rank = resolve_world(num_replicas, rank)
+        check_int64("num_replicas", self.num_replicas)  # its stride is an int64 tensor's
         factors = _factors(repeat_factors)  # (N,) float64
         self.size = len(factors)  # images: what len() answers
         self.shuffle = check_bool("shuffle", shuffle)

@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from ._validate import check_bool, check_int, resolve_world, split_sizes
+from ._validate import check_bool, check_int, check_int64, resolve_world, split_sizes
 
 __all__ = ["Resumable", "check_state", "resumed_positions"]
 
@@ -121,7 +121,7 @@ def resumed_positions(
         >>> resumed_positions(10, 4, 3, start=4).tolist()  # 6 left on 4 ranks: 7, then 11 % 10
         [7, 1]
     """
-    n, (num_replicas, rank) = check_int("n", n, low=0), resolve_world(num_replicas, rank)
+    n, (num_replicas, rank) = check_int64("n", n, low=0), resolve_world(num_replicas, rank)
     start = check_int("start", start, low=0, high=n)
     count = _rest_count(n, num_replicas, rank, start, drop_last, check_bool("pad", pad))
     steps = range(count) if steps is None else range(count)[steps.start : steps.stop]

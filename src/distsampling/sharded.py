@@ -46,6 +46,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from ._validate import (
     check_bool,
     check_int,
+    check_int64,
     check_seed,
     epoch_permutation,
     resolve_world,
@@ -217,7 +218,7 @@ class ShardedIterableDataset(IterableDataset[T]):
                 f"read should be a callable, read(shard) -> samples, but got read={read!r}"
             )
         self.shards, self.read = list(shards), read
-        self.sizes = [check_int(f"sizes[{i}]", s, low=0) for i, s in enumerate(sizes)]
+        self.sizes = [check_int64(f"sizes[{i}]", s, low=0) for i, s in enumerate(sizes)]
         self.num_replicas, self.rank = resolve_world(num_replicas, rank)
         self.shuffle, self.seed = check_bool("shuffle", shuffle), check_seed(seed)
         self.drop_last = check_bool("drop_last", drop_last)
@@ -298,7 +299,15 @@ class ShardedIterableDataset(IterableDataset[T]):
                 # another shard, its head again (padding), or a gap that a seek jumps: open it
                 shard, at = i, first if self.seekable else 0
                 args = (self.shards[i], at) if self.seekable else (self.shards[i],)
-                it = iter(self.read(*args))
+                samples = self.read(*args)
+                try:
+                    it = iter(samples)
+                except TypeError:  # a read that forgot to return: None
+                    call = f"read({', '.join(map(repr, args))})"
+                    raise TypeError(
+                        f"read should return an iterable of the shard's samples, but got "
+                        f"{call}={samples!r} for shard {self.shards[i]!r} (shards[{i}])"
+                    ) from None
             deque(islice(it, first - at), maxlen=0)  # front to back: draw up to `first`, drop
             counter = repeat(True, stop - first)  # length_hint(counter): what is left to yield
             progress[1:] = stop - first, counter

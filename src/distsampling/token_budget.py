@@ -34,6 +34,7 @@ References:
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -41,7 +42,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import EpochHandle, check_bool, check_int, check_seed, resolve_world
+from ._validate import EpochHandle, check_bool, check_int, check_int64, check_seed, resolve_world
 from .resume import check_consumed, check_state
 
 __all__ = ["TokenBudgetBatchSampler"]
@@ -51,8 +52,13 @@ def _check_lengths(lengths: object, max_tokens: int) -> np.ndarray:
     """``lengths`` as a 1-D integer array ``(N,)``; every length in ``[1, max_tokens]``."""
     if isinstance(lengths, torch.Tensor):
         lengths = lengths.detach().cpu().numpy()
-    array = np.asarray(lengths)
-    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+    array, ints = np.asarray(lengths), False
+    if array.ndim == 1 and array.dtype.kind in "fO" and isinstance(lengths, Sequence):
+        try:  # ints past int64 (numpy: object), or numpy's uint64 among ints (numpy: float64)
+            array, ints = np.array([operator.index(x) for x in lengths], dtype=object), True
+        except TypeError:
+            pass  # floats, None, ...: refused below
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu" and not ints):
         raise TypeError(
             "lengths should be a 1-D sequence of integers (one length per sample), but got "
             f"lengths of shape {array.shape} and dtype {array.dtype}"
@@ -86,7 +92,10 @@ def _buckets(lengths: np.ndarray, num_buckets: int) -> tuple[np.ndarray, np.ndar
         values, counts = np.unique(lengths, return_counts=True)
     tokens = values.astype(np.int64) * counts  # (V,)
     before = np.cumsum(tokens) - tokens  # tokens of all shorter lengths
-    of_value = before * num_buckets // int(tokens.sum())  # (V,) bucket, nondecreasing
+    total = int(tokens.sum())
+    k = min(num_buckets, total)  # more buckets than tokens cut no finer
+    exact = before if total * k < 2**63 else before.astype(object)  # past int64: Python ints
+    of_value = (exact * k // total).astype(np.int64)  # (V,) bucket, nondecreasing
     kept, of_value = np.unique(of_value, return_inverse=True)  # renumber the non-empty ones
     longest = np.zeros(len(kept), np.int64)
     np.maximum.at(longest, of_value, values)  # (K,)
@@ -145,14 +154,14 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         seed: int = 0,
         drop_last: bool = False,
     ) -> None:
-        self.max_tokens = check_int("max_tokens", max_tokens, low=1)
+        self.max_tokens = check_int64("max_tokens", max_tokens, low=1)
         self.lengths = _check_lengths(lengths, self.max_tokens)  # (N,), checked before any step
         if cost not in ("padded", "sum"):
             raise ValueError(f'cost should be "padded" or "sum", but got cost={cost!r}')
         self.cost = cost
-        self.num_buckets = check_int("num_buckets", num_buckets, low=1)
+        self.num_buckets = check_int64("num_buckets", num_buckets, low=1)
         self.max_batch_size = (
-            None if max_batch_size is None else check_int("max_batch_size", max_batch_size, low=1)
+            None if max_batch_size is None else check_int64("max_batch_size", max_batch_size, low=1)
         )
         self.num_replicas, self.rank = resolve_world(num_replicas, rank)
         self.shuffle = check_bool("shuffle", shuffle)
@@ -176,7 +185,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     def _batches(self, g: torch.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(order (N,), bounds (B+1,), cost (B,))``: batch ``b`` is ``order[bounds[b]:bounds[b+1]]``."""
         lengths, n, budget = self.lengths, len(self.lengths), self.max_tokens
-        most = n if self.max_batch_size is None else self.max_batch_size
+        most = n if self.max_batch_size is None else min(self.max_batch_size, n)
         if n == 0:
             return np.zeros(0, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64)
         bucket, longest, sizes = _buckets(lengths, self.num_buckets)  # (N,), (K,), (K,)

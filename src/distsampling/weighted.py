@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import _index_dtype, check_int, check_len, check_seed
+from ._validate import _index_dtype, check_int, check_int64, check_len, check_seed
 
 __all__ = ["WeightedBalanceClassSampler", "largest_remainder_counts"]
 
@@ -235,7 +235,7 @@ class WeightedBalanceClassSampler(Sampler[int]):
     def __init__(self, labels: Labels, weight: Weights, length: int, seed: int = 0) -> None:
         if check_len("labels", labels) == 0:
             raise ValueError(f"labels should have at least one sample, but got labels={labels!r}")
-        self.length = check_int("length", length, low=0)
+        self.length = check_int64("length", length, low=0)
         self.seed = check_seed(seed)
         self.epoch = 0
         self.classes, sizes, self._members = _group(labels)  # sorted distinct labels, ...

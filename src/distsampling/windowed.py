@@ -24,19 +24,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ._validate import check_bool, check_int
+from ._validate import check_bool, check_int, check_int64
 
 __all__ = ["SequentialWindowedDataset", "epoch_offset", "window_indices"]
-
-_INT64_MAX = 2**63 - 1  # offset and epoch are stored as int64
-
-
-def _int64(name: str, value: object, low: int) -> int:
-    # set_epoch stores epoch and offset (< size) as int64, shared with DataLoader workers
-    value = check_int(name, value, low=low)
-    if value > _INT64_MAX:
-        raise ValueError(f"{name} should be < 2**63 (stored as int64), but got {name}={value}")
-    return value
 
 
 def _check_window(window: object, size: int) -> int:
@@ -90,14 +80,19 @@ def window_indices(
         tensor([[0, 1, 2],
                 [9, 0, 1]])
     """
-    size = _int64("size", size, low=1)  # as the dataset: the indices are int64
+    size = check_int64("size", size, low=1)  # as the dataset: the indices are int64
     window = _check_window(window, size)
     try:
-        s = torch.as_tensor(starts)
+        try:
+            s = torch.as_tensor(starts)
+        except TypeError:  # torch takes no list of numpy's unsigned scalars: numpy's array of them
+            s = torch.as_tensor(np.asarray(starts))
     except (TypeError, ValueError, RuntimeError) as err:
         raise TypeError(f"starts should be 1-D integers, but got starts={starts!r}") from err
     if s.numel() == 0:
         s = s.to(torch.int64)  # [] has no integer dtype to infer: an empty batch is still valid
+    if s.dtype == getattr(torch, "uint64", None):  # numpy's: wrapped in numpy, exactly
+        s = torch.from_numpy((s.numpy() % np.uint64(size)).astype(np.int64))
     if s.dtype.is_floating_point or s.dtype.is_complex or s.dtype == torch.bool:
         raise TypeError(f"starts should be 1-D integers, but got starts={s!r}")
     if s.ndim != 1:
@@ -135,7 +130,7 @@ class SequentialWindowedDataset(Dataset[int]):
     """
 
     def __init__(self, size: int, window: int, seed: int = 0, drop_last: bool = False) -> None:
-        self.size = _int64("size", size, low=1)
+        self.size = check_int64("size", size, low=1)
         self.window = _check_window(window, self.size)
         self.seed = check_int("seed", seed, low=0)
         self.drop_last = check_bool("drop_last", drop_last)
@@ -153,7 +148,7 @@ class SequentialWindowedDataset(Dataset[int]):
         Args:
             epoch: epoch number, a non-negative ``int`` (the same on every rank).
         """
-        epoch = _int64("epoch", epoch, low=0)
+        epoch = check_int64("epoch", epoch, low=0)  # shared with workers as int64
         self._view[:] = (epoch, epoch_offset(self.size, self.seed, epoch))
 
     @property
