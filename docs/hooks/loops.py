@@ -66,7 +66,7 @@ def render(cells: list[dict]) -> str:
     by = {(c["sampler"], c["loop"]): c for c in cells}
     names = sorted({c["sampler"] for c in cells}, key=_order)
     head = "| sampler | " + " | ".join(f"[{i}](#loop-{i})" for i in range(1, len(LOOPS) + 1))
-    lines = [head + " |", "| --- |" + " :-: |" * len(LOOPS)]
+    lines = ['<div class="loop-matrix" markdown>', "", head + " |", "| --- |" + " :-: |" * len(LOOPS)]
     for name in names:
         row = [f"`{name}`"]
         for i, (loop, *_) in enumerate(LOOPS, 1):
@@ -77,6 +77,7 @@ def render(cells: list[dict]) -> str:
             tip = (cell["note"] or cell["status"]).replace('"', "'").replace("|", "/")
             row.append(f'[{SYMBOLS[cell["status"]]}](#loop-{i} "{tip}")')
         lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "</div>"]
     counts = {s: sum(c["status"] == s for c in cells) for s in SYMBOLS}
     lines += ["", f"{len(names)} samplers and datasets, {len(LOOPS)} loops, {len(cells)} cells: "
               f"{counts['passed']} pass as written, {counts['setting']} with a named setting, "
