@@ -413,3 +413,21 @@ def test_a_state_of_other_labels_is_refused_and_the_digest_is_the_documented_one
     names = BatchBalanceClassSampler(["a", "b", "a", "b"], 2, 1, num_replicas=1, rank=0)
     with pytest.raises(ValueError, match=r"labels was '[0-9a-f]{16}' when saved, but is"):
         names.load_state_dict(numbers.state_dict())
+
+
+def test_consumed_counts_the_batches_the_loop_used_from_the_latest_iter():
+    """Invariant: ``state_dict(consumed=k)`` is the state after ``k`` batches of the latest
+    ``iter()`` (which starts at a loaded position), whatever more was handed out; loaded, the
+    rest of the epoch's batches follow."""
+    labels = [0, 1, 2] * 8
+    make = lambda: BatchBalanceClassSampler(labels, 2, 2, num_batches=6, num_replicas=1, rank=0)  # noqa: E731
+    whole = list(make())
+    s = make()
+    s.load_state_dict({**s.state_dict(), "position": 1})
+    it = iter(s)
+    next(it), next(it), next(it)  # batches 1, 2, 3 handed out
+    state = s.state_dict(consumed=2)
+    assert state["position"] == 3
+    resumed = make()
+    resumed.load_state_dict(state)
+    assert list(resumed) == whole[3:]

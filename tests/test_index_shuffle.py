@@ -661,3 +661,24 @@ def test_a_few_positions_out_of_range_or_of_another_type_get_the_arrays_error(ba
             index_shuffle(as_array, 10, 0)
         assert str(few.value).split(", but got")[0] == str(array.value).split(", but got")[0]
     assert "positions" in str(few.value)
+
+
+@pytest.mark.parametrize("cls", ["IndexShuffleSampler", "ResumableIndexShuffleSampler"])
+def test_a_set_epoch_while_an_iterator_runs_changes_the_next_iter_not_this_one(cls):
+    """Invariant: the epoch (and a loaded position) an iterator reads is fixed at its first
+    ``next``: ``set_epoch(1)`` after the first index (a loop that calls it after the first
+    batch) leaves the running iterator on epoch 0, whole and once, past the first block of 32
+    and every block of 2**14 after it; the next ``iter()`` reads epoch 1."""
+    import distsampling
+
+    cls = getattr(distsampling, cls)
+    n = 3 * 2**14
+    s = cls(range(n), 1, 0, seed=4)
+    whole = list(cls(range(n), 1, 0, seed=4))
+    it = iter(s)
+    first = next(it)
+    s.set_epoch(1)
+    assert [first, *it] == whole
+    nxt = cls(range(n), 1, 0, seed=4)
+    nxt.set_epoch(1)
+    assert list(s) == list(nxt)

@@ -263,3 +263,28 @@ def test_a_fresh_sampler_saves_position_zero_and_reads_its_whole_block():
     s = InferenceSampler(range(7), 2, 1)
     assert s.state_dict()["position"] == 0 and s.position == 0
     assert list(s) == list(range(4, 7))
+
+
+@given(dataset_lengths, world_sizes, st.data())
+def test_consumed_saves_where_the_loop_stopped_and_a_new_epoch_reads_the_whole_block(n, w, data):
+    """Invariant: ``state_dict(consumed=k)`` after more was handed out (workers prefetch) is
+    the state after ``k``, counted from where the latest ``iter()`` began (a loaded position);
+    ``set_epoch`` to another epoch drops a loaded position, the same epoch keeps it."""
+    rank = data.draw(ranks_for(w))
+    s = InferenceSampler(range(n), w, rank)
+    block = list(s)
+    start = data.draw(st.integers(0, len(block)))
+    s.load_state_dict({**s.state_dict(), "position": start})
+    it = iter(s)
+    handed = data.draw(st.integers(0, len(block) - start))
+    for _ in range(handed):
+        next(it)
+    k = data.draw(st.integers(0, handed))
+    state = json.loads(json.dumps(s.state_dict(consumed=k)))
+    assert state["position"] == start + k
+    resumed = InferenceSampler(range(n), w, rank)
+    resumed.load_state_dict(state)
+    resumed.set_epoch(0)  # the saved epoch: kept
+    assert list(resumed) == block[start + k :] and len(resumed) == len(block)
+    resumed.set_epoch(1)  # the next evaluation: the whole block
+    assert list(resumed) == block and resumed.state_dict()["epoch"] == 1

@@ -431,3 +431,25 @@ def test_a_state_is_saved_back_unchanged_and_a_resumed_stream_resumes_again(n, a
     third = InfiniteSampler(range(n), **args)
     third.load_state_dict(json.loads(json.dumps(second.state_dict())))
     assert head + middle + list(islice(third, more)) == whole
+
+
+@given(n=stream_lengths, args=stream_sampler_args, data=st.data())
+def test_consumed_saves_the_stream_where_the_loop_stopped_not_where_workers_drew(n, args, data):
+    """Invariant: after ``h`` indices handed out and ``k <= h`` used by the loop,
+    ``state_dict(consumed=k)`` equals the state of a sampler that handed out exactly ``k``
+    (from where every ``iter()`` starts), and the sampler itself is not moved."""
+    s = InfiniteSampler(range(n), **args)
+    h = data.draw(st.integers(0, 3 * n))
+    k = data.draw(st.integers(0, h))
+    it = iter(s)
+    for _ in range(h):
+        next(it)
+    exact = InfiniteSampler(range(n), **args)
+    it2 = iter(exact)
+    for _ in range(k):
+        next(it2)
+    before = s.state_dict()
+    assert s.state_dict(consumed=k) == exact.state_dict()
+    assert s.state_dict() == before
+    with pytest.raises(ValueError, match=rf"consumed should be <= {h} .*consumed={h + 1}"):
+        s.state_dict(consumed=h + 1)

@@ -609,3 +609,23 @@ def test_every_set_epoch_outside_a_loaded_epoch_draws_the_next_inner_epoch():
     first = list(s)
     s.set_epoch(1)
     assert sorted(list(s)) == sorted(first) and list(s) != first
+
+
+def test_a_batch_samplers_consumed_counts_batches_the_last_one_short():
+    """Invariant: ``ResumableBatchSampler.state_dict(consumed=k)`` saves the sampler after the
+    samples of ``k`` batches of the latest ``iter()`` (a short last batch counts its own size),
+    and at most the batches handed out."""
+    from distsampling import ResumableBatchSampler, ResumableDistributedSampler
+
+    make = lambda: ResumableBatchSampler(ResumableDistributedSampler(range(11), 1, 0), 4, False)  # noqa: E731
+    whole = list(make())  # batches of 4, 4, 3
+    for k in range(len(whole) + 1):
+        s = make()
+        list(s)  # all three handed out
+        state = s.state_dict(consumed=k)
+        assert state["sampler"]["position"] == sum(map(len, whole[:k]))
+        resumed = make()
+        resumed.load_state_dict(state)
+        assert list(resumed) == whole[k:]
+    with pytest.raises(ValueError, match=r"consumed should be <= 3 .*3 batches.*consumed=4"):
+        s.state_dict(consumed=4)

@@ -1604,3 +1604,34 @@ def test_indices_after_a_resume_on_a_resumed_world_are_the_rest_of_its_share(kin
     rest = third.indices().tolist()
     assert rest == list(third) and len(rest) == -(-(n - 200) // 3) - 50
     assert rest == list(second)[50:]  # a new iter() of the second starts where it was loaded
+
+
+@given(n=st.integers(1, 60), worlds=st.tuples(st.integers(1, 6), st.integers(1, 6)), data=st.data())
+def test_len_is_the_whole_epochs_count_before_and_after_a_resume(n, worlds, data):
+    """Invariant: ``len()`` of a resumable sampler is this rank's count of the whole epoch: on
+    the saved world ``num_samples`` (the resumed ``iter()`` yields ``len()`` minus the
+    position); on another world, what the saved rank read (``before`` in the state, carried
+    through a chain of resumes) plus what ``iter()`` yields from there."""
+    w1, w2 = worlds
+    s = ResumableDistributedSampler(range(n), w1, 0, seed=3)
+    k = data.draw(st.integers(0, len(s)))
+    it = iter(s)
+    for _ in range(k):
+        next(it)
+    state = json.loads(json.dumps(s.state_dict()))
+    same = ResumableDistributedSampler(range(n), w1, 0, seed=3)
+    same.load_state_dict(state)
+    assert len(same) == same.num_samples == k + len(list(same))
+    rank = data.draw(st.integers(0, w2 - 1))
+    moved = ResumableDistributedSampler(range(n), w2, rank, seed=3)
+    moved.load_state_dict(state)
+    rest = list(moved)
+    assert len(moved) == k + len(rest)
+    j = data.draw(st.integers(0, len(rest)))
+    it = iter(moved)
+    for _ in range(j):
+        next(it)
+    again = ResumableDistributedSampler(range(n), w1, 0, seed=3)  # a second resume, back
+    again.load_state_dict(json.loads(json.dumps(moved.state_dict())))
+    assert again.state_dict()["before"] == (k + j if w2 != w1 else 0)
+    assert len(again) == (k + j + len(list(again)) if w2 != w1 else again.num_samples)

@@ -759,3 +759,24 @@ def test_the_steps_are_shuffled_unless_shuffle_is_false():
     assert step_costs(False) == sorted(step_costs(False))
     assert step_costs(True) != sorted(step_costs(True))
     assert sorted(step_costs(True)) != step_costs(True)[::-1]
+
+
+def test_consumed_counts_batches_and_lightnings_epoch_call_reaches_the_plan():
+    """Invariant: ``state_dict(consumed=k)`` is the state after ``k`` batches of the latest
+    ``iter()`` whatever more was handed out (a plain DataLoader's workers), at most those;
+    ``sampler.set_epoch`` (where Lightning calls it) sets this sampler's epoch."""
+    lengths = [1 + i % 7 for i in range(40)]
+    make = lambda: TokenBudgetBatchSampler(lengths, 10, num_buckets=3, num_replicas=2, rank=1)  # noqa: E731
+    whole = list(make())
+    s = make()
+    it = iter(s)
+    next(it), next(it), next(it)
+    state = s.state_dict(consumed=1)
+    assert state["position"] == 1
+    resumed = make()
+    resumed.load_state_dict(state)
+    assert list(resumed) == whole[1:]
+    with pytest.raises(ValueError, match=r"consumed should be <= 3 .*consumed=4"):
+        s.state_dict(consumed=4)
+    s.sampler.set_epoch(5)
+    assert s.epoch == 5 and repr(s.sampler) == "EpochHandle(TokenBudgetBatchSampler)"

@@ -520,3 +520,15 @@ def test_the_refused_index_carries_the_conversions_own_error(bad):
     with pytest.raises(TypeError) as err:
         index_tensor([0, bad])
     assert _is_index_error(err.value.__cause__, bad)
+
+
+def test_a_share_that_is_already_split_is_refused_and_a_one_rank_sampler_is_taken():
+    """Invariant: wrapping a sampler whose ``num_replicas`` > 1 (a rank's share already) would
+    split it again: refused, naming the inner world; a sampler of one rank is taken; a
+    wrapper of one rank over a share is taken too (nothing is split again)."""
+    import distsampling as ds
+
+    with pytest.raises(ValueError, match=r"num_replicas=3: DistributedSampler splits"):
+        ds.DistributedSamplerWrapper(ds.DistributedSampler(range(9), 3, 0), 2, 0)
+    assert list(ds.DistributedSamplerWrapper(ds.DistributedSampler(range(9), 1, 0), 1, 0))
+    assert len(ds.DistributedSamplerWrapper(ds.DistributedSampler(range(9), 3, 0), 1, 0)) == 3
