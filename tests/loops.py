@@ -103,11 +103,14 @@ class Entry:
         return list(subject.obj)
 
 
-def _share(make: Callable[[int, int], Any]) -> Callable[..., Subject]:
+def _share(make: Callable[[int, int], Any], n: int = N) -> Callable[..., Subject]:
     def build(world: int, rank: int, **_: Any) -> Subject:
-        return Subject(make(world, rank), Identity(), {"sampler": None})
+        return Subject(make(world, rank), Identity(n), {"sampler": None})
 
     return build
+
+
+SHUFFLED = 100  # an index shuffle computes its share in blocks, 32 first: a share past one
 
 
 def _batch(make: Callable[[int, int], Any]) -> Callable[..., Subject]:
@@ -168,8 +171,8 @@ _SHARDED_MAIN = (RuntimeError, r"state_dict\(\) was called in the main process, 
 ENTRIES: list[Entry] = [
     Entry("DistributedSampler", "share", _share(lambda w, r: ds.DistributedSampler(range(N), w, r, seed=5))),
     Entry("ResumableDistributedSampler", "share", _share(lambda w, r: ds.ResumableDistributedSampler(range(N), w, r, seed=5)), resumable=True, elastic=True),
-    Entry("IndexShuffleSampler", "share", _share(lambda w, r: ds.IndexShuffleSampler(range(N), w, r, seed=5))),
-    Entry("ResumableIndexShuffleSampler", "share", _share(lambda w, r: ds.ResumableIndexShuffleSampler(range(N), w, r, seed=5)), resumable=True, elastic=True),
+    Entry("IndexShuffleSampler", "share", _share(lambda w, r: ds.IndexShuffleSampler(range(SHUFFLED), w, r, seed=5), SHUFFLED)),
+    Entry("ResumableIndexShuffleSampler", "share", _share(lambda w, r: ds.ResumableIndexShuffleSampler(range(SHUFFLED), w, r, seed=5), SHUFFLED), resumable=True, elastic=True),
     Entry("UnpaddedDistributedSampler", "share", _share(lambda w, r: ds.UnpaddedDistributedSampler(range(N), w, r, seed=5)), even=False),
     Entry("ResumableUnpaddedDistributedSampler", "share", _share(lambda w, r: ds.ResumableUnpaddedDistributedSampler(range(N), w, r, seed=5)), resumable=True, elastic=True, even=False),
     Entry("InferenceSampler", "share", _share(lambda w, r: ds.InferenceSampler(range(N), w, r)), resumable=True, even=False),
