@@ -95,8 +95,8 @@ $(VENV)/.mutate-installed: $(VENV)/.installed
 	@touch $@
 
 .PHONY: mutate
-mutate: $(VENV)/.mutate-installed ## Mutation-test every sampler module against its own tests (MODULE=distributed for one; MUTATE_FLAGS=--survivors reruns the last survivors only); slow, not in CI
-	$(PY) mutation/run.py $(MUTATE_FLAGS) $(MODULE)
+mutate: $(VENV)/.mutate-installed ## Mutation-test every sampler module against its own tests (MODULE=distributed for one; MUTATE_FLAGS=--survivors reruns the last survivors only, MUTATE_FLAGS='--functions Class.method' the mutants of what a change touched); slow, not in CI
+	$(PY) mutation/run.py $(MODULE) $(MUTATE_FLAGS)
 
 .PHONY: lint
 lint: $(VENV)/.installed ## Check style with ruff

@@ -13,6 +13,7 @@ to ``mutation/results.json`` and ``mutation/results.md`` (the docs include the l
     python mutation/run.py                 # every module in MODULES
     python mutation/run.py distributed     # one module (the others keep their last counts)
     python mutation/run.py --survivors distributed   # its last survivors again, with new tests
+    python mutation/run.py inference --functions InferenceSampler.state_dict   # one method's
 
 The exit status is 1 when a survivor is not listed as equivalent.
 """
@@ -20,6 +21,7 @@ The exit status is 1 when a survivor is not listed as equivalent.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import re
@@ -115,8 +117,17 @@ def prepare(module: str) -> Path:
     return work
 
 
-def survivors_and_counts(work: Path, module: str) -> tuple[dict, list[tuple[str, str, str]]]:
-    """Read mutmut's results in ``work``: the counts, and each survivor as (name, function, line)."""
+def _patterns(module: str, functions: list[str]) -> list[str]:
+    """mutmut's names of the mutants of ``functions`` (``f`` or ``Class.method``) in ``module``."""
+    return [f"distsampling.{module}.x{'ǁ' if '.' in f else '_'}{f.replace('.', 'ǁ')}__mutmut_*"
+            for f in functions]  # fmt: skip
+
+
+def survivors_and_counts(
+    work: Path, module: str, only: list[str] = ()
+) -> tuple[dict, list[tuple[str, str, str]]]:
+    """Read mutmut's results in ``work``: the counts, and each survivor as (name, function, line);
+    with ``only`` (mutmut name patterns), of those mutants alone."""
     sys.path.insert(0, str(work))  # nothing of ours is imported: only mutmut's result files
     cwd = os.getcwd()
     os.chdir(work)
@@ -132,6 +143,8 @@ def survivors_and_counts(work: Path, module: str) -> tuple[dict, list[tuple[str,
         counts = {"mutants": 0, "killed": 0, "survived": 0, "timeout": 0, "no tests": 0}
         found = []
         for name, code in sorted(data.exit_code_by_key.items()):
+            if only and not any(fnmatch.fnmatch(name, p) for p in only):
+                continue
             status = _STATUS.get(code, "survived")  # suspicious or unchecked: never a pass
             counts["mutants"] += 1
             counts[status] += 1
@@ -149,9 +162,10 @@ def survivors_and_counts(work: Path, module: str) -> tuple[dict, list[tuple[str,
         sys.path.remove(str(work))
 
 
-def run(module: str, max_children: int, survivors: bool = False) -> dict:
+def run(module: str, max_children: int, survivors: bool = False, functions: list[str] = ()) -> dict:
     """Mutate ``module`` and run its tests on every mutant; with ``survivors``, rerun only the
-    last run's survivors against the tests as they are now (the module itself unchanged)."""
+    last run's survivors against the tests as they are now (the module itself unchanged); with
+    ``functions``, only the mutants of those functions (what a change touched)."""
     mutmut = Path(sys.executable).with_name("mutmut")
     env = {**os.environ, "HYPOTHESIS_PROFILE": "ci", "PYTHONPATH": ""}
     if survivors:
@@ -167,8 +181,10 @@ def run(module: str, max_children: int, survivors: bool = False) -> dict:
         names = [name for name, *_ in survivors_and_counts(work, module)[1]]
         print(f"== {module}: mutmut run {len(names)} survivors again", flush=True)
     else:
-        work, names = prepare(module), []
-        print(f"== {module}: mutmut run --max-children {max_children}", flush=True)
+        work, names = prepare(module), _patterns(module, list(functions))
+        print(
+            f"== {module}: mutmut run --max-children {max_children} {' '.join(names)}", flush=True
+        )
     done = subprocess.run(
         [str(mutmut), "run", "--max-children", str(max_children), *names],
         cwd=work,
@@ -177,7 +193,7 @@ def run(module: str, max_children: int, survivors: bool = False) -> dict:
     )
     if done.returncode != 0:  # e.g. the clean run of the tests failed: no count means anything
         return {"failed": f"mutmut run exited with {done.returncode}", "unexplained": []}
-    counts, found = survivors_and_counts(work, module)
+    counts, found = survivors_and_counts(work, module, _patterns(module, list(functions)))
     known = equivalents()
     counts["equivalent"] = 0
     unexplained = []
@@ -188,7 +204,11 @@ def run(module: str, max_children: int, survivors: bool = False) -> dict:
             unexplained.append({"mutant": name, "function": function, "line": line, "diff": diff})
     counts["survived"] = len(unexplained)
     counts.pop("no tests")
-    return {**counts, "unexplained": unexplained}
+    return {
+        **counts,
+        "unexplained": unexplained,
+        **({"functions": list(functions)} if functions else {}),
+    }
 
 
 def write(results: dict) -> None:
@@ -203,7 +223,8 @@ def write(results: dict) -> None:
             rows.append(f"| `{module}.py` | run failed: {r['failed']} | | | | |")
         elif r:
             cells = [r[k] for k in ("mutants", "killed", "equivalent", "timeout", "survived")]
-            rows.append(f"| `{module}.py` | " + " | ".join(map(str, cells)) + " |")
+            only = f" (the changed: {', '.join(r['functions'])})" if r.get("functions") else ""
+            rows.append(f"| `{module}.py`{only} | " + " | ".join(map(str, cells)) + " |")
         else:
             rows.append(f"| `{module}.py` | not run yet | | | | |")
     (HERE / "results.md").write_text("\n".join(rows) + "\n")
@@ -221,6 +242,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="rerun only the last run's survivors of each module, against the tests as they are now",
     )
+    parser.add_argument(
+        "--functions",
+        nargs="+",
+        default=[],
+        help="only these functions' mutants (f or Class.method): what a change touched",
+    )
     args = parser.parse_args(argv)
     path = HERE / "results.json"
     results = json.loads(path.read_text()) if path.exists() else {}
@@ -234,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             r["survived"] = len(r["unexplained"])
         write(results)
     for module in [] if args.recount else args.modules or list(MODULES):
-        results[module] = run(module, args.max_children, survivors=args.survivors)
+        results[module] = run(module, args.max_children, args.survivors, args.functions)
         write(results)
         for s in results[module]["unexplained"]:
             print(f"survived: {s['mutant']}\n{s['diff']}\n")
