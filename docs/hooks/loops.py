@@ -10,6 +10,7 @@ written by hand: a cell that no test ran is an error here, so the page is never 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -109,13 +110,17 @@ def _order(name: str) -> tuple[int, str]:
 def on_page_markdown(markdown: str, page, config, files) -> str:
     if MARK not in markdown:
         return markdown
+    cells = json.loads(RESULTS.read_text())["cells"] if RESULTS.exists() else []
+    missing = expected_cells() - {(c["sampler"], c["loop"]) for c in cells}
+    if missing and os.environ.get("DISTSAMPLING_LOOPS_PENDING") == "1":
+        # a build inside `make test` itself (tests/test_site.py): the results come at its end
+        note = '!!! warning "The results are due"\n    Run `make loops` to fill this table.\n'
+        return markdown.replace(MARK, note + (render(cells) if cells else ""))
     if not RESULTS.exists():
         raise RuntimeError(
             f"{RESULTS.relative_to(ROOT)} is missing: the loop matrix is rendered from the "
             "results of its tests; run `make loops` (or `make test`) first"
         )
-    cells = json.loads(RESULTS.read_text())["cells"]
-    missing = expected_cells() - {(c["sampler"], c["loop"]) for c in cells}
     if missing:
         raise RuntimeError(
             f"the loop matrix's results lack {len(missing)} cells the tests run (e.g. "
