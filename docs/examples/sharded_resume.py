@@ -39,6 +39,7 @@ for rank in range(3):
     ds.load_state_dict(loader_dataset_states(json.loads(saved[0])))
     batches = list(DataLoader(ds, batch_size=2, num_workers=2, collate_fn=list))
     rest += [x for b in batches for x in b]
-    print(f"on 3 ranks, rank {rank}: {len(ds)} samples {batches}")
+    left = sum(map(len, batches))  # len(ds) is the whole epoch's: what was read before, and this
+    print(f"on 3 ranks, rank {rank}: {left} samples left of {len(ds)} {batches}")
 twice = sorted(x for x in set(rest) if (seen + rest).count(x) > 1)
 print(f"all 21 samples read: {len(set(seen + rest)) == 21}, twice (padding): {twice}")

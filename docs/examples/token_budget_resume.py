@@ -24,7 +24,7 @@ two = [sampler(2, r) for r in range(2)]
 for s in two:
     s.load_state_dict(state)  # the rest of the epoch, planned again in steps of 2
     read += list(s)
-print("batches left per rank:", [len(s) for s in two])
+print("batches left per rank:", [len(s.batches()) for s in two])  # len(s): the whole epoch's
 distinct = {tuple(batch) for batch in read}  # a padding batch repeats one already read
 print("every sample in one batch:", sorted(i for b in distinct for i in b) == list(range(30)))
 print("padding batches:", len(read) - len(distinct))
