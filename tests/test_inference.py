@@ -288,3 +288,24 @@ def test_consumed_saves_where_the_loop_stopped_and_a_new_epoch_reads_the_whole_b
     assert list(resumed) == block[start + k :] and len(resumed) == len(block)
     resumed.set_epoch(1)  # the next evaluation: the whole block
     assert list(resumed) == block and resumed.state_dict()["epoch"] == 1
+
+
+def test_consumed_past_the_latest_iter_and_a_bad_epoch_are_refused_naming_them():
+    """Invariant: after a load at position 2 and 3 indices handed out, ``consumed=4`` is refused
+    with the count the latest ``iter()`` handed out (not the position); an epoch that is not an
+    integer, set or loaded, is refused naming ``epoch``."""
+    s = InferenceSampler(range(20), 2, 0)
+    state = s.state_dict()
+    s.load_state_dict({**state, "position": 2})
+    it = iter(s)
+    next(it), next(it), next(it)
+    message = (
+        r"^consumed should be <= 3 \(samples handed out\): the latest iter\(\) handed out 3, "
+        r"but got consumed=4$"
+    )
+    with pytest.raises(ValueError, match=message):
+        s.state_dict(consumed=4)
+    with pytest.raises(TypeError, match=r"^epoch should be an integer, but got epoch='a'"):
+        s.set_epoch("a")
+    with pytest.raises(TypeError, match=r"^epoch should be an integer, but got epoch='x'"):
+        InferenceSampler(range(20), 2, 0).load_state_dict({**state, "epoch": "x"})

@@ -989,3 +989,41 @@ def test_shards_whose_repr_is_not_stable_are_refused_at_once_and_key_names_them(
     assert sorted(read_before + list(resumed)) == sorted(make())
     with pytest.raises(TypeError, match=r"key\(shards\[0\]\)=0 of type int"):
         ShardedIterableDataset([_Shard("0")], [3], read, num_replicas=1, rank=0, key=lambda s: 0)
+
+
+@given(shard_size_lists, shard_world_sizes, shard_worker_counts, st.integers(1, 5), st.data())
+def test_with_a_batch_size_each_workers_range_is_whole_batches_and_the_loader_counts_them(
+    sizes, world, workers, batch, data
+):
+    """Invariant: with ``batch_size=B``, worker ``k``'s range of a rank's ``L`` samples is a run
+    of whole batches (only the last worker's may end short), the ranges cover the rank's range
+    in order, and the batches the workers make number ``ceil(L / B)``: ``len(loader)``."""
+    rank = data.draw(st.integers(0, world - 1))
+    ds = make(sizes, world, rank, batch_size=batch)
+    alone = make(sizes, world, rank)
+    runs = [ds.worker_runs(k, workers) for k in range(workers)]
+    counts = [sum(stop - first for _, first, stop in r) for r in runs]
+    assert sum(counts) == len(ds) == len(alone)
+    assert all(c % batch == 0 for c in counts[:-1])
+    assert sum(-(-c // batch) for c in counts) == -(-len(ds) // batch)
+    samples = [x for k in range(workers) for x in ds.iter_worker(k, workers)]
+    assert samples == list(alone)
+
+
+def test_state_dict_in_the_main_process_refuses_when_workers_read_the_epoch():
+    """Invariant: after a ``DataLoader`` with workers read an epoch, the main process's copy
+    knows nothing of their places: its ``state_dict()`` says so and names the way out, never
+    ``position: 0``; without workers (the main process read it) the state is the place; a new
+    epoch the workers have not read is the main process's to describe again."""
+    ds = make([4, 3], 1, 0)
+    batches = list(DataLoader(ds, batch_size=2, num_workers=2))
+    assert sum(len(b) for b in batches) == 7
+    with pytest.raises(
+        RuntimeError, match=r"DataLoader workers read this epoch \(0\).*StatefulDataLoader"
+    ):
+        ds.state_dict()
+    ds.set_epoch(1)
+    assert ds.state_dict()["position"] == 0
+    alone = make([4, 3], 1, 0)
+    list(DataLoader(alone, batch_size=2, num_workers=0))
+    assert alone.state_dict()["position"] == 7
