@@ -780,3 +780,22 @@ def test_consumed_counts_batches_and_lightnings_epoch_call_reaches_the_plan():
         s.state_dict(consumed=4)
     s.sampler.set_epoch(5)
     assert s.epoch == 5 and repr(s.sampler) == "EpochHandle(TokenBudgetBatchSampler)"
+
+
+def test_consumed_after_a_resume_counts_from_the_loaded_position_and_says_so():
+    """Invariant: after a load at step 1 and 2 batches handed out, ``consumed`` counts from the
+    loaded step: ``consumed=3`` is refused with the exact count the latest ``iter()`` handed
+    out, ``consumed=1`` saves step 2."""
+    lengths = [1 + i % 7 for i in range(40)]
+    make = lambda: TokenBudgetBatchSampler(lengths, 10, num_buckets=3, num_replicas=2, rank=1)  # noqa: E731
+    s = make()
+    s.load_state_dict({**s.state_dict(), "position": 1})
+    it = iter(s)
+    next(it), next(it)
+    message = (
+        r"^consumed should be <= 2 \(batches handed out\): the latest iter\(\) handed out 2, "
+        r"but got consumed=3$"
+    )
+    with pytest.raises(ValueError, match=message):
+        s.state_dict(consumed=3)
+    assert s.state_dict(consumed=1)["position"] == 2

@@ -528,6 +528,15 @@ def test_a_share_that_is_already_split_is_refused_and_a_one_rank_sampler_is_take
     wrapper of one rank over a share is taken too (nothing is split again)."""
     import distsampling as ds
 
+    message = (
+        "sampler should yield the same epoch on every rank, but got a share of one rank of "
+        "num_replicas=2: DistributedSampler splits the epoch itself; splitting its share again "
+        "leaves each rank a part of a part (most samples never read). Pass it to the "
+        "DataLoader as it is"
+    )
+    with pytest.raises(ValueError) as caught:
+        ds.DistributedSamplerWrapper(ds.DistributedSampler(range(9), 2, 0), 2, 0)
+    assert str(caught.value) == message
     with pytest.raises(ValueError, match=r"num_replicas=3: DistributedSampler splits"):
         ds.DistributedSamplerWrapper(ds.DistributedSampler(range(9), 3, 0), 2, 0)
     assert list(ds.DistributedSamplerWrapper(ds.DistributedSampler(range(9), 1, 0), 1, 0))

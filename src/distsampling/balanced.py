@@ -235,7 +235,9 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
         position = self.position
         if consumed is not None:
             why = f"the latest iter() handed out {self.position - self._skip}"
-            position = self._skip + check_consumed(consumed, self.position - self._skip, why)
+            position = self._skip + check_consumed(
+                consumed, self.position - self._skip, why, "batches"
+            )
         return {
             "kind": "BatchBalanceClassSampler",
             "version": 2,

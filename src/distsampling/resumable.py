@@ -252,7 +252,7 @@ class ResumableBatchSampler(BatchSampler):
         else:  # whole batches, but the last handed out may be short
             handed, last = self._handed
             why = f"the latest iter() handed out {handed} batches"
-            k = check_consumed(consumed, handed, why)
+            k = check_consumed(consumed, handed, why, "batches")
             samples = k * self.batch_size - (self.batch_size - last if 0 < k == handed else 0)
             inner = self.sampler.state_dict(consumed=samples)  # type: ignore[union-attr]
         return {"kind": type(self).__name__, "version": 1, "batch_size": self.batch_size,

@@ -137,12 +137,13 @@ def _rest_count(
     return len(range(start + rank, n, num_replicas))  # positions below n only
 
 
-def check_consumed(consumed: object, handed_out: int, why: str) -> int:
-    """``consumed`` as an int in ``[0, handed_out]``: a loop cannot have used more than it got."""
+def check_consumed(consumed: object, handed_out: int, why: str, unit: str = "samples") -> int:
+    """``consumed`` as an int in ``[0, handed_out]``: a loop cannot have used more than it got
+    (``unit``: what the object yields, samples or batches)."""
     consumed = check_int("consumed", consumed, low=0)
     if consumed > handed_out:
         raise ValueError(
-            f"consumed should be <= {handed_out} (samples handed out): {why}, but got "
+            f"consumed should be <= {handed_out} ({unit} handed out): {why}, but got "
             f"consumed={consumed}"
         )
     return consumed

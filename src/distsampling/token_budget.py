@@ -319,7 +319,9 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         position = self._yielded
         if consumed is not None:
             why = f"the latest iter() handed out {self._yielded - self._skip}"
-            position = self._skip + check_consumed(consumed, self._yielded - self._skip, why)
+            position = self._skip + check_consumed(
+                consumed, self._yielded - self._skip, why, "batches"
+            )
         return {"kind": type(self).__name__, "version": 1, **self._identity(),
                 "epoch": self.epoch, "num_replicas": self.num_replicas,
                 "resumed": [list(r) for r in self._resumed], "position": position}  # fmt: skip
@@ -350,7 +352,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
                    for w, k in resumed]  # fmt: skip
         saved = TokenBudgetBatchSampler.__new__(TokenBudgetBatchSampler)
         saved.__dict__.update(self.__dict__, num_replicas=saved_world, rank=0, epoch=epoch)
-        saved._resumed, saved._skip, saved._cached = resumed, 0, (None, None)
+        saved._resumed, saved._cached = resumed, (None, None)
         steps = len(saved._plan()[2])  # the saved plan's steps: the position cannot be past them
         position = check_int("position", state["position"], low=0, high=steps)
         self.epoch, self._cached = epoch, (None, None)
