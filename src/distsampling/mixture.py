@@ -3,19 +3,25 @@ r"""MixtureSampler: datasets mixed by weight across ranks, exact on every prefix
 ``sizes`` are the lengths of ``K`` datasets in the order of a ``ConcatDataset``; ``weights`` their
 shares. One global stream of positions is read by every rank (rank ``r`` reads positions
 ``[s*B + r*b, s*B + (r+1)*b)`` of step ``s``, ``B = b * num_replicas``: Megatron's layout), and
-position ``n``'s source and sample are computed from ``n`` alone, in O(depth) integer steps.
+position ``n``'s source and sample are computed from ``n`` alone: no index, no replay.
 
 Which source: a weight tree. The positive weights (exact rationals: a float is the decimal it
 prints as, ``0.3`` is ``3/10``) are merged as Huffman merges, the two lightest first, so a leaf's
-ancestors at least double in weight every two levels. A node splits its stream between its
-children ``L``, ``R`` by the divisor (Sainte-Laguë) rule: ``L``'s ``j``-th item at time
-``(j + 1/2) / a_L``, ``R``'s at ``(i + 1/2) / a_R``, ties to ``L``; so ``L``'s ``j``-th item is
-at the node's position ``j + ⌊(⌊((2j+1)·a_R - 1) / a_L⌋ + 1) / 2⌋``, and how many of the first
-``n`` are ``L``'s is found next to ``n·a_L / (a_L + a_R)``.
+ancestors at least double in weight every two levels. A node of children ``L``, ``R`` (integer
+weights ``a``, ``b``) gives ``L`` as many of its first ``n`` positions as
 
-The bound, proven. For two children, ``c_L(n) - n·w_L`` lies in ``(-1/2, 1/2]``, and on any
-window of consecutive positions in ``(-1, 1)``. Source ``k`` under the nodes ``v_1, ..., v_d = k``
-(root excluded) has ``c_k(n) = w_k·n + Σ_i (w_k / w_{v_i})·e_i``, each ``|e_i| <= 1/2``, so
+    c_L(n) = ⌊n·a/(a+b) + 1/2⌋     (position n is L's iff c_L(n+1) > c_L(n))
+
+and ``R`` the rest: the divisor (Sainte-Laguë/Webster) merge of two, ``L``'s ``j``-th item at time
+``(j + 1/2)/a``, ``R``'s at ``(i + 1/2)/b``, ties to ``L``. A position descends the tree in
+O(depth) integer steps (numpy, int64, or Python ints where a product could pass 2**63), and an
+item climbs back up by the inverse, ``⌈(2j+1)(a+b)/2a⌉ - 1`` on the left, ``⌊(2j+1)(a+b)/2b⌋``
+on the right.
+
+The bound, proven. ``c_L(n) - n·a/(a+b)`` lies in ``(-1/2, 1/2]`` (a rounding), so on any window
+of consecutive positions in ``(-1, 1)``. Source ``k`` under the nodes ``v_1, ..., v_d = k`` (root
+excluded) has ``c_k(n) = w_k·n + Σ_i (w_k / w_{v_i})·e_i``, ``e_i`` the rounding error of ``v_i``
+at its parent's count, so
 
     |c_k(n) - w_k·n| <= β_k / 2,   β_k = Σ_i w_k / w_{v_i}  (< 4: the ratios halve every 2 levels)
 
@@ -50,6 +56,7 @@ from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from typing import Any, NamedTuple
 
+import numpy as np
 import torch
 from torch.utils.data import Sampler
 
@@ -112,43 +119,33 @@ def _tree(weights: list[Fraction]) -> Node:
     return heap[0][2]
 
 
-def _left_at(a: int, b: int, j: int) -> int:
-    """The node position of its left child's ``j``-th item (left weight ``a``, right ``b``)."""
-    return j + (((2 * j + 1) * b - 1) // a + 1) // 2
+def _left(a: int, b: int, n: Any) -> Any:
+    """How many of a node's first ``n`` items are its left child's: ``⌊n·a/(a+b) + 1/2⌋``."""
+    return (2 * n * a + a + b) // (2 * (a + b))
 
 
-def _right_at(a: int, b: int, i: int) -> int:
-    return i + ((2 * i + 1) * a // b + 1) // 2
-
-
-def _left_count(a: int, b: int, n: int) -> int:
-    """How many of the node's first ``n`` items are its left child's."""
-    j = n * a // (a + b)
-    while _left_at(a, b, j) < n:
-        j += 1
-    while j and _left_at(a, b, j - 1) >= n:
-        j -= 1
-    return j
-
-
-def _items(node: Node, p: int, q: int) -> list[tuple[int, int]]:
-    """``(source, its item number)`` at the node's positions ``[p, q)``, in order."""
+def _route(node: Node, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(source, its item number)`` at the node's positions ``n`` (any order), each ``(P,)``."""
     if not isinstance(node, tuple):
-        return [(node, j) for j in range(p, q)]
+        return np.full(len(n), node, np.int64), n.astype(np.int64)
     a, b, left, right = node
-    lo, hi = _left_count(a, b, p), _left_count(a, b, q)
-    mask = [False] * (q - p)
-    for j in range(lo, hi):
-        mask[_left_at(a, b, j) - p] = True
-    lefts, rights = iter(_items(left, lo, hi)), iter(_items(right, p - lo, q - hi))
-    return [next(lefts) if m else next(rights) for m in mask]
+    c = _left(a, b, n)  # (P,) left items before each position
+    is_left = (_left(a, b, n + 1) > c).astype(bool)  # (P,) position n is the left's c-th item
+    ks, js = np.empty(len(n), np.int64), np.empty(len(n), np.int64)
+    ks[is_left], js[is_left] = _route(left, c[is_left])
+    ks[~is_left], js[~is_left] = _route(right, (n - c)[~is_left])
+    return ks, js
+
+
+def _weights_of(node: Node) -> tuple[int, ...]:
+    return (node[0], node[1]) if isinstance(node, tuple) else (1,)
 
 
 def _count(node: Node, k: int, n: int) -> int:
     """How many of the node's first ``n`` items are source ``k``'s."""
     while isinstance(node, tuple):
         a, b, left, right = node
-        c = _left_count(a, b, n)
+        c = _left(a, b, n)
         node, n = (left, c) if _has(left, k) else (right, n - c)
     return n if node == k else 0
 
@@ -158,14 +155,16 @@ def _has(node: Node, k: int) -> bool:
 
 
 def _position(node: Node, k: int, j: int) -> int | None:
-    """The node position of source ``k``'s ``j``-th item (None if ``k`` is not under it)."""
+    """The node position of source ``k``'s ``j``-th item (None if ``k`` is not under it): the
+    first ``n`` whose count passes ``j``, ``⌈(2j+1)(a+b)/2a⌉ - 1`` on the left, ``⌊(2j+1)(a+b)/2b⌋``
+    on the right."""
     if not isinstance(node, tuple):
         return j if node == k else None
     a, b, left, right = node
     if (at := _position(left, k, j)) is not None:
-        return _left_at(a, b, at)
+        return ((2 * at + 1) * (a + b) + 2 * a - 1) // (2 * a) - 1
     at = _position(right, k, j)
-    return None if at is None else _right_at(a, b, at)
+    return None if at is None else (2 * at + 1) * (a + b) // (2 * b)
 
 
 def _beta(node: Node, out: dict[int, Fraction], path: tuple[int, ...] = ()) -> None:
@@ -228,6 +227,7 @@ class MixtureSampler(Sampler[int]):
         length = sum(self.sizes) if epoch_length is None else epoch_length
         self.epoch_length = check_int("epoch_length", length, low=1)
         self._trees = [_tree(w) for _, w in self.schedule]
+        self._totals = [sum(_weights_of(t)) for t in self._trees]
         self._bases = [[0] * len(self.sizes)]  # each source's count at each segment's start
         for g, (start, _) in enumerate(self.schedule[1:]):
             n = start - self.schedule[g][0]
@@ -260,45 +260,45 @@ class MixtureSampler(Sampler[int]):
     def _segment(self, n: int) -> int:
         return max(g for g, (start, _) in enumerate(self.schedule) if start <= n)
 
-    def _sources(self, p: int, q: int) -> list[tuple[int, int]]:
-        """``(source, item number overall)`` at global positions ``[p, q)``."""
-        out: list[tuple[int, int]] = []
-        while p < q:
-            g = self._segment(p)
-            start, end = (
-                self.schedule[g][0],
-                (self.schedule[g + 1][0] if g + 1 < len(self.schedule) else q),
-            )
-            base = self._bases[g]
-            out += [
-                (k, base[k] + j) for k, j in _items(self._trees[g], p - start, min(q, end) - start)
-            ]
-            p = min(q, end)
-        return out
+    def _sources(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(source, item number overall)`` at global ``positions`` (int64), each ``(P,)``."""
+        starts = [start for start, _ in self.schedule]
+        segment = np.searchsorted(starts, positions, side="right") - 1  # (P,)
+        ks, js = np.empty(len(positions), np.int64), np.empty(len(positions), np.int64)
+        for g in np.unique(segment).tolist():
+            at = segment == g
+            local = positions[at] - starts[g]  # (P_g,) positions within the segment
+            tree, base = self._trees[g], np.array(self._bases[g], np.int64)
+            if 2 * (int(local.max()) + 2) * self._totals[g] >= 2**63:  # Python ints, exact
+                local = local.astype(object)
+            k, j = _route(tree, local)
+            ks[at], js[at] = k, base[k] + j
+        return ks, js
 
     def _key(self, k: int, pass_: int) -> int:
         return epoch_key(epoch_key(self.seed, k), pass_)
 
-    def _indices(self, items: list[tuple[int, int]]) -> list[int]:
-        """Indices into the ConcatDataset of ``(source, item number)`` pairs."""
-        groups: dict[tuple[int, int], list[int]] = {}
-        for at, (k, j) in enumerate(items):
-            groups.setdefault((k, j // self.sizes[k]), []).append(at)
-        out = [0] * len(items)
-        for (k, pass_), ats in groups.items():
-            size = self.sizes[k]
-            local = [items[at][1] % size for at in ats]
-            if self.shuffle:
-                local = index_shuffle(local, size, self._key(k, pass_)).tolist()
-            for at, i in zip(ats, local):
-                out[at] = self.offsets[k] + i
+    def _indices(self, ks: np.ndarray, js: np.ndarray) -> np.ndarray:
+        """Indices into the ConcatDataset of sources ``ks``'s items ``js``, each ``(P,)``."""
+        if not len(ks):
+            return np.zeros(0, np.int64)
+        sizes = np.array(self.sizes, np.int64)[ks]  # (P,)
+        passes, local = js // np.maximum(sizes, 1), js % np.maximum(sizes, 1)  # (P,) (P,)
+        out = np.array(self.offsets, np.int64)[ks] + local  # (P,) without shuffle
+        if self.shuffle:  # one call per source and pass
+            for k in np.unique(ks).tolist():
+                of_k = np.flatnonzero(ks == k)  # (P_k,)
+                for pass_ in np.unique(passes[of_k]).tolist():
+                    at = of_k[passes[of_k] == pass_]
+                    shuffled = index_shuffle(local[at], self.sizes[k], self._key(k, pass_))
+                    out[at] = self.offsets[k] + shuffled.numpy()
         return out
 
     def batch_at(self, step: int) -> list[list[int]]:
         r"""The ``num_replicas`` micro-batches of ``step`` (of this sampler's grid), rank by rank."""
         step, b = check_int("step", step, low=0), self.batch_size
         p = self._origin + step * b * self.num_replicas
-        flat = self._indices(self._sources(p, p + b * self.num_replicas))
+        flat = self._indices(*self._sources(np.arange(p, p + b * self.num_replicas))).tolist()
         return [flat[r * b : (r + 1) * b] for r in range(self.num_replicas)]
 
     def when_read(self, source: int, sample: int, pass_: int = 0) -> Read | None:
@@ -347,15 +347,18 @@ class MixtureSampler(Sampler[int]):
         return len(self._steps(self.epoch)) * self.batch_size - self._skip
 
     def _blocks(self, steps: range, skip: int) -> Iterator[torch.Tensor]:
-        b, B, rank = self.batch_size, self.batch_size * self.num_replicas, self.rank
-        s, size = steps.start + skip // b, 1
-        while s < steps.stop:  # one step first (the first index at once), then more at a time
-            items: list[tuple[int, int]] = []
-            for t in range(s, min(steps.stop, s + size)):
-                p = self._origin + t * B + rank * b
-                items += self._sources(p + (skip % b if t == steps.start + skip // b else 0), p + b)
-            yield torch.tensor(self._indices(items), dtype=torch.int64)
-            s, size = s + size, min(2 * size, max(1, 4096 // b))
+        """This rank's indices of ``steps`` less the first ``skip``: one step first (the first
+        index at once), then blocks of steps doubling up to about 2**14 indices."""
+        b, B, size = self.batch_size, self.batch_size * self.num_replicas, 1
+        s = steps.start + skip // b
+        first = self._origin + s * B + self.rank * b + skip % b  # the first position to read
+        while s < steps.stop:
+            t = np.arange(s, min(steps.stop, s + size), dtype=np.int64)  # (T,) steps
+            mine = (self._origin + t * B + self.rank * b)[:, None] + np.arange(b)  # (T, b)
+            positions = mine.ravel()
+            positions = positions[positions >= first]
+            yield torch.from_numpy(self._indices(*self._sources(positions)))
+            s, size = s + size, min(2 * size, max(1, (1 << 14) // b))
 
     def __iter__(self) -> Iterator[int]:
         steps, skip = self._steps(self.epoch), self._skip  # read now: a later set_epoch waits
