@@ -137,10 +137,6 @@ def _route(node: Node, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ks, js
 
 
-def _weights_of(node: Node) -> tuple[int, ...]:
-    return (node[0], node[1]) if isinstance(node, tuple) else (1,)
-
-
 def _count(node: Node, k: int, n: int) -> int:
     """How many of the node's first ``n`` items are source ``k``'s."""
     while isinstance(node, tuple):
@@ -197,10 +193,12 @@ class MixtureSampler(Sampler[int]):
 
     Examples:
         >>> s = MixtureSampler([6, 4], [0.5, 0.5], batch_size=2, num_replicas=2, rank=0)
-        >>> s.batch_at(0)  # step 0: rank 0's micro-batch, rank 1's
-        [[4, 6], [3, 9]]
-        >>> s.when_read(1, 3)  # sample 3 of source 1 (index 9), pass 0
+        >>> s.batch_at(0)  # step 0: rank 0's micro-batch, rank 1's (source 1 is 6..9)
+        [[3, 6], [5, 9]]
+        >>> s.when_read(1, 3)  # sample 3 of source 1 (index 9) in its pass 0
         Read(position=3, step=0, rank=1, slot=1)
+        >>> len(s), list(s), s.bound()  # 10 positions an epoch: 3 steps of 4
+        (6, [3, 6, 1, 7, 0, 9], Fraction(1, 2))
     """
 
     def __init__(
@@ -227,7 +225,7 @@ class MixtureSampler(Sampler[int]):
         length = sum(self.sizes) if epoch_length is None else epoch_length
         self.epoch_length = check_int("epoch_length", length, low=1)
         self._trees = [_tree(w) for _, w in self.schedule]
-        self._totals = [sum(_weights_of(t)) for t in self._trees]
+        self._totals = [t[0] + t[1] if isinstance(t, tuple) else 1 for t in self._trees]
         self._bases = [[0] * len(self.sizes)]  # each source's count at each segment's start
         for g, (start, _) in enumerate(self.schedule[1:]):
             n = start - self.schedule[g][0]
@@ -256,9 +254,6 @@ class MixtureSampler(Sampler[int]):
         return out
 
     # --- the stream -----------------------------------------------------------------------
-
-    def _segment(self, n: int) -> int:
-        return max(g for g, (start, _) in enumerate(self.schedule) if start <= n)
 
     def _sources(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(source, item number overall)`` at global ``positions`` (int64), each ``(P,)``."""

@@ -1,0 +1,430 @@
+"""Properties of MixtureSampler: the stream equals a reference written from the module docstring
+(a Huffman tree of divisor merges, in Fractions, one position at a time); every prefix and
+window keeps each source within the proven bound; each pass of a source is a permutation; ranks
+split every step; schedules lose and repeat nothing; resume, elastic too, reads every position
+once; batch_at, iteration and when_read agree; bad input is named."""
+
+from __future__ import annotations
+
+import heapq
+import json
+from fractions import Fraction
+from itertools import islice
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distsampling.index_shuffle import epoch_key, index_shuffle
+from distsampling.mixture import MixtureSampler, Read
+from strategies import (
+    elastic_world_sizes,
+    mixture_batch_sizes,
+    mixture_schedules,
+    mixture_sources,
+    seeds,
+)
+
+# --- the reference: the divisor merge by time, in Fractions, from the module docstring --------
+
+
+def exact(w: object) -> Fraction:
+    return Fraction(repr(float(w))) if isinstance(w, float) else Fraction(w)
+
+
+def reference_tree(weights: list[object]) -> object:
+    """The Huffman tree of the positive weights: (weight, id, leaf k or (left, right))."""
+    heap = [(exact(w), k, k) for k, w in enumerate(weights) if exact(w) > 0]
+    heapq.heapify(heap)
+    made = len(weights)
+    while len(heap) > 1:
+        a, b = heapq.heappop(heap), heapq.heappop(heap)
+        heapq.heappush(heap, (a[0] + b[0], made, (a, b)))
+        made += 1
+    return heap[0]
+
+
+def reference_sources(node: tuple, n: int) -> list[int]:
+    """The first n sources of a node's stream: its left child's j-th item at time
+    (j + 1/2) / w_left, its right's i-th at (i + 1/2) / w_right, merged by time, ties left."""
+    _, _, tree = node
+    if not isinstance(tree, tuple):
+        return [tree] * n
+    left, right = tree
+    times = [(Fraction(2 * j + 1, 2) / left[0], 0) for j in range(n)]
+    times += [(Fraction(2 * i + 1, 2) / right[0], 1) for i in range(n)]
+    sides = [side for _, side in sorted(times)[:n]]
+    lefts = iter(reference_sources(left, sides.count(0)))
+    rights = iter(reference_sources(right, sides.count(1)))
+    return [next(lefts) if side == 0 else next(rights) for side in sides]
+
+
+def reference_betas(node: tuple, path: tuple[Fraction, ...] = ()) -> dict[int, Fraction]:
+    """β_k = Σ w_k / w_v over the nodes from k's leaf up to (not including) the root."""
+    weight, _, tree = node
+    if not isinstance(tree, tuple):
+        return {tree: sum((weight / w for w in path), Fraction(0))}
+    return {**reference_betas(tree[0], (*path, tree[0][0])),
+            **reference_betas(tree[1], (*path, tree[1][0]))}  # fmt: skip
+
+
+def stream(s: MixtureSampler, n: int) -> tuple[list[int], list[int]]:
+    """Sources and item numbers of the first n global positions."""
+    ks, js = s._sources(np.arange(n, dtype=np.int64))
+    return ks.tolist(), js.tolist()
+
+
+def source_of(s: MixtureSampler, index: int) -> tuple[int, int]:
+    k = max(k for k, offset in enumerate(s.offsets) if offset <= index and s.sizes[k])
+    return k, index - s.offsets[k]
+
+
+def roundtrip(state: dict) -> dict:
+    return json.loads(json.dumps(state))
+
+
+# --- the stream and its bounds ------------------------------------------------------------------
+
+
+@given(sources=mixture_sources())
+def test_the_stream_is_the_divisor_merge_of_the_docstring_at_every_node(sources):
+    """Invariant: the closed form ⌊n·a/(a+b) + 1/2⌋ at every node gives, position for position,
+    the merge by time of the reference; each source's items come numbered 0, 1, 2, ..."""
+    sizes, weights = sources
+    s = MixtureSampler(sizes, weights, 1, 1, 0)
+    ks, js = stream(s, 120)
+    assert ks == reference_sources(reference_tree(weights), 120)
+    for k in set(ks):
+        assert [j for kk, j in zip(ks, js) if kk == k] == list(range(ks.count(k)))
+
+
+@given(sources=mixture_sources(most=12), window=st.integers(1, 64))
+def test_every_prefix_and_window_keeps_each_source_within_the_proven_bound(sources, window):
+    """Invariant: |c_k(n) - w_k n| <= β_k / 2 <= bound() < 2 on every prefix and < β_k on every
+    window; with up to 3 sources every prefix is within 1, with 2 every window too."""
+    sizes, weights = sources
+    s = MixtureSampler(sizes, weights, 1, 1, 0)
+    total = sum(exact(w) for w in weights)
+    betas = reference_betas(reference_tree(weights))
+    assert s.bound() == max(betas.values()) / 2 < 2
+    ks, _ = stream(s, 400)
+    counts = np.zeros((401, len(weights)), dtype=np.int64)  # (n + 1, K) counts of each prefix
+    counts[1:][np.arange(400), ks] = 1
+    counts = counts.cumsum(axis=0)
+    positive = len(betas)
+    for k, beta in betas.items():
+        share = exact(weights[k]) / total
+        dev = [c - share * n for n, c in enumerate(counts[:, k].tolist())]
+        assert max(map(abs, dev)) <= beta / 2
+        windows = [dev[n + window] - dev[n] for n in range(len(dev) - window)]
+        assert max(map(abs, windows)) < max(beta, Fraction(1, 10**9))
+        if positive <= 3:
+            assert max(map(abs, dev)) < 1
+        if positive == 2:
+            assert max(map(abs, windows)) < 1
+
+
+def test_the_issues_task_is_mixed_within_one_sample_on_every_prefix_batch_and_rank():
+    """Example: 60,000 / 6,000 / 600 samples at 0.5 / 0.3 / 0.2 on 8 ranks of micro-batch 8,
+    60,000 positions: prefix 0.7, batch 0.8, rank 1.2 (Megatron's greedy: 0.6, 0.8, 1.2)."""
+    s = MixtureSampler([60000, 6000, 600], [0.5, 0.3, 0.2], 8, 8, 0)
+    ks = np.array(stream(s, 60000)[0])
+    share = np.array([0.5, 0.3, 0.2])
+    onehot = np.eye(3)[ks]  # (N, 3)
+    prefix = np.abs(onehot.cumsum(0) - np.outer(np.arange(1, 60001), share)).max()
+    batch = np.abs(onehot[:59968].reshape(-1, 64, 3).sum(1) - 64 * share).max()
+    ranks = onehot[:59968].reshape(-1, 8, 8, 3).sum((0, 2))  # (8, 3)
+    rank = np.abs(ranks - ranks.sum(1, keepdims=True) * share).max()
+    assert (round(prefix, 6), round(batch, 6), round(rank, 6)) == (0.7, 0.8, 1.2)
+    assert s.bound() == Fraction(4, 5)
+
+
+@given(sources=mixture_sources(), seed=seeds, shuffle=st.booleans())
+def test_each_pass_of_a_source_is_a_permutation_and_without_shuffle_the_samples_in_order(
+    sources, seed, shuffle
+):
+    """Invariant: a source's samples are all read once per pass before any twice; its pass p is
+    index_shuffle keyed by (seed, k, p), or 0, 1, ..., size - 1 without shuffle."""
+    sizes, weights = sources
+    s = MixtureSampler(sizes, weights, 1, 1, 0, seed=seed, shuffle=shuffle)
+    read = [source_of(s, i) for i in s._indices(*s._sources(np.arange(150))).tolist()]
+    for k, size in enumerate(sizes):
+        if size == 0:
+            continue
+        mine = [i for kk, i in read if kk == k]
+        for p in range(len(mine) // size):
+            one = mine[p * size : (p + 1) * size]
+            key = epoch_key(epoch_key(seed, k), p)
+            expected = (
+                index_shuffle(range(size), size, key).tolist() if shuffle else list(range(size))
+            )
+            assert one == expected
+
+
+# --- ranks, steps, iteration, the inverse ----------------------------------------------------
+
+
+@given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes, seed=seeds)
+def test_ranks_split_every_step_and_iteration_yields_what_batch_at_says(sources, world, b, seed):
+    """Invariant: at each step rank r reads positions [sB + rb, sB + (r+1)b) of the one stream:
+    the ranks' batch_at micro-batches laid end to end are the stream; each rank's iter() is its
+    micro-batches of the epoch's steps, len() of them."""
+    sizes, weights = sources
+    ranks = [MixtureSampler(sizes, weights, b, world, r, seed=seed, epoch_length=37)
+             for r in range(world)]  # fmt: skip
+    steps = -(-37 // (b * world))
+    whole = MixtureSampler(sizes, weights, 1, 1, 0, seed=seed)
+    flat = [i for s in range(steps) for batch in ranks[0].batch_at(s) for i in batch]
+    assert flat == [whole.batch_at(p)[0][0] for p in range(steps * b * world)]
+    for r, sampler in enumerate(ranks):
+        assert len(sampler) == steps * b
+        assert list(sampler) == [i for s in range(steps) for i in sampler.batch_at(s)[r]]
+
+
+@given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes, seed=seeds,
+       shuffle=st.booleans(), position=st.integers(0, 200))  # fmt: skip
+def test_when_read_finds_the_position_that_reads_a_sample(
+    sources, world, b, seed, shuffle, position
+):
+    """Invariant: when_read(k, i, p) of the sample read at a position is that position, with
+    its step, rank and slot; a source of weight 0 is never read (None)."""
+    sizes, weights = sources
+    s = MixtureSampler(sizes, weights, b, world, 0, seed=seed, shuffle=shuffle)
+    B = b * world
+    step, at = divmod(position, B)
+    index = s.batch_at(step)[at // b][at % b]
+    k, i = source_of(s, index)
+    j = stream(s, position + 1)[1][position]
+    assert s.when_read(k, i, j // sizes[k]) == Read(position, step, at // b, at % b)
+    for k, w in enumerate(weights):
+        if w == 0 and sizes[k]:
+            assert s.when_read(k, 0) is None
+
+
+# --- schedules ---------------------------------------------------------------------------------
+
+
+@given(schedule=mixture_schedules(), seed=seeds)
+def test_a_schedule_loses_and_repeats_nothing_and_each_segment_keeps_its_bound(schedule, seed):
+    """Invariant: across weight changes each source goes on from its count (items 0, 1, 2, ...,
+    so each pass is still a permutation); within each segment every prefix keeps the segment's
+    bound; a source that joins later starts at its sample of pass 0."""
+    sizes, plan = schedule
+    s = MixtureSampler(sizes, plan, 1, 1, 0, seed=seed)
+    ks, js = stream(s, 200)
+    for k in set(ks):
+        assert [j for kk, j in zip(ks, js) if kk == k] == list(range(ks.count(k)))
+    starts = [start for start, _ in plan] + [200]
+    for (start, weights), end in zip(plan, starts[1:]):
+        if start >= 200:
+            break
+        seg = MixtureSampler(sizes, weights, 1, 1, 0)
+        assert ks[start:end] == stream(seg, end - start)[0]
+
+
+def test_a_dataset_added_mid_training_joins_at_its_weight_from_its_first_sample():
+    """Example: source 1 (weight 0) joins at position 6 at half the stream."""
+    s = MixtureSampler([10, 4], [(0, [1, 0]), (6, [1, 1])], 2, 1, 0, shuffle=False)
+    assert [i for step in range(5) for i in s.batch_at(step)[0]] == [0, 1, 2, 3, 4, 5, 6, 10, 7, 11]
+
+
+# --- epochs, resume, elastic -----------------------------------------------------------------
+
+
+def test_set_epoch_after_iter_leaves_the_running_iterator_on_its_epoch():
+    """Invariant: iter() reads its epoch when called: a later set_epoch changes the next one."""
+    s = MixtureSampler([5, 7], [1, 2], 2, 2, 1, epoch_length=12)
+    epoch0, epoch1 = list(s), (s.set_epoch(1), list(s))[1]
+    s.set_epoch(0)
+    it = iter(s)
+    s.set_epoch(1)
+    assert list(it) == epoch0 and list(s) == epoch1 and len(s) == len(epoch1)
+
+
+@given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes,
+       seed=seeds, stop=st.integers(0, 30), epoch=st.integers(0, 2))  # fmt: skip
+def test_a_resumed_rank_reads_what_the_uninterrupted_one_reads(
+    sources, world, b, seed, stop, epoch
+):
+    """Invariant: state_dict after k indices (mid-micro-batch too), loaded on the same grid,
+    yields the rest of the epoch and then the next epoch, as the uninterrupted run."""
+    sizes, weights = sources
+    rank = world - 1
+
+    def make() -> MixtureSampler:
+        return MixtureSampler(sizes, weights, b, world, rank, seed=seed, epoch_length=23)
+
+    whole = make()
+    whole.set_epoch(epoch)
+    expected = list(whole)
+    whole.set_epoch(epoch + 1)
+    following = list(whole)
+    first = make()
+    first.set_epoch(epoch)
+    head = list(islice(iter(first), min(stop, len(expected))))
+    resumed = make()
+    resumed.load_state_dict(roundtrip(first.state_dict()))
+    assert len(resumed) == len(expected) - len(head)
+    assert head + list(resumed) + list(resumed) == expected + expected[len(head) :]
+    resumed.set_epoch(epoch + 1)
+    assert list(resumed) == following
+
+
+@given(sources=mixture_sources(), w1=elastic_world_sizes, w2=elastic_world_sizes,
+       b1=mixture_batch_sizes, b2=mixture_batch_sizes, seed=seeds, steps=st.integers(0, 6))  # fmt: skip
+def test_an_elastic_resume_reads_every_position_of_the_stream_once(
+    sources, w1, w2, b1, b2, seed, steps
+):
+    """Invariant: W1 ranks of micro-batch b1 read some steps; their state loaded on W2 ranks of
+    micro-batch b2, the new steps continue the one-rank stream: every position read once."""
+    sizes, weights = sources
+    length = 50
+    old = [MixtureSampler(sizes, weights, b1, w1, r, seed=seed, epoch_length=length)
+           for r in range(w1)]  # fmt: skip
+    steps = min(steps, len(old[0]) // b1)
+    reads = [list(islice(iter(s), steps * b1)) for s in old]
+    state = roundtrip(old[0].state_dict())
+    new = [MixtureSampler(sizes, weights, b2, w2, r, seed=seed, epoch_length=length)
+           for r in range(w2)]  # fmt: skip
+    for s in new:
+        s.load_state_dict(state)
+    rest = [list(s) for s in new]
+    laid = [reads[r][t * b1 : (t + 1) * b1] for t in range(steps) for r in range(w1)]
+    more = len(rest[0]) // b2
+    laid += [rest[r][t * b2 : (t + 1) * b2] for t in range(more) for r in range(w2)]
+    flat = [i for batch in laid for i in batch]
+    whole = MixtureSampler(sizes, weights, 1, 1, 0, seed=seed)
+    assert flat == [whole.batch_at(p)[0][0] for p in range(len(flat))]
+    assert len(flat) >= length  # the epoch read to its end: the last step starts before it
+
+
+def test_an_elastic_resume_mid_micro_batch_is_refused_with_the_position():
+    s = MixtureSampler([9, 9], [1, 1], 4, 2, 0)
+    next(iter(s))
+    with pytest.raises(ValueError, match=r"step boundary .*batch_size=4.*position=1"):
+        MixtureSampler([9, 9], [1, 1], 4, 3, 0).load_state_dict(s.state_dict())
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_stateful_dataloader_resumes_with_exactly_the_remaining_batches(workers):
+    """Invariant: torchdata's StatefulDataLoader saves the sampler's state with each batch
+    (workers prefetch ahead): a new loader loaded with it yields the batches left, then the
+    next epoch."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def loader() -> StatefulDataLoader:
+        sampler = MixtureSampler([40, 12, 5], [0.5, 0.3, 0.2], 3, 2, 1, seed=3, epoch_length=60)
+        return StatefulDataLoader(range(57), batch_size=3, sampler=sampler, num_workers=workers)
+
+    whole = loader()
+    expected = [b.tolist() for b in whole]
+    whole.sampler.set_epoch(1)
+    following = [b.tolist() for b in whole]
+    first = loader()
+    it = iter(first)
+    head = [next(it).tolist() for _ in range(4)]
+    state = first.state_dict()
+    del it
+    resumed = loader()
+    resumed.load_state_dict(state)
+    assert head + [b.tolist() for b in resumed] == expected
+    resumed.sampler.set_epoch(1)
+    assert [b.tolist() for b in resumed] == following
+
+
+def test_the_plain_dataloader_resumes_at_the_loops_batch_with_consumed():
+    """Invariant: a plain DataLoader with 2 workers reads ahead; state_dict(consumed=...) saves
+    where the loop is, not where the workers are."""
+    from torch.utils.data import DataLoader
+
+    def sampler() -> MixtureSampler:
+        return MixtureSampler([40, 12], [2, 1], 4, 2, 0, epoch_length=48)
+
+    s = sampler()
+    expected = [b.tolist() for b in DataLoader(range(52), batch_size=4, sampler=s, num_workers=2)]
+    head = []
+    for batch in DataLoader(range(52), batch_size=4, sampler=s, num_workers=2):
+        head.append(batch.tolist())
+        if len(head) == 2:
+            state = s.state_dict(consumed=8)
+            break
+    resumed = sampler()
+    resumed.load_state_dict(roundtrip(state))
+    loader = DataLoader(range(52), batch_size=4, sampler=resumed, num_workers=2)
+    assert head + [b.tolist() for b in loader] == expected
+
+
+def test_a_state_of_another_configuration_is_refused_naming_the_field():
+    state = MixtureSampler([9, 9], [1, 1], 2, 1, 0).state_dict()
+    with pytest.raises(ValueError, match="weights was"):
+        MixtureSampler([9, 9], [1, 2], 2, 1, 0).load_state_dict(state)
+    with pytest.raises(ValueError, match=r"sizes was \[9, 9\]"):
+        MixtureSampler([9, 8], [1, 1], 2, 1, 0).load_state_dict(state)
+    with pytest.raises(ValueError, match="position should be"):
+        MixtureSampler([9, 9], [1, 1], 2, 1, 0).load_state_dict({**state, "position": 99})
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sizes", "weights", "error", "match"),
+    [
+        ([3, 3], [0, 0], ValueError, r"weights should have a positive sum, but got weights=\[0, 0\]"),
+        ([3, 3], [1, -1], ValueError, r"weights\[1\] should be finite and >= 0, but got weights\[1\]=-1"),
+        ([3, 3], [1, float("nan")], ValueError, r"weights\[1\]=nan"),
+        ([3, 3], [1, float("inf")], ValueError, r"weights\[1\]=inf"),
+        ([3, 3], [1, True], TypeError, r"weights\[1\] should be a real number"),
+        ([3, 3], [1], ValueError, r"one weight per source \(2\)"),
+        ([3, 3], "11", TypeError, r"weights should be a sequence"),
+        ([3, 0], [1, 0.5], ValueError, r"weights\[1\]=0.5 should be 0 for a source of length 0"),
+        ([3, -1], [1, 1], ValueError, r"sizes\[1\] should be >= 0, but got sizes\[1\]=-1"),
+        ([], [], TypeError, r"sizes should be a non-empty sequence"),
+        ([3, 3], [(1, [1, 1])], ValueError, r"start at position 0, but got weights\[0\]\[0\]=1"),
+        ([3, 3], [(0, [1, 1]), (5, [1, 0]), (5, [0, 1])], ValueError,
+         r"come after position 5, in order, but got weights\[2\]\[0\]=5"),
+        ([3, 3], [(0, [1, 1]), (4, [0, 0])], ValueError, r"weights\[1\]\[1\] should have a positive sum"),
+        ([3, 3], [(0, [1, 1]), [4]], TypeError, r"weights\[1\] should be a \(position, weights\) pair"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_refused_naming_the_argument_and_value(sizes, weights, error, match):
+    with pytest.raises(error, match=match):
+        MixtureSampler(sizes, weights, 2, 1, 0)
+
+
+def test_bad_arguments_of_the_methods_are_named():
+    s = MixtureSampler([3, 3], [1, 1], 2, 1, 0)
+    with pytest.raises(ValueError, match="batch_size should be >= 1, but got batch_size=0"):
+        MixtureSampler([3, 3], [1, 1], 0, 1, 0)
+    with pytest.raises(ValueError, match="epoch_length should be >= 1, but got epoch_length=0"):
+        MixtureSampler([3, 3], [1, 1], 1, 1, 0, epoch_length=0)
+    with pytest.raises(ValueError, match=r"source should be in the interval \[0, 1\]"):
+        s.when_read(2, 0)
+    with pytest.raises(ValueError, match=r"sample should be in the interval \[0, 2\]"):
+        s.when_read(0, 3)
+    with pytest.raises(ValueError, match="step should be >= 0, but got step=-1"):
+        s.batch_at(-1)
+    with pytest.raises(ValueError, match="epoch should be >= 0, but got epoch=-1"):
+        s.set_epoch(-1)
+
+
+def test_weights_as_a_tensor_an_array_or_fractions_give_the_same_mixture():
+    import torch
+
+    expected = MixtureSampler([5, 5], [0.25, 0.75], 2, 1, 0).batch_at(3)
+    for weights in (torch.tensor([0.25, 0.75]), np.array([1, 3]), [Fraction(1, 4), Fraction(3, 4)]):
+        assert MixtureSampler([5, 5], weights, 2, 1, 0).batch_at(3) == expected
+
+
+def test_positions_past_int64_products_are_routed_with_exact_python_ints():
+    """Invariant: weights of 16 digits (1/3 as a float) at positions near 10**12: the products
+    pass 2**63, so the routing runs on Python ints, and agrees with the inverse."""
+    s = MixtureSampler([10**9] * 3, [1 / 3, 1 / 3, 1 / 3], 4, 2, 1)
+    step = 10**11
+    batches = s.batch_at(step)
+    index = batches[1][2]
+    k, i = source_of(s, index)
+    position = step * 8 + 6
+    j = s._sources(np.array([position], dtype=np.int64))[1][0]
+    assert s.when_read(k, i, int(j) // 10**9) == Read(position, step, 1, 2)
