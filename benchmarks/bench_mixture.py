@@ -9,8 +9,10 @@ micro-batches of every step (rank ``r`` at ``[s*64 + 8r, s*64 + 8r + 8)``):
 - ``repeats``: reads of a sample of a source already read while some of that source was not read
   yet (a source read with replacement, or a pass cut short).
 
-Two tasks: the issue's (60,000 / 6,000 / 600 samples at 0.5 / 0.3 / 0.2) and a long tail of 100
+Three sets of tasks: the issue's (60,000 / 6,000 / 600 samples at 0.5 / 0.3 / 0.2) and a long tail of 100
 sources (``10**6 / (k+1)**1.3`` samples, weights ``size**0.3``, as temperature sampling sets
+them), and 30 random tasks of 2 to 12 sources with weights of 0 and 1e-4 among them (the worst
+figure over the 30; ``bound``, the largest prefix bound ``MixtureSampler.bound()`` promises for
 them). Contenders: ``MixtureSampler``; Megatron's ``build_blending_indices`` (the compiled
 helper of megatron-core), torchdata's ``MultiNodeWeightedSampler``, Hugging Face's
 ``interleave_datasets`` + ``split_dataset_by_node`` and Grain's ``MapDataset.mix`` sharded
@@ -26,14 +28,16 @@ all N positions first (2 bytes + 8 bytes a position), then reads rank 0's positi
 
 from __future__ import annotations
 
+import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from ._harness import ROOT, Comparison
 
-WORLD, MICRO, STEPS = 8, 8, 937
+WORLD, MICRO, STEPS, RANDOM_STEPS = 8, 8, 937, 62
 B = WORLD * MICRO
 PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 _LONG = [int(10**6 / (k + 1) ** 1.3) + 1 for k in range(100)]
@@ -104,6 +108,56 @@ def grain_quality(timer, task: str) -> dict[str, float]:
     return peer_quality(timer, task, "grain")
 
 
+def random_tasks() -> list[list[float]]:
+    """30 tasks of 2 to 12 sources, weights 0, tiny (1e-4), uniform and uniform**4 (seed 0)."""
+    rng, out = random.Random(0), []
+    for _ in range(30):
+        k = rng.randint(2, 12)
+        ws = [rng.choice([0, 1e-4, round(rng.random(), 4), round(rng.random() ** 4, 6)])
+              for _ in range(k)]  # fmt: skip
+        out.append(ws if any(ws) else [1, *ws[1:]])
+    return out
+
+
+def _worst(sources_of: Callable[[list[float]], np.ndarray]) -> dict[str, float]:
+    worst = {"prefix": 0.0, "batch": 0.0, "rank": 0.0}
+    for ws in random_tasks():
+        source = sources_of(ws)
+        figures = quality(source, np.zeros_like(source), [1] * len(ws), ws)
+        worst = {key: max(value, figures[key]) for key, value in worst.items()}
+    return worst
+
+
+def ours_random(timer) -> dict[str, float]:
+    from distsampling import MixtureSampler
+
+    def sources(ws: list[float]) -> np.ndarray:
+        s = MixtureSampler([10**6] * len(ws), ws, MICRO, WORLD, 0, shuffle=False)
+        return np.array([s.batch_at(t) for t in range(RANDOM_STEPS)]).ravel() // 10**6
+
+    timer.start()
+    worst = _worst(sources)
+    timer.stop()
+    bound = max(float(MixtureSampler([1] * len(ws), ws, 1, 1, 0).bound()) for ws in random_tasks())
+    return {**worst, "bound": bound}
+
+
+def megatron_random(timer) -> dict[str, float]:
+    from megatron.core.datasets import helpers_cpp
+
+    def sources(ws: list[float]) -> np.ndarray:
+        n = RANDOM_STEPS * B
+        source, item = np.zeros(n, dtype=np.int16), np.zeros(n, dtype=np.int64)
+        w = np.array(ws, dtype=np.float64) / sum(ws)
+        helpers_cpp.build_blending_indices(source, item, w, len(ws), n, False)
+        return source.astype(np.int64)
+
+    timer.start()
+    worst = _worst(sources)
+    timer.stop()
+    return {**worst, "bound": float("nan")}
+
+
 def _sizes(n: int) -> list[int]:
     return [n * 90 // 100, n * 9 // 100, n - n * 90 // 100 - n * 9 // 100]
 
@@ -171,6 +225,13 @@ def suite(large: bool) -> list[Comparison]:
             ("A long tail: 100 sources, weights size**0.3", "long-tail"),
         ]
     ]
+    random_rows = {"MixtureSampler": "bench_mixture:ours_random"}
+    if peers:
+        random_rows["Megatron build_blending_indices"] = "bench_mixture:megatron_random"
+    out.append(Comparison("30 random tasks of 2 to 12 sources, 0 and 1e-4 weights among them",
+                          random_rows, "MixtureSampler", {}, "the worst of each figure; 3,968 "
+                          "positions a task; bound: the largest MixtureSampler.bound() promised",
+                          ("prefix", "batch", "rank", "bound"), ()))  # fmt: skip
     for q in out:
         q.python = python
     sizes = [10**6, 10**7] + ([10**8] if large else [])

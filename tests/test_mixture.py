@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
+import re
 from fractions import Fraction
 from itertools import islice
 
@@ -223,6 +225,25 @@ def test_a_schedule_loses_and_repeats_nothing_and_each_segment_keeps_its_bound(s
         assert ks[start:end] == stream(seg, end - start)[0]
 
 
+@given(schedule=mixture_schedules(), world=elastic_world_sizes, b=mixture_batch_sizes)
+def test_when_read_and_bound_follow_a_schedule(schedule, world, b):
+    """Invariant: under a schedule, when_read of the sample read at each position is that
+    position (or None for a source whose weight ends at 0 after its last read), and bound() is
+    the largest of the segments' bounds."""
+    sizes, plan = schedule
+    s = MixtureSampler(sizes, plan, b, world, 0, shuffle=False)
+    ks, js = stream(s, 150)
+    for p, (k, j) in enumerate(zip(ks, js)):
+        read = s.when_read(k, j % sizes[k], j // sizes[k])
+        assert read == Read(p, p // (b * world), p % (b * world) // b, p % b)
+    last = plan[-1][1]
+    for k, w in enumerate(last):
+        if w == 0:
+            assert s.when_read(k, sizes[k] - 1, 10**6) is None
+    bounds = [MixtureSampler(sizes, weights, 1, 1, 0).bound() for _, weights in plan]
+    assert s.bound() == max(bounds)
+
+
 def test_a_dataset_added_mid_training_joins_at_its_weight_from_its_first_sample():
     """Example: source 1 (weight 0) joins at position 6 at half the stream."""
     s = MixtureSampler([10, 4], [(0, [1, 0]), (6, [1, 1])], 2, 1, 0, shuffle=False)
@@ -302,7 +323,9 @@ def test_an_elastic_resume_reads_every_position_of_the_stream_once(
 def test_an_elastic_resume_mid_micro_batch_is_refused_with_the_position():
     s = MixtureSampler([9, 9], [1, 1], 4, 2, 0)
     next(iter(s))
-    with pytest.raises(ValueError, match=r"step boundary .*batch_size=4.*position=1"):
+    message = ("position should be at a step boundary (a multiple of batch_size=4) to resume on "
+               "another grid, but got position=1")  # fmt: skip
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         MixtureSampler([9, 9], [1, 1], 4, 3, 0).load_state_dict(s.state_dict())
 
 
@@ -356,65 +379,121 @@ def test_the_plain_dataloader_resumes_at_the_loops_batch_with_consumed():
 
 
 def test_a_state_of_another_configuration_is_refused_naming_the_field():
+    """Invariant: a state of other sizes, weights, seed, shuffle or epoch length is refused,
+    naming the field; a field out of range too. The weights are fingerprinted by their exact
+    fractions: 0.5 and 1/2 are one mix."""
     state = MixtureSampler([9, 9], [1, 1], 2, 1, 0).state_dict()
-    with pytest.raises(ValueError, match="weights was"):
-        MixtureSampler([9, 9], [1, 2], 2, 1, 0).load_state_dict(state)
-    with pytest.raises(ValueError, match=r"sizes was \[9, 9\]"):
-        MixtureSampler([9, 8], [1, 1], 2, 1, 0).load_state_dict(state)
-    with pytest.raises(ValueError, match="position should be"):
-        MixtureSampler([9, 9], [1, 1], 2, 1, 0).load_state_dict({**state, "position": 99})
+    assert state == {"kind": "MixtureSampler", "version": 1, "sizes": [9, 9],
+                     "weights": "0bbe5618755d6fb0", "seed": 0, "shuffle": True, "epoch_length": 18,
+                     "epoch": 0, "num_replicas": 1, "batch_size": 2, "origin": 0, "position": 0}  # fmt: skip
+    MixtureSampler([9, 9], [0.5, Fraction(1, 2)], 2, 1, 0).load_state_dict(state)
+    refused = [
+        ({}, [9, 9], [1, 2], {}, "state does not match this sampler: weights was "
+         "'0bbe5618755d6fb0' when saved, but is 'bc830a22ad54c816' now"),
+        ({}, [9, 8], [1, 1], {}, "state does not match this sampler: sizes was [9, 9] when saved, "
+         "but is [9, 8] now"),
+        ({}, [9, 9], [1, 1], {"seed": 1}, "state does not match this sampler: seed was 0 when "
+         "saved, but is 1 now"),
+        ({}, [9, 9], [1, 1], {"shuffle": False}, "state does not match this sampler: shuffle was "
+         "True when saved, but is False now"),
+        ({}, [9, 9], [1, 1], {"epoch_length": 17}, "state does not match this sampler: "
+         "epoch_length was 18 when saved, but is 17 now"),
+        ({"position": 99}, [9, 9], [1, 1], {}, "position should be in the interval [0, 18], but "
+         "got position=99"),
+        ({"origin": -1}, [9, 9], [1, 1], {}, "origin should be >= 0, but got origin=-1"),
+        ({"epoch": -1}, [9, 9], [1, 1], {}, "epoch should be >= 0, but got epoch=-1"),
+        ({"num_replicas": 0}, [9, 9], [1, 1], {}, "num_replicas should be >= 1, but got "
+         "num_replicas=0"),
+        ({"batch_size": 0}, [9, 9], [1, 1], {}, "batch_size should be >= 1, but got batch_size=0"),
+    ]  # fmt: skip
+    for change, sizes, weights, kwargs, message in refused:
+        sampler = MixtureSampler(sizes, weights, 2, 1, 0, **kwargs)
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            sampler.load_state_dict({**state, **change})
 
 
 # --- bad input ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("sizes", "weights", "error", "match"),
-    [
-        ([3, 3], [0, 0], ValueError, r"weights should have a positive sum, but got weights=\[0, 0\]"),
-        ([3, 3], [1, -1], ValueError, r"weights\[1\] should be finite and >= 0, but got weights\[1\]=-1"),
-        ([3, 3], [1, float("nan")], ValueError, r"weights\[1\]=nan"),
-        ([3, 3], [1, float("inf")], ValueError, r"weights\[1\]=inf"),
-        ([3, 3], [1, True], TypeError, r"weights\[1\] should be a real number"),
-        ([3, 3], [1], ValueError, r"one weight per source \(2\)"),
-        ([3, 3], "11", TypeError, r"weights should be a sequence"),
-        ([3, 0], [1, 0.5], ValueError, r"weights\[1\]=0.5 should be 0 for a source of length 0"),
-        ([3, -1], [1, 1], ValueError, r"sizes\[1\] should be >= 0, but got sizes\[1\]=-1"),
-        ([], [], TypeError, r"sizes should be a non-empty sequence"),
-        ([3, 3], [(1, [1, 1])], ValueError, r"start at position 0, but got weights\[0\]\[0\]=1"),
-        ([3, 3], [(0, [1, 1]), (5, [1, 0]), (5, [0, 1])], ValueError,
-         r"come after position 5, in order, but got weights\[2\]\[0\]=5"),
-        ([3, 3], [(0, [1, 1]), (4, [0, 0])], ValueError, r"weights\[1\]\[1\] should have a positive sum"),
-        ([3, 3], [(0, [1, 1]), [4]], TypeError, r"weights\[1\] should be a \(position, weights\) pair"),
-    ],
-)  # fmt: skip
-def test_bad_input_is_refused_naming_the_argument_and_value(sizes, weights, error, match):
-    with pytest.raises(error, match=match):
+BAD_INPUT = [
+    ([3, 3], [0, 0], ValueError, "weights should have a positive sum, but got weights=[0, 0]"),
+    ([3, 3], [1, -1], ValueError, "weights[1] should be finite and >= 0, but got weights[1]=-1"),
+    ([3, 3], [1, math.nan], ValueError, "weights[1] should be finite and >= 0, but got weights[1]=nan"),
+    ([3, 3], [1, math.inf], ValueError, "weights[1] should be finite and >= 0, but got weights[1]=inf"),
+    ([3, 3], [1, True], TypeError, "weights[1] should be a real number, but got weights[1]=True"),
+    ([3, 3], [1], ValueError, "weights should hold one weight per source (2), but got weights=[1]"),
+    ([3, 3], "11", TypeError, "weights should be a sequence of 2 numbers, but got weights='11'"),
+    ([3, 3], 5, TypeError, "weights should be a sequence of 2 numbers, but got weights=5"),
+    ([3, 0], [1, 0.5], ValueError, "weights[1]=0.5 should be 0 for a source of length 0: sizes[1]=0"),
+    ([3, -1], [1, 1], ValueError, "sizes[1] should be >= 0, but got sizes[1]=-1"),
+    ([], [], TypeError, "sizes should be a non-empty sequence of lengths, but got sizes=[]"),
+    ("ab", [1], TypeError, "sizes should be a non-empty sequence of lengths, but got sizes='ab'"),
+    ([3, 3], [(1, [1, 1])], ValueError,
+     "weights[0][0] should be 0 (a schedule starts at 0), but got weights[0][0]=1"),
+    ([3, 3], [(0, [1, 1]), (5, [1, 0]), (5, [0, 1])], ValueError,
+     "weights[2][0] should be > 5 (in increasing order), but got weights[2][0]=5"),
+    ([3, 3], [(0, [1, 1]), (4, [0, 0])], ValueError,
+     "weights[1][1] should have a positive sum, but got weights[1][1]=[0, 0]"),
+    ([3, 3], [(0, [1, 1]), [4]], TypeError,
+     "weights[1] should be a (position, weights) pair, but got weights[1]=[4]"),
+    ([3, 3], [(0, [1, 1]), (4, 5)], TypeError,
+     "weights[1][1] should be a sequence of 2 numbers, but got weights[1][1]=5"),
+    ([3, 3], [(0, [1, 1]), (-4, [1, 1])], ValueError,
+     "weights[1][0] should be >= 0, but got weights[1][0]=-4"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("sizes", "weights", "error", "message"), BAD_INPUT)
+def test_bad_input_is_refused_naming_the_argument_and_value(sizes, weights, error, message):
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
         MixtureSampler(sizes, weights, 2, 1, 0)
 
 
 def test_bad_arguments_of_the_methods_are_named():
     s = MixtureSampler([3, 3], [1, 1], 2, 1, 0)
-    with pytest.raises(ValueError, match="batch_size should be >= 1, but got batch_size=0"):
-        MixtureSampler([3, 3], [1, 1], 0, 1, 0)
-    with pytest.raises(ValueError, match="epoch_length should be >= 1, but got epoch_length=0"):
-        MixtureSampler([3, 3], [1, 1], 1, 1, 0, epoch_length=0)
-    with pytest.raises(ValueError, match=r"source should be in the interval \[0, 1\]"):
-        s.when_read(2, 0)
-    with pytest.raises(ValueError, match=r"sample should be in the interval \[0, 2\]"):
-        s.when_read(0, 3)
-    with pytest.raises(ValueError, match="step should be >= 0, but got step=-1"):
-        s.batch_at(-1)
-    with pytest.raises(ValueError, match="epoch should be >= 0, but got epoch=-1"):
-        s.set_epoch(-1)
+    calls = [
+        (lambda: MixtureSampler([3, 3], [1, 1], 0, 1, 0), "batch_size should be >= 1, but got batch_size=0"),
+        (lambda: MixtureSampler([3, 3], [1, 1], 1, 1, 0, epoch_length=0),
+         "epoch_length should be >= 1, but got epoch_length=0"),
+        (lambda: s.when_read(2, 0), "source should be in the interval [0, 1], but got source=2"),
+        (lambda: s.when_read(0, 3), "sample should be in the interval [0, 2], but got sample=3"),
+        (lambda: s.when_read(0, 0, -1), "pass_ should be >= 0, but got pass_=-1"),
+        (lambda: s.batch_at(-1), "step should be >= 0, but got step=-1"),
+        (lambda: s.set_epoch(-1), "epoch should be >= 0, but got epoch=-1"),
+        (lambda: s.state_dict(consumed=1), "consumed should be <= 0 (samples handed out): the "
+         "latest iter() handed out 0, but got consumed=1"),
+    ]  # fmt: skip
+    for call, message in calls:
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            call()
 
 
 def test_weights_as_a_tensor_an_array_or_fractions_give_the_same_mixture():
+    """Invariant: a float is read as the decimal it prints (0.1 is 1/10, not its binary value);
+    a Fraction is exact; a schedule may be a tuple of tuples; the default epoch is sum(sizes)."""
     import torch
 
     expected = MixtureSampler([5, 5], [0.25, 0.75], 2, 1, 0).batch_at(3)
     for weights in (torch.tensor([0.25, 0.75]), np.array([1, 3]), [Fraction(1, 4), Fraction(3, 4)]):
         assert MixtureSampler([5, 5], weights, 2, 1, 0).batch_at(3) == expected
+    thirds = MixtureSampler([9, 9], [Fraction(1, 3), Fraction(2, 3)], 1, 1, 0)
+    assert thirds.bound() == MixtureSampler([9, 9], [1, 2], 1, 1, 0).bound() == Fraction(1, 2)
+    assert stream(thirds, 30) == stream(MixtureSampler([9, 9], [1, 2], 1, 1, 0), 30)
+    tenths = MixtureSampler([9, 9, 9], [0.1, 0.2, 0.7], 1, 1, 0)
+    assert stream(tenths, 40) == stream(MixtureSampler([9, 9, 9], [1, 2, 7], 1, 1, 0), 40)
+    as_tuples = MixtureSampler([9, 9], ((0, (1, 0)), (3, (1, 1))), 1, 1, 0)
+    assert stream(as_tuples, 20) == stream(
+        MixtureSampler([9, 9], [(0, [1, 0]), (3, [1, 1])], 1, 1, 0), 20
+    )
+    assert len(MixtureSampler([6, 4], [1, 1], 2, 2, 0)) == 6  # 10 positions: steps at 0, 4, 8
+    with pytest.raises(
+        TypeError, match=r"^shuffle should be a boolean value, but got shuffle='no'$"
+    ):
+        MixtureSampler([9, 9], [1, 1], 1, 1, 0, shuffle="no")
+    with pytest.raises(
+        ValueError, match=r"^seed should be in the interval \[-9223372036854775808, "
+    ):
+        MixtureSampler([9, 9], [1, 1], 1, 1, 0, seed=2**64)
 
 
 def test_positions_past_int64_products_are_routed_with_exact_python_ints():

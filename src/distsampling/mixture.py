@@ -247,8 +247,10 @@ class MixtureSampler(Sampler[int]):
                 )
             start = check_int(f"weights[{g}][0]", entry[0], low=0)
             if (g == 0 and start != 0) or start <= last:
-                why = "start at position 0" if g == 0 else f"come after position {last}, in order"
-                raise ValueError(f"the schedule should {why}, but got weights[{g}][0]={start}")
+                why = "0 (a schedule starts at 0)" if g == 0 else f"> {last} (in increasing order)"
+                raise ValueError(
+                    f"weights[{g}][0] should be {why}, but got weights[{g}][0]={start}"
+                )
             out.append((start, _weights(f"weights[{g}][1]", entry[1], self.sizes)))
             last = start
         return out
@@ -275,8 +277,6 @@ class MixtureSampler(Sampler[int]):
 
     def _indices(self, ks: np.ndarray, js: np.ndarray) -> np.ndarray:
         """Indices into the ConcatDataset of sources ``ks``'s items ``js``, each ``(P,)``."""
-        if not len(ks):
-            return np.zeros(0, np.int64)
         sizes = np.array(self.sizes, np.int64)[ks]  # (P,)
         passes, local = js // np.maximum(sizes, 1), js % np.maximum(sizes, 1)  # (P,) (P,)
         out = np.array(self.offsets, np.int64)[ks] + local  # (P,) without shuffle
@@ -363,7 +363,8 @@ class MixtureSampler(Sampler[int]):
     # --- resume ---------------------------------------------------------------------------
 
     def _identity(self) -> dict[str, Any]:
-        mix = repr([(n, [(w.numerator, w.denominator) for w in ws]) for n, ws in self.schedule])
+        shares = [(n, [w / sum(ws) for w in ws]) for n, ws in self.schedule]  # 1:1 is 0.5:0.5
+        mix = repr([(n, [(w.numerator, w.denominator) for w in ws]) for n, ws in shares])
         return {"sizes": list(self.sizes), "weights": hashlib.sha1(mix.encode()).hexdigest()[:16],
                 "seed": self.seed, "shuffle": self.shuffle, "epoch_length": self.epoch_length}  # fmt: skip
 
