@@ -23,8 +23,7 @@ def render() -> dict[str, str]:
                 k = max(k for k, offset in enumerate(offsets) if offset <= index)
                 cells.append((index - offsets[k], k, False))
         rows.append((f"step {step}", cells))
-    title = (
-        f"{WORLD} ranks x micro-batch {BATCH}: rank 0 | rank 1; each cell a source's sample"
-    )
-    legend = [f"source {k}, w {w}" for k, w in enumerate(WEIGHTS)]
+    shares = " / ".join(map(str, WEIGHTS))
+    title = f"weights {shares}, {WORLD} ranks x micro-batch {BATCH}: rank 0 | rank 1 (a source's sample)"
+    legend = [f"source {k}" for k in range(len(SIZES))]
     return {"mixture-steps.svg": grid(rows, title, legend)}
