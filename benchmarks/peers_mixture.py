@@ -84,7 +84,8 @@ def grain(sizes: list[int], weights: list[float]) -> tuple[np.ndarray, np.ndarra
             ds = grain.MapDataset.range(n).shuffle(seed=k).repeat(epochs)
             parts.append(ds.map(lambda i, k=k: (k, i)))
     mixed = grain.MapDataset.mix(parts, [w for w in weights if w > 0])
-    per_rank = [[mixed[r::WORLD][p] for p in range(STEPS * MICRO)] for r in range(WORLD)]
+    shards = [mixed[r::WORLD] for r in range(WORLD)]  # as Grain's ShardOptions: every W-th
+    per_rank = [[shard[p] for p in range(STEPS * MICRO)] for shard in shards]
     return _laid_out(per_rank)
 
 
