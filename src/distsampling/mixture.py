@@ -262,7 +262,7 @@ class MixtureSampler(Sampler[int]):
         starts = [start for start, _ in self.schedule]
         segment = np.searchsorted(starts, positions, side="right") - 1  # (P,)
         ks, js = np.empty(len(positions), np.int64), np.empty(len(positions), np.int64)
-        for g in np.unique(segment).tolist():
+        for g in np.flatnonzero(np.bincount(segment)).tolist():  # (np.unique imports numpy.ma)
             at = segment == g
             local = positions[at] - starts[g]  # (P_g,) positions within the segment
             tree, base = self._trees[g], np.array(self._bases[g], np.int64)
@@ -281,9 +281,10 @@ class MixtureSampler(Sampler[int]):
         passes, local = js // np.maximum(sizes, 1), js % np.maximum(sizes, 1)  # (P,) (P,)
         out = np.array(self.offsets, np.int64)[ks] + local  # (P,) without shuffle
         if self.shuffle:  # one call per source and pass
-            for k in np.unique(ks).tolist():
+            for k in np.flatnonzero(np.bincount(ks)).tolist():
                 of_k = np.flatnonzero(ks == k)  # (P_k,)
-                for pass_ in np.unique(passes[of_k]).tolist():
+                first = int(passes[of_k].min())  # a block spans few passes of a source
+                for pass_ in (np.flatnonzero(np.bincount(passes[of_k] - first)) + first).tolist():
                     at = of_k[passes[of_k] == pass_]
                     shuffled = index_shuffle(local[at], self.sizes[k], self._key(k, pass_))
                     out[at] = self.offsets[k] + shuffled.numpy()
