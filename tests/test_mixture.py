@@ -109,7 +109,7 @@ def test_every_prefix_and_window_keeps_each_source_within_the_proven_bound(sourc
     s = MixtureSampler(sizes, weights, 1, 1, 0)
     total = sum(exact(w) for w in weights)
     betas = reference_betas(reference_tree(weights))
-    assert s.bound() == max(betas.values()) / 2 < 2
+    assert s.bound() == max(betas.values()) / 2 < 2 and isinstance(s.bound(), Fraction)
     ks, _ = stream(s, 400)
     counts = np.zeros((401, len(weights)), dtype=np.int64)  # (n + 1, K) counts of each prefix
     counts[1:][np.arange(400), ks] = 1
@@ -238,7 +238,9 @@ def test_when_read_and_bound_follow_a_schedule(schedule, world, b):
         assert read == Read(p, p // (b * world), p % (b * world) // b, p % b)
     last = plan[-1][1]
     for k, w in enumerate(last):
-        if w == 0:
+        if w == 0:  # its first item not read before its weight fell to 0, and any later one
+            j = s._bases[-1][k]
+            assert s.when_read(k, j % sizes[k], j // sizes[k]) is None
             assert s.when_read(k, sizes[k] - 1, 10**6) is None
     bounds = [MixtureSampler(sizes, weights, 1, 1, 0).bound() for _, weights in plan]
     assert s.bound() == max(bounds)
@@ -479,6 +481,9 @@ def test_weights_as_a_tensor_an_array_or_fractions_give_the_same_mixture():
     thirds = MixtureSampler([9, 9], [Fraction(1, 3), Fraction(2, 3)], 1, 1, 0)
     assert thirds.bound() == MixtureSampler([9, 9], [1, 2], 1, 1, 0).bound() == Fraction(1, 2)
     assert stream(thirds, 30) == stream(MixtureSampler([9, 9], [1, 2], 1, 1, 0), 30)
+    assert MixtureSampler([9, 9], [Fraction(1, 3), Fraction(1, 2)], 1, 1, 0).bound() == (
+        MixtureSampler([9, 9], [2, 3], 1, 1, 0).bound()
+    )
     tenths = MixtureSampler([9, 9, 9], [0.1, 0.2, 0.7], 1, 1, 0)
     assert stream(tenths, 40) == stream(MixtureSampler([9, 9, 9], [1, 2, 7], 1, 1, 0), 40)
     as_tuples = MixtureSampler([9, 9], ((0, (1, 0)), (3, (1, 1))), 1, 1, 0)
@@ -507,3 +512,93 @@ def test_positions_past_int64_products_are_routed_with_exact_python_ints():
     position = step * 8 + 6
     j = s._sources(np.array([position], dtype=np.int64))[1][0]
     assert s.when_read(k, i, int(j) // 10**9) == Read(position, step, 1, 2)
+
+
+def test_epochs_are_consecutive_stretches_of_one_stream():
+    """Invariant: epoch e reads the steps that start in [e*L, (e+1)*L): a rank's epochs laid end
+    to end are its micro-batches of every step, and each epoch's len() is its steps."""
+    s = MixtureSampler([7, 5], [2, 1], 3, 2, 1, epoch_length=10)  # steps of 6: 0, 6 | 12, 18 | 24
+    epochs = []
+    for e in range(4):
+        s.set_epoch(e)
+        epochs.append(list(s))
+        assert len(s) == len(epochs[-1])
+    assert [len(x) // 3 for x in epochs] == [2, 2, 1, 2]  # ... | 30, 36
+    assert [i for x in epochs for i in x] == [i for t in range(7) for i in s.batch_at(t)[1]]
+
+
+def test_positions_near_2_to_the_60_are_exact_through_batch_at_and_iteration():
+    """Invariant: past 2**53 nothing goes through a float: with weights 1:1 position n is source
+    n % 2's item n // 2 (no shuffle), in batch_at and in an epoch that starts there."""
+    size, b, W = 2**61, 3, 2
+    s = MixtureSampler([size, size], [1, 1], b, W, 1, shuffle=False, epoch_length=2**60)
+    step = 2**60 // (b * W)
+    expected = [[(n % 2) * size + n // 2 for n in range(p, p + b)]
+                for p in range(step * b * W, (step + 1) * b * W, b)]  # fmt: skip
+    assert s.batch_at(step) == expected
+    s.set_epoch(1)  # starts at step ceil(2**60 / 6)
+    first = -(-(2**60) // (b * W))
+    mine = list(islice(iter(s), 10 * b))
+    assert mine == [i for t in range(first, first + 10) for i in s.batch_at(t)[1]]
+    assert all((n % 2) * size + n // 2 == i for n, i in zip(
+        (first * b * W + b + t * b * W + j for t in range(10) for j in range(b)), mine))  # fmt: skip
+
+
+def test_when_read_defaults_to_the_first_pass_and_counts_steps_on_the_resumed_grid():
+    """Invariant: when_read(k, i) is pass 0; after an elastic resume at position P its step is
+    counted from P, on the new grid."""
+    s = MixtureSampler([5, 5], [1, 1], 1, 1, 0, shuffle=False)
+    assert s.when_read(1, 2) == s.when_read(1, 2, 0) == Read(5, 5, 0, 0)
+    old = MixtureSampler([50, 50], [1, 3], 2, 2, 0, epoch_length=40)
+    list(islice(iter(old), 6))  # 3 steps of 4: position 12 next
+    new = MixtureSampler([50, 50], [1, 3], 3, 1, 0, epoch_length=40)
+    new.load_state_dict(old.state_dict())
+    k, j = stream(MixtureSampler([50, 50], [1, 3], 1, 1, 0), 14)[0][13], stream(
+        MixtureSampler([50, 50], [1, 3], 1, 1, 0), 14)[1][13]  # fmt: skip
+    i = index_unshuffle_of(new, k, j)
+    assert new.when_read(k, i, j // 50) == Read(13, 0, 0, 1)
+
+
+def index_unshuffle_of(s: MixtureSampler, k: int, j: int) -> int:
+    """The sample of source k's j-th item overall."""
+    size = s.sizes[k]
+    return index_shuffle([j % size], size, epoch_key(epoch_key(s.seed, k), j // size)).item()
+
+
+def test_a_state_without_a_field_is_refused_naming_it():
+    state = MixtureSampler([9, 9], [1, 1], 2, 1, 0).state_dict()
+    del state["origin"]
+    with pytest.raises(KeyError, match="state has no 'origin': it is not a MixtureSampler"):
+        MixtureSampler([9, 9], [1, 1], 2, 1, 0).load_state_dict(state)
+
+
+@given(sources=mixture_sources(), worlds=st.lists(st.tuples(elastic_world_sizes,
+       mixture_batch_sizes, st.integers(0, 3)), min_size=2, max_size=3), seed=seeds)  # fmt: skip
+def test_resumes_chained_over_several_grids_in_a_later_epoch_read_every_position_once(
+    sources, worlds, seed
+):
+    """Invariant: in epoch 1, runs on grids (W, b) one after another, each loading the last
+    one's state after some steps, read the stream's positions of the epoch once each, and the
+    epoch ends with the first step that starts at or after its end."""
+    sizes, weights = sources
+    length = 40
+    laid, state, last_step = [], None, 0
+    for k, (world, b, steps) in enumerate(worlds):
+        ranks = [MixtureSampler(sizes, weights, b, world, r, seed=seed, epoch_length=length)
+                 for r in range(world)]  # fmt: skip
+        for s in ranks:
+            s.set_epoch(1)
+            if state is not None:
+                s.load_state_dict(state)
+        last = k == len(worlds) - 1
+        steps = len(ranks[0]) // b if last else min(steps, len(ranks[0]) // b)
+        reads = [list(islice(iter(s), steps * b)) for s in ranks]
+        laid += [
+            i for t in range(steps) for r in range(world) for i in reads[r][t * b : (t + 1) * b]
+        ]
+        state = json.loads(json.dumps(ranks[0].state_dict()))
+        last_step = world * b if steps else last_step
+    whole = MixtureSampler(sizes, weights, 1, 1, 0, seed=seed)
+    first = -(-length // (worlds[0][0] * worlds[0][1])) * worlds[0][0] * worlds[0][1]  # epoch 1
+    assert laid == [whole.batch_at(p)[0][0] for p in range(first, first + len(laid))]
+    assert first + len(laid) >= 2 * length > first + len(laid) - last_step
