@@ -62,6 +62,7 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "index_shuffle": (["tests/test_index_shuffle.py"], False),
     "sharded": (["tests/test_sharded.py"], False),
     "token_budget": (["tests/test_token_budget.py"], False),
+    "mixture": (["tests/test_mixture.py"], False),
     # the resume layer, and the resumable forms built on it
     "resume": ([RESUME], False),
     "resumable": (["tests/test_resumable.py", RESUME], False),

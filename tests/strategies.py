@@ -442,3 +442,43 @@ shard_size_lists = st.one_of(
 shard_world_sizes = st.integers(min_value=1, max_value=8)
 #: DataLoader workers of a rank simulated in process (worker k of n, n >= 1)
 shard_worker_counts = st.integers(min_value=1, max_value=3)
+
+
+# --- weighted mixtures of datasets (MixtureSampler) ------------------------------------------
+
+#: one weight of a mixture: 0, tiny ones (below 1/B of any batch here), small integers, floats
+mixture_weight_values = st.one_of(
+    st.just(0),
+    st.sampled_from([1e-4, 0.001, 0.3, 0.5, 0.25]),
+    st.integers(min_value=1, max_value=9),
+    st.floats(min_value=0.0, max_value=1.0),
+)
+
+
+@st.composite
+def mixture_sources(draw: st.DrawFn, most: int = 6) -> tuple[list[int], list[float]]:
+    """``(sizes, weights)`` of 1 to ``most`` sources: a positive sum, a length of 0 only where
+    the weight is 0, and sources shorter than a batch included."""
+    weights = draw(st.lists(mixture_weight_values, min_size=1, max_size=most))
+    if not any(weights):
+        weights[draw(st.integers(0, len(weights) - 1))] = 1
+    sizes = [draw(st.integers(0 if w == 0 else 1, 30)) for w in weights]
+    return sizes, weights
+
+
+@st.composite
+def mixture_schedules(draw: st.DrawFn) -> tuple[list[int], list[tuple[int, list[float]]]]:
+    """``(sizes, schedule)``: 1 to 3 segments of the same sources, changes at increasing
+    positions; a source may start at weight 0 and join later (its length then is >= 1)."""
+    sizes, first = draw(mixture_sources(most=4))
+    sizes = [max(n, 1) for n in sizes]
+    schedule, start = [(0, first)], 0
+    for _ in range(draw(st.integers(0, 2))):
+        start += draw(st.integers(1, 40))
+        weights = draw(st.lists(mixture_weight_values, min_size=len(sizes), max_size=len(sizes)))
+        schedule.append((start, weights if any(weights) else [1] * len(sizes)))
+    return sizes, schedule
+
+
+#: a mixture's micro-batch per rank
+mixture_batch_sizes = st.integers(min_value=1, max_value=5)

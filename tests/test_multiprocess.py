@@ -275,3 +275,21 @@ def test_seed_none_gives_every_real_rank_rank_0s_seed():
             else RepeatFactorSampler(worlds.REPEAT_FACTORS, 1, 0, seed=drawn)
         )
         assert interleaved == list(islice(one_rank, reads * world))
+
+
+@pytest.mark.parametrize("name", list(worlds.MIXTURE))
+def test_real_ranks_read_their_micro_batch_of_every_step_of_one_mixture_stream(gathered, name):
+    """Invariant: laid out step by step (rank r's micro-batch after rank r - 1's), the real
+    ranks' reads of both epochs are the steps of one global stream, as batch_at computes them."""
+    world, out = gathered
+    sampler = worlds.MIXTURE[name](0, world)
+    b = sampler.batch_size
+    laid = []
+    for per_rank in out[name]:  # the epochs in order: each goes on with the stream
+        assert len({len(reads) for reads in per_rank}) == 1
+        steps = len(per_rank[0]) // b
+        laid += [
+            i for t in range(steps) for r in range(world) for i in per_rank[r][t * b : (t + 1) * b]
+        ]
+    steps = len(laid) // (b * world)
+    assert laid == [i for t in range(steps) for batch in sampler.batch_at(t) for i in batch]

@@ -19,11 +19,12 @@ def driver():
 
 def test_every_mutated_module_has_its_source_and_same_stem_tests():
     """Invariant: MODULES is every module of src/distsampling/ but the launcher, the command line
-    and its text rendering (the growing package is a folder of its own), each tested by its
+    (``cli.py`` and the mixture's subcommand, ``cli_mixture.py``) and its text rendering (the
+    growing package is a folder of its own), each tested by its
     same-stem tests/test_<module>.py (``_validate`` by tests/test_validate.py)."""
     run = driver()
     files = {p.stem for p in (ROOT / "src" / "distsampling").glob("*.py")}
-    not_samplers = {"launch", "cli", "demo", "render", "__init__", "__main__"}
+    not_samplers = {"launch", "cli", "cli_mixture", "demo", "render", "__init__", "__main__"}
     assert set(run.MODULES) == files - not_samplers
     for module, (tests, _multiprocess) in run.MODULES.items():
         assert f"tests/test_{module.lstrip('_')}.py" in tests

@@ -21,6 +21,7 @@ from distsampling import (
     DistributedSampler,
     DistributedSamplerWrapper,
     IndexShuffleSampler,
+    MixtureSampler,
     RankMismatchError,
     ResumableBatchSampler,
     ResumableDistributedSampler,
@@ -407,3 +408,15 @@ TOKEN_BUDGET: dict[str, Factory] = {
     ),
 }
 SCENARIOS.update(TOKEN_BUDGET)
+
+
+# weighted mixtures of datasets: one global stream, rank r reads its micro-batch of every step
+MIXTURE: dict[str, Factory] = {
+    "MixtureSampler": lambda r, w: MixtureSampler(
+        [17, 6, 3], [0.5, 0.3, 0.2], 2, w, r, seed=5, epoch_length=24
+    ),
+    "MixtureSampler(schedule)": lambda r, w: MixtureSampler(
+        [17, 6, 3], [(0, [1, 0, 1]), (10, [1, 1, 1])], 3, w, r, seed=5, epoch_length=20
+    ),
+}
+SCENARIOS.update(MIXTURE)

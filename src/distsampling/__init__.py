@@ -34,6 +34,7 @@ from .inference import InferenceSampler, inference_shard
 from .infinite import InfiniteSampler, shared_random_seed
 from .iteration import IterationBasedBatchSampler
 from .launch import run_nodes, run_world
+from .mixture import MixtureSampler, Read
 from .pipeline import (
     aspect_ratio_groups,
     aspect_ratios,
@@ -69,10 +70,12 @@ __all__ = [
     "IndexShuffleSampler",
     "IterationBasedBatchSampler",
     "ManifestError",
+    "MixtureSampler",
     "NodeFeed",
     "OrderAhead",
     "Producer",
     "RankMismatchError",
+    "Read",
     "RemoteSource",
     "RemoteUnavailableError",
     "Resumable",

@@ -25,6 +25,7 @@ import sys
 from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 
+from .cli_mixture import add_mixture, run_mixture
 from .render import MAX_MEMORY, ORDERS, format_where, split_lines, windows_lines
 
 __all__ = ["main"]
@@ -147,7 +148,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     where.add_argument("--epoch", type=_integer("epoch"), default=0, help="the epoch (default 0)")
     sub.add_parser("demo", help="a tour over the users' own small examples")
+    add_mixture(sub)  # `mixture`: its options and lines are in cli_mixture.py
     args = parser.parse_args(argv)
+    if args.command == "mixture":
+        return run_mixture(parser, args)
     try:
         if args.command == "demo":
             from .demo import main as demo

@@ -1,0 +1,261 @@
+"""Weighted mixtures of datasets: how exact each mix is, and what the first index costs.
+
+Quality (``prefix``, ``batch``, ``rank``, ``repeats``), on 8 ranks of micro-batch 8 (a global
+batch of 64), 937 steps (59,968 positions), each contender's reads laid out as the ranks'
+micro-batches of every step (rank ``r`` at ``[s*64 + 8r, s*64 + 8r + 8)``):
+
+- ``prefix``: the largest ``|count_k(n) - w_k n|`` over every prefix of the global stream;
+- ``batch``: the same inside each global batch; ``rank``: over each rank's whole share;
+- ``repeats``: reads of a sample of a source already read while some of that source was not read
+  yet (a source read with replacement, or a pass cut short).
+
+Three sets of tasks: the issue's (60,000 / 6,000 / 600 samples at 0.5 / 0.3 / 0.2) and a long tail of 100
+sources (``10**6 / (k+1)**1.3`` samples, weights ``size**0.3``, as temperature sampling sets
+them), and 30 random tasks of 2 to 12 sources with weights of 0 and 1e-4 among them (the worst
+figure over the 30; ``bound``, the largest prefix bound ``MixtureSampler.bound()`` promises for
+them). Contenders: ``MixtureSampler``; Megatron's ``build_blending_indices`` (the compiled
+helper of megatron-core), torchdata's ``MultiNodeWeightedSampler``, Hugging Face's
+``interleave_datasets`` + ``split_dataset_by_node`` and Grain's ``MapDataset.mix`` sharded
+``[rank::8]``, each run by its real code in ``.venv-peers`` (``benchmarks/peers_mixture.py`` says
+how each is set up); without that venv their rows are left out.
+
+Cost: three sources of ``0.9 N``, ``0.09 N``, ``0.01 N`` samples at 0.5 / 0.3 / 0.2, rank 0 of
+8 (micro-batch 8): ``first_s`` from building the sampler to its first index, ``per_index_us``
+for each of the next 65,535 indices yielded as Python ints, ``batch_at_ms`` for the 8
+micro-batches of the last step of an epoch of N, and ``peak_MiB``. Megatron builds its index of
+all N positions first (2 bytes + 8 bytes a position), then reads rank 0's positions from it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from ._harness import ROOT, Comparison
+
+WORLD, MICRO, STEPS, RANDOM_STEPS = 8, 8, 937, 62
+B = WORLD * MICRO
+PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
+_LONG = [int(10**6 / (k + 1) ** 1.3) + 1 for k in range(100)]
+TASKS = {
+    "task": ([60000, 6000, 600], [0.5, 0.3, 0.2]),
+    "long-tail": (_LONG, [round(n**0.3, 3) for n in _LONG]),
+}
+
+
+def quality(source: np.ndarray, sample: np.ndarray, sizes: list[int], weights: list[float]):
+    """The figures of the module docstring from the (source, sample) of every position."""
+    share = np.array(weights, dtype=np.float64) / sum(weights)
+    n = len(source)
+    prefix = batch = rank = 0.0
+    repeats = 0
+    for k, size in enumerate(sizes):
+        mine = source == k  # (n,)
+        dev = np.cumsum(mine) - share[k] * np.arange(1, n + 1)
+        prefix = max(prefix, float(np.abs(dev).max()))
+        by_step = mine.reshape(-1, WORLD, MICRO)  # (steps, W, b)
+        batch = max(batch, float(np.abs(by_step.sum((1, 2)) - share[k] * B).max()))
+        per_rank = by_step.sum((0, 2))  # (W,)
+        rank = max(rank, float(np.abs(per_rank - share[k] * len(by_step) * MICRO).max()))
+        seen: set[int] = set()
+        for i in sample[mine].tolist():
+            if i in seen and len(seen) < size:
+                repeats += 1
+            seen.add(i)
+    return {"prefix": prefix, "batch": batch, "rank": rank, "repeats": float(repeats)}
+
+
+def ours_quality(timer, task: str) -> dict[str, float]:
+    from distsampling import MixtureSampler
+
+    sizes, weights = TASKS[task]
+    timer.start()
+    sampler = MixtureSampler(sizes, weights, MICRO, WORLD, 0)
+    indices = np.array([sampler.batch_at(s) for s in range(STEPS)]).ravel()  # (n,) every rank's
+    timer.stop()
+    offsets = np.cumsum([0, *sizes[:-1]])
+    source = np.searchsorted(offsets, indices, side="right") - 1
+    return quality(source, indices - offsets[source], sizes, weights)
+
+
+def peer_quality(timer, task: str, name: str) -> dict[str, float]:
+    from .peers_mixture import PEERS  # runs in .venv-peers: the peers' own code
+
+    sizes, weights = TASKS[task]
+    timer.start()
+    source, sample = PEERS[name](sizes, weights)
+    timer.stop()
+    return quality(source, sample, sizes, weights)
+
+
+def megatron_quality(timer, task: str) -> dict[str, float]:
+    return peer_quality(timer, task, "megatron")
+
+
+def torchdata_quality(timer, task: str) -> dict[str, float]:
+    return peer_quality(timer, task, "torchdata")
+
+
+def hugging_face_quality(timer, task: str) -> dict[str, float]:
+    return peer_quality(timer, task, "hugging_face")
+
+
+def grain_quality(timer, task: str) -> dict[str, float]:
+    return peer_quality(timer, task, "grain")
+
+
+def random_tasks() -> list[list[float]]:
+    """30 tasks of 2 to 12 sources, weights 0, tiny (1e-4), uniform and uniform**4 (seed 0)."""
+    rng, out = random.Random(0), []
+    for _ in range(30):
+        k = rng.randint(2, 12)
+        ws = [rng.choice([0, 1e-4, round(rng.random(), 4), round(rng.random() ** 4, 6)])
+              for _ in range(k)]  # fmt: skip
+        out.append(ws if any(ws) else [1, *ws[1:]])
+    return out
+
+
+def _worst(sources_of: Callable[[list[float]], np.ndarray]) -> dict[str, float]:
+    worst = {"prefix": 0.0, "batch": 0.0, "rank": 0.0}
+    for ws in random_tasks():
+        source = sources_of(ws)
+        figures = quality(source, np.zeros_like(source), [1] * len(ws), ws)
+        worst = {key: max(value, figures[key]) for key, value in worst.items()}
+    return worst
+
+
+def ours_random(timer) -> dict[str, float]:
+    from distsampling import MixtureSampler
+
+    def sources(ws: list[float]) -> np.ndarray:
+        s = MixtureSampler([10**6] * len(ws), ws, MICRO, WORLD, 0, shuffle=False)
+        return np.array([s.batch_at(t) for t in range(RANDOM_STEPS)]).ravel() // 10**6
+
+    timer.start()
+    worst = _worst(sources)
+    timer.stop()
+    bound = max(float(MixtureSampler([1] * len(ws), ws, 1, 1, 0).bound()) for ws in random_tasks())
+    return {**worst, "bound": bound}
+
+
+def megatron_random(timer) -> dict[str, float]:
+    from megatron.core.datasets import helpers_cpp
+
+    def sources(ws: list[float]) -> np.ndarray:
+        n = RANDOM_STEPS * B
+        source, item = np.zeros(n, dtype=np.int16), np.zeros(n, dtype=np.int64)
+        w = np.array(ws, dtype=np.float64) / sum(ws)
+        helpers_cpp.build_blending_indices(source, item, w, len(ws), n, False)
+        return source.astype(np.int64)
+
+    timer.start()
+    worst = _worst(sources)
+    timer.stop()
+    return {**worst, "bound": float("nan")}
+
+
+def _sizes(n: int) -> list[int]:
+    return [n * 90 // 100, n * 9 // 100, n - n * 90 // 100 - n * 9 // 100]
+
+
+def ours_cost(timer, n: int) -> dict[str, float]:
+    from distsampling import MixtureSampler
+
+    reads = 1 << 16
+    timer.start()
+    sampler = MixtureSampler(_sizes(n), [0.5, 0.3, 0.2], MICRO, WORLD, 0, epoch_length=n)
+    it = iter(sampler)
+    next(it)
+    timer.first()
+    for _, _ in zip(range(reads - 1), it):
+        pass
+    timer.stop()
+    per_index_us = (timer.t_end - timer.t_first) / (reads - 1) * 1e6
+    t0 = time.perf_counter()
+    sampler.batch_at(n // B - 1)  # the last step of the epoch
+    return {"per_index_us": per_index_us, "batch_at_ms": (time.perf_counter() - t0) * 1e3}
+
+
+def megatron_cost(timer, n: int) -> dict[str, float]:
+    from megatron.core.datasets import helpers_cpp
+
+    sizes, reads = np.array(_sizes(n)), 1 << 16
+    offsets = np.cumsum([0, *sizes[:-1]])
+    timer.start()
+    source, item = np.zeros(n, dtype=np.int16), np.zeros(n, dtype=np.int64)
+    helpers_cpp.build_blending_indices(source, item, np.array([0.5, 0.3, 0.2]), 3, n, False)
+    mine = (np.arange(reads // MICRO)[:, None] * B + np.arange(MICRO)).ravel()  # rank 0's
+    first = int(offsets[source[0]] + item[0] % sizes[source[0]])  # noqa: F841
+    timer.first()
+    for p in mine[1:].tolist():  # what its dataset does per index: look up, as Python ints
+        k = int(source[p])
+        _ = int(offsets[k]) + int(item[p]) % int(sizes[k])
+    timer.stop()
+    per_index_us = (timer.t_end - timer.t_first) / (reads - 1) * 1e6
+    t0 = time.perf_counter()
+    last = (n // B - 1) * B
+    _ = [(int(source[p]), int(item[p])) for p in range(last, last + B)]
+    return {"per_index_us": per_index_us, "batch_at_ms": (time.perf_counter() - t0) * 1e3}
+
+
+QUALITY = ("prefix", "batch", "rank", "repeats")
+COST = ("first_s", "per_index_us", "batch_at_ms", "peak_MiB")
+
+
+def suite(large: bool) -> list[Comparison]:
+    peers = (PEERS_PYTHON.parent.parent / ".installed").exists()  # `make bench-peers` built it
+    python = str(PEERS_PYTHON) if peers else None
+    contenders = {"MixtureSampler": "bench_mixture:ours_quality"}
+    if peers:
+        contenders |= {
+            "Megatron build_blending_indices": "bench_mixture:megatron_quality",
+            "torchdata MultiNodeWeightedSampler": "bench_mixture:torchdata_quality",
+            "HF interleave_datasets + split_dataset_by_node": "bench_mixture:hugging_face_quality",
+            "Grain MapDataset.mix [rank::8]": "bench_mixture:grain_quality",
+        }
+    note = "in samples (0 is exact); W=8, micro-batch 8, 59,968 positions"
+    out = [
+        Comparison(title, contenders, "MixtureSampler", {"task": task}, note, QUALITY, ())
+        for title, task in [
+            ("The issue's task: 60,000 / 6,000 / 600 samples at 0.5 / 0.3 / 0.2", "task"),
+            ("A long tail: 100 sources, weights size**0.3", "long-tail"),
+        ]
+    ]
+    random_rows = {"MixtureSampler": "bench_mixture:ours_random"}
+    if peers:
+        random_rows["Megatron build_blending_indices"] = "bench_mixture:megatron_random"
+    out.append(Comparison("30 random tasks of 2 to 12 sources, 0 and 1e-4 weights among them",
+                          random_rows, "MixtureSampler", {}, "the worst of each figure; 3,968 "
+                          "positions a task; bound: the largest MixtureSampler.bound() promised",
+                          ("prefix", "batch", "rank", "bound"), ()))  # fmt: skip
+    for q in out:
+        q.python = python
+    sizes = [10**6, 10**7] + ([10**8] if large else [])
+    for n in sizes:
+        both = {"MixtureSampler": "bench_mixture:ours_cost"}
+        if peers:
+            both["Megatron build_blending_indices"] = "bench_mixture:megatron_cost"
+        out.append(Comparison(f"N = {n:.0e} positions, rank 0 of 8", both, "MixtureSampler",
+                              {"n": n}, "the first index, then 65,535 more as Python ints",
+                              COST, COST, python))  # fmt: skip
+    out.append(
+        Comparison(
+            "N = 1e10 positions, rank 0 of 8 (Megatron's index would take 93 GiB)",
+            {"MixtureSampler": "bench_mixture:ours_cost"},
+            "MixtureSampler",
+            {"n": 10**10},
+            "ours alone",
+            COST,
+            (),
+            python,
+        )
+    )
+    return out
+
+
+if __name__ == "__main__":
+    print(Path(__file__).name, [c.title for c in suite(False)])

@@ -1,0 +1,115 @@
+r"""``python -m distsampling mixture``: what each rank reads at a step of a mixture, and when a
+sample is read (:class:`~distsampling.MixtureSampler`, computed at that step alone).
+
+    python -m distsampling mixture --sizes 60000 6000 600 --weights 0.5 0.3 0.2 \
+        --replicas 8 --batch-size 8 --step 1000
+    python -m distsampling mixture ... --where 2:17 --pass 3
+
+Each read is printed ``source:sample``; a weight may be a fraction (``1/3``) or a decimal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterator
+from fractions import Fraction
+
+from .mixture import MixtureSampler
+
+__all__ = ["add_mixture", "mixture_lines", "run_mixture"]
+
+
+def _weight(text: str) -> float | Fraction:
+    """A decimal as a float (the sampler reads it as the decimal it prints as), ``a/b`` exact."""
+    try:
+        return Fraction(text) if "/" in text else float(Fraction(text))
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(
+            f"a weight should be a number or a fraction such as 0.3 or 1/3, but got {text!r}"
+        ) from None
+
+
+def _read(text: str) -> tuple[int, int]:
+    source, _, sample = text.partition(":")
+    if not (source.strip().isdigit() and sample.strip().isdigit()):
+        raise argparse.ArgumentTypeError(
+            f"--where should be SOURCE:SAMPLE, two integers such as 2:17, but got {text!r}"
+        )
+    return int(source), int(sample)
+
+
+def add_mixture(sub: argparse._SubParsersAction) -> None:
+    """The ``mixture`` subcommand and its options."""
+    p = sub.add_parser("mixture", help="print what each rank reads at one step of a mixture")
+    p.add_argument("--sizes", type=int, nargs="+", required=True, help="each source's length")
+    p.add_argument("--weights", type=_weight, nargs="+", required=True, help="each source's weight")
+    p.add_argument("--replicas", type=int, required=True, help="number of ranks")
+    p.add_argument("--batch-size", type=int, required=True, help="a rank's micro-batch")
+    p.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
+    p.add_argument("--no-shuffle", dest="shuffle", action="store_false", help="passes in order")
+    p.add_argument("--step", type=int, default=0, help="the step to print (default 0)")
+    p.add_argument(
+        "--where", type=_read, default=None, metavar="K:I", help="when sample I of source K is read"
+    )
+    p.add_argument("--pass", dest="pass_", type=int, default=0, help="its pass (default 0)")
+
+
+def _label(s: MixtureSampler, index: int) -> str:
+    k = max(k for k, offset in enumerate(s.offsets) if offset <= index and s.sizes[k])
+    return f"{k}:{index - s.offsets[k]}"
+
+
+def mixture_lines(args: argparse.Namespace) -> Iterator[str]:
+    """The lines to print; the sampler is built (and every argument checked) before the first."""
+    s = MixtureSampler(
+        args.sizes, args.weights, args.batch_size, args.replicas, 0, args.seed, args.shuffle
+    )
+    exact = [w if isinstance(w, Fraction) else Fraction(repr(w)) for w in args.weights]
+    B, total = args.batch_size * args.replicas, sum(exact)
+    shares = ", ".join(str(w / total) for w in exact)
+    head = [
+        f"MixtureSampler(sizes={args.sizes}, num_replicas={args.replicas}, "
+        f"batch_size={args.batch_size}, seed={args.seed}, shuffle={args.shuffle})",
+        f"shares {shares}; a global batch of {B}; every prefix within {s.bound()} of a "
+        "sample of each share (the proven bound)",
+    ]
+    if args.where is not None:
+        k, i = args.where
+        read = s.when_read(k, i, args.pass_)
+        what = f"sample {i} of source {k} (index {s.offsets[k] + i}) in its pass {args.pass_}"
+        if read is None:
+            return iter([*head, f"{what} is never read: its weight is 0"])
+        at = f"position {read.position}: step {read.step}, rank {read.rank}, slot {read.slot}"
+        return iter([*head, f"{what} is read at {at}"])
+    batches = s.batch_at(args.step)
+    counts = [0] * len(args.sizes)
+    for batch in batches:
+        for index in batch:
+            counts[int(_label(s, index).split(":")[0])] += 1
+    first = args.step * B
+    return iter(
+        [
+            *head,
+            f"step {args.step} (positions {first}..{first + B - 1}): source:sample",
+            *(f"  rank {r}: {' '.join(_label(s, i) for i in b)}" for r, b in enumerate(batches)),
+            f"  per source: {' / '.join(map(str, counts))} (shares x {B}: "
+            + " / ".join(f"{float(w / total * B):g}" for w in exact)
+            + ")",
+        ]
+    )
+
+
+def run_mixture(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Print the lines; a bad argument is the parser's error (exit 2), naming it."""
+    try:
+        lines = mixture_lines(args)
+    except (TypeError, ValueError) as err:
+        parser.error(str(err))
+    try:
+        for line in lines:
+            print(line)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
