@@ -87,6 +87,9 @@ class Entry:
     settings: dict[str, str] = field(default_factory=dict)
     #: the loops this entry refuses, with what it raises: loop -> (exception, message regex)
     refusals: dict[str, tuple[type[Exception], str]] = field(default_factory=dict)
+    #: the first ``P`` indices of the one global stream, for an entry whose epoch is a count of
+    #: positions on its grid (a mixture): elastic resumes read the stream's positions exactly once
+    stream: Callable[[int], list[int]] | None = None
     #: the loops it cannot hold as the loop is written, and what the user must do instead (the
     #: matrix proves the loop as written reads something else, and other loops the way out)
     limits: dict[str, str] = field(default_factory=dict)
@@ -124,6 +127,11 @@ def _iterations(world: int, rank: int, **_: Any) -> Subject:
     """maskrcnn's training: 6 iterations over passes of a rank's batches (its epochs inside)."""
     inner = ds.BatchSampler(ds.DistributedSampler(range(N), world, rank, seed=5), BATCH, False)
     return Subject(ds.IterationBasedBatchSampler(inner, 6), Identity(), {"batch_sampler": None}, [])
+
+
+def _mixture(world: int, rank: int, batch: int, **kwargs: Any) -> Any:
+    """Three sources of 5, 5 and 3 samples (a ConcatDataset of 13), mixed 0.5 : 0.3 : 0.2."""
+    return ds.MixtureSampler([5, 5, 3], [0.5, 0.3, 0.2], batch, world, rank, seed=5, **kwargs)
 
 
 def _weighted(cls: type) -> Any:
@@ -194,6 +202,8 @@ ENTRIES: list[Entry] = [
     Entry("ShardedIterableDataset", "iterable", _sharded, resumable=True, elastic=True,
           settings={"DataLoader, 2 workers, batch_size": _SHARDED_SETTING},
           refusals={"plain DataLoader resume, 2 workers": _SHARDED_MAIN}),
+    Entry("MixtureSampler", "share", _share(lambda w, r: _mixture(w, r, BATCH)), resumable=True, elastic=True,
+          stream=lambda p: list(islice(_mixture(1, 0, 1, epoch_length=p), p))),
     Entry("InfiniteSampler", "endless", _share(lambda w, r: ds.InfiniteSampler(range(N), w, r, seed=5)), resumable=True),
     Entry("RepeatFactorSampler", "endless", _share(lambda w, r: ds.RepeatFactorSampler([1.0, 2.5, 0.5] * 4 + [1.0], w, r, seed=5)), resumable=True),
 ]  # fmt: skip
@@ -201,7 +211,7 @@ ENTRIES: list[Entry] = [
 # a rank's share again); it injects its own into a batch sampler (or refuses); it calls
 # set_epoch on the loader's sampler and batch_sampler.sampler only, never on a dataset
 for _e in ENTRIES:
-    if _e.kind == "batch" or _e.name == "OrderAhead":
+    if _e.kind == "batch" or _e.name in ("OrderAhead", "MixtureSampler"):
         _e.settings[LIGHTNING] = NO_SPLIT
     elif _e.kind == "iterable" or _e.name == "SequentialWindowedDataset":
         _e.settings[LIGHTNING] = EPOCH_HOOK

@@ -288,7 +288,7 @@ def test_a_resumed_rank_reads_what_the_uninterrupted_one_reads(
     head = list(islice(iter(first), min(stop, len(expected))))
     resumed = make()
     resumed.load_state_dict(roundtrip(first.state_dict()))
-    assert len(resumed) == len(expected) - len(head)
+    assert len(resumed) == len(expected)  # len() is the whole epoch's, before and after a resume
     assert head + list(resumed) + list(resumed) == expected + expected[len(head) :]
     resumed.set_epoch(epoch + 1)
     assert list(resumed) == following
@@ -387,7 +387,7 @@ def test_a_state_of_another_configuration_is_refused_naming_the_field():
     state = MixtureSampler([9, 9], [1, 1], 2, 1, 0).state_dict()
     assert state == {"kind": "MixtureSampler", "version": 1, "sizes": [9, 9],
                      "weights": "0bbe5618755d6fb0", "seed": 0, "shuffle": True, "epoch_length": 18,
-                     "epoch": 0, "num_replicas": 1, "batch_size": 2, "origin": 0, "position": 0}  # fmt: skip
+                     "epoch": 0, "num_replicas": 1, "batch_size": 2, "origin": 0, "position": 0, "before": 0}  # fmt: skip
     MixtureSampler([9, 9], [0.5, Fraction(1, 2)], 2, 1, 0).load_state_dict(state)
     refused = [
         ({}, [9, 9], [1, 2], {}, "state does not match this sampler: weights was "

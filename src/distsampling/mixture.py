@@ -233,6 +233,7 @@ class MixtureSampler(Sampler[int]):
                 [c + _count(self._trees[g], k, n) for k, c in enumerate(self._bases[g])]
             )
         self.epoch, self._origin, self._skip = 0, 0, 0  # the grid starts at _origin
+        self._before = 0  # indices this rank read of the epoch on an earlier grid (a resume)
         self._counter: _Counter | None = None
 
     def _schedule(self, weights: object) -> list[tuple[int, list[Fraction]]]:
@@ -337,10 +338,11 @@ class MixtureSampler(Sampler[int]):
         r"""Set the epoch (the same on every rank); a position loaded for another one is dropped."""
         epoch = check_int("epoch", epoch, low=0)
         if epoch != self.epoch:
-            self.epoch, self._skip, self._counter = epoch, 0, None
+            self.epoch, self._skip, self._counter, self._before = epoch, 0, None, 0
 
     def __len__(self) -> int:
-        return len(self._steps(self.epoch)) * self.batch_size - self._skip
+        # the whole epoch's count, before and after a resume: read on an earlier grid, then here
+        return self._before + len(self._steps(self.epoch)) * self.batch_size
 
     def _blocks(self, steps: range, skip: int) -> Iterator[torch.Tensor]:
         """This rank's indices of ``steps`` less the first ``skip``: one step first (the first
@@ -380,12 +382,13 @@ class MixtureSampler(Sampler[int]):
             )
         return {"kind": type(self).__name__, "version": 1, **self._identity(), "epoch": self.epoch,
                 "num_replicas": self.num_replicas, "batch_size": self.batch_size,
-                "origin": self._origin, "position": self._skip + handed_out}  # fmt: skip
+                "origin": self._origin, "position": self._skip + handed_out,
+                "before": self._before}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         r"""Resume at ``state``. With another ``num_replicas`` or ``batch_size`` the state must be
         at a step boundary: the rest of the stream from there is read once on this grid."""
-        fields = ("epoch", "num_replicas", "batch_size", "origin", "position")
+        fields = ("epoch", "num_replicas", "batch_size", "origin", "position", "before")
         state = check_state(state, type(self).__name__, 1, self._identity(), required=fields)
         epoch, origin = (
             check_int("epoch", state["epoch"], low=0),
@@ -399,12 +402,14 @@ class MixtureSampler(Sampler[int]):
         saved.__dict__.update(self.__dict__, num_replicas=W, batch_size=b, _origin=origin, _skip=0)
         steps = saved._steps(epoch)
         position = check_int("position", state["position"], low=0, high=len(steps) * b)
+        before = check_int("before", state["before"], low=0)
         self.epoch, self._counter = epoch, None
         if (W, b) == (self.num_replicas, self.batch_size):
-            self._origin, self._skip = origin, position
+            self._origin, self._skip, self._before = origin, position, before
         elif position % b:
             raise ValueError(
                 f"position should be at a step boundary (a multiple of batch_size={b}) to resume on another grid, but got position={position}"
             )
         else:
             self._origin, self._skip = origin + (steps.start + position // b) * W * b, 0
+            self._before = before + position
