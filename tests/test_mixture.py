@@ -484,6 +484,10 @@ def test_weights_as_a_tensor_an_array_or_fractions_give_the_same_mixture():
     assert MixtureSampler([9, 9], [Fraction(1, 3), Fraction(1, 2)], 1, 1, 0).bound() == (
         MixtureSampler([9, 9], [2, 3], 1, 1, 0).bound()
     )
+    sixths = [Fraction(1, 3), Fraction(1, 2), Fraction(1, 6)]  # not the floats 0.333..., 0.1666...
+    assert MixtureSampler([9] * 3, sixths, 1, 1, 0).bound() == (
+        MixtureSampler([9] * 3, [2, 3, 1], 1, 1, 0).bound()
+    )
     tenths = MixtureSampler([9, 9, 9], [0.1, 0.2, 0.7], 1, 1, 0)
     assert stream(tenths, 40) == stream(MixtureSampler([9, 9, 9], [1, 2, 7], 1, 1, 0), 40)
     as_tuples = MixtureSampler([9, 9], ((0, (1, 0)), (3, (1, 1))), 1, 1, 0)
@@ -602,3 +606,10 @@ def test_resumes_chained_over_several_grids_in_a_later_epoch_read_every_position
     first = -(-length // (worlds[0][0] * worlds[0][1])) * worlds[0][0] * worlds[0][1]  # epoch 1
     assert laid == [whole.batch_at(p)[0][0] for p in range(first, first + len(laid))]
     assert first + len(laid) >= 2 * length > first + len(laid) - last_step
+
+
+def test_a_long_epoch_is_read_whole_in_growing_blocks():
+    """Invariant: past the largest block (2**14 indices) the blocks stay whole steps: one source
+    without shuffle yields the positions themselves, 0, 1, 2, ... to the epoch's end."""
+    s = MixtureSampler([10**9], [1], 3, 1, 0, shuffle=False, epoch_length=3 * 20000)
+    assert list(s) == list(range(60000))
