@@ -1635,3 +1635,35 @@ def test_len_is_the_whole_epochs_count_before_and_after_a_resume(n, worlds, data
     again.load_state_dict(json.loads(json.dumps(moved.state_dict())))
     assert again.state_dict()["before"] == (k + j if w2 != w1 else 0)
     assert len(again) == (k + j + len(list(again)) if w2 != w1 else again.num_samples)
+
+
+@given(n=st.integers(1, 40), worlds=st.tuples(st.integers(1, 5), st.integers(1, 5)), data=st.data())
+def test_an_unpadded_split_counts_the_whole_epoch_too_and_a_new_epoch_forgets_the_resume(
+    n, worlds, data
+):
+    """Invariant: for the unpadded split (ranks read unequal counts) ``len()`` after an elastic
+    resume is what the saved rank read plus this rank's rest; ``set_epoch`` to another epoch
+    drops the resume (``len()`` is the epoch's share again, ``before`` 0); a ``before`` that
+    is not a count >= 0 is refused naming it."""
+    w1, w2 = worlds
+    s = ResumableUnpaddedDistributedSampler(range(n), w1, 0, seed=3)
+    k = data.draw(st.integers(0, len(s)))
+    it = iter(s)
+    for _ in range(k):
+        next(it)
+    state = json.loads(json.dumps(s.state_dict()))
+    rank = data.draw(st.integers(0, w2 - 1))
+    moved = ResumableUnpaddedDistributedSampler(range(n), w2, rank, seed=3)
+    moved.load_state_dict(state)
+    if w2 != w1:
+        assert len(moved) == k + len(list(moved))
+    else:  # the saved world: the epoch's own split, this rank's share
+        assert len(moved) == moved.num_samples
+    moved.set_epoch(1)
+    assert len(moved) == moved.num_samples == len(list(moved))
+    assert moved.state_dict()["before"] == 0
+    for bad, error in ((-1, ValueError), ("x", TypeError)):
+        with pytest.raises(error, match=r"before"):
+            ResumableUnpaddedDistributedSampler(range(n), w1, 0, seed=3).load_state_dict(
+                {**state, "before": bad}
+            )

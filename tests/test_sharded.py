@@ -1027,3 +1027,67 @@ def test_state_dict_in_the_main_process_refuses_when_workers_read_the_epoch():
     alone = make([4, 3], 1, 0)
     list(DataLoader(alone, batch_size=2, num_workers=0))
     assert alone.state_dict()["position"] == 7
+
+
+def test_consumed_counts_from_where_the_latest_iter_began_and_before_is_checked():
+    """Invariant: in the main process (no workers), ``state_dict(consumed=k)`` is the state
+    after ``k`` samples of the latest ``iter()``, which after a load begins at the loaded
+    position; more than it handed out is refused with the exact count; a state whose
+    ``before`` is not a count >= 0 is refused naming ``before``, whole or in a worker list."""
+    whole = list(make([4, 3, 5], 1, 0))
+    ds = make([4, 3, 5], 1, 0)
+    it = iter(ds)
+    for _ in range(5):
+        next(it)
+    assert ds.state_dict(consumed=3)["position"] == 3
+    loaded = make([4, 3, 5], 1, 0)
+    loaded.load_state_dict(ds.state_dict(consumed=3))
+    it = iter(loaded)
+    next(it), next(it)
+    state = loaded.state_dict(consumed=1)
+    assert state["position"] == 4
+    message = r"^consumed should be <= 2 \(samples handed out\): the latest iter\(\) handed out 2, but got consumed=3$"
+    with pytest.raises(ValueError, match=message):
+        loaded.state_dict(consumed=3)
+    resumed = make([4, 3, 5], 1, 0)
+    resumed.load_state_dict(state)
+    assert whole[:4] + list(resumed) == whole
+    for bad, error in ((-1, ValueError), ("x", TypeError)):
+        with pytest.raises(error, match=r"before"):
+            make([4, 3, 5], 1, 0).load_state_dict({**state, "before": bad})
+        with pytest.raises(error, match=r"before"):
+            make([4, 3, 5], 1, 0).load_state_dict([{**state, "before": bad}])
+
+
+@given(st.integers(1, 4), st.integers(2, 3), st.integers(1, 3), st.data())
+def test_every_workers_state_with_a_batch_size_resumes_on_another_world_once(
+    batch, workers, world2, data
+):
+    """Invariant: with ``batch_size=B`` and workers, every worker's state of one rank (each
+    stopped after some samples) loads on another world: the ranks before and after read every
+    sample once but the padding, and each state's position is checked against its worker's
+    whole-batch range (a position past it is refused)."""
+    sizes, world = [5, 0, 7, 4], 2
+    per_rank = [make(sizes, world, r, batch_size=batch) for r in range(world)]
+    spans = [sum(c - a for _, a, c in per_rank[0].worker_runs(k, workers)) for k in range(workers)]
+    stops = [data.draw(st.integers(0, span)) for span in spans]  # the ranks read in step
+    read, states = [], []
+    for ds in per_rank:
+        for k in range(workers):
+            it = ds.iter_worker(k, workers)
+            read += [next(it) for _ in range(stops[k])]
+            if ds is per_rank[0]:
+                states.append(json.loads(json.dumps(ds.state_dict())))
+    lo_hi = [sum(c - a for _, a, c in per_rank[0].worker_runs(k, workers)) for k in range(workers)]
+    with pytest.raises(ValueError, match="position"):
+        make(sizes, world, 0, batch_size=batch).load_state_dict(
+            {**states[0], "position": lo_hi[0] + 1}
+        )
+    rest = []
+    for rank in range(world2):
+        ds = make(sizes, world2, rank, batch_size=batch)
+        ds.load_state_dict(states)
+        rest += list(ds)
+    assert set(read + rest) == set(make(sizes, 1, 0))
+    repeats = len(read + rest) - len(set(read + rest))
+    assert repeats < world + world2
