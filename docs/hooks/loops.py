@@ -67,7 +67,12 @@ def render(cells: list[dict]) -> str:
     by = {(c["sampler"], c["loop"]): c for c in cells}
     names = sorted({c["sampler"] for c in cells}, key=_order)
     head = "| sampler | " + " | ".join(f"[{i}](#loop-{i})" for i in range(1, len(LOOPS) + 1))
-    lines = ['<div class="loop-matrix" markdown>', "", head + " |", "| --- |" + " :-: |" * len(LOOPS)]
+    lines = [
+        '<div class="loop-matrix" markdown>',
+        "",
+        head + " |",
+        "| --- |" + " :-: |" * len(LOOPS),
+    ]
     for name in names:
         row = [f"`{name}`"]
         for i, (loop, *_) in enumerate(LOOPS, 1):
