@@ -1091,3 +1091,25 @@ def test_every_workers_state_with_a_batch_size_resumes_on_another_world_once(
     assert set(read + rest) == set(make(sizes, 1, 0))
     repeats = len(read + rest) - len(set(read + rest))
     assert repeats < world + world2
+
+
+def test_the_new_arguments_and_refusals_say_exactly_what_to_change():
+    """Invariant: a ``batch_size`` below 1 and a ``read`` that returns no iterable are refused
+    with messages that name the argument and value whole; a state's fingerprint holds the
+    batch size, so a state saved with another one is refused naming ``batch_size``."""
+    read = lambda shard, start=0: iter(range(start, 3))  # noqa: E731
+    with pytest.raises(ValueError) as caught:
+        ShardedIterableDataset([0], [3], read, num_replicas=1, rank=0, batch_size=0)
+    assert str(caught.value) == "batch_size should be >= 1, but got batch_size=0"
+    none = ShardedIterableDataset([0], [3], lambda shard: None, num_replicas=1, rank=0)
+    with pytest.raises(TypeError) as caught:
+        list(none)
+    assert str(caught.value) == (
+        "read should return an iterable of the shard's samples, but got read(0)=None for "
+        "shard 0 (shards[0])"
+    )
+    two = ShardedIterableDataset([0], [3], read, num_replicas=1, rank=0, batch_size=2)
+    state = two.state_dict()
+    assert state["batch_size"] == 2 and state["before"] == 0
+    with pytest.raises(ValueError, match=r"batch_size was 2 when saved, but is 1 now"):
+        ShardedIterableDataset([0], [3], read, num_replicas=1, rank=0).load_state_dict(state)
