@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch.utils.data import Sampler, SequentialSampler
 
-from .resume import _Counter, check_consumed
+from .resume import CountingIterator, check_consumed
 
 __all__ = ["OrderAhead"]
 
@@ -170,7 +170,7 @@ class OrderAhead(Sampler[int]):
         self.sampler = sampler
         self._next: _Draw | None = None  # the order drawn (or being drawn) for the next epoch
         # (state, reader) while iter() hands out a drawn order; None: the sampler's own iter()
-        self._own: tuple[Any, _Counter] | None = None
+        self._own: tuple[Any, CountingIterator] | None = None
 
     @property
     def epoch(self) -> int:
@@ -210,7 +210,7 @@ class OrderAhead(Sampler[int]):
             self._own = None
             ints = iter(self.sampler)
         else:  # drawn for this state: hand it out, counting for state_dict
-            reader = _Counter(lambda: order.split(1 << 16))
+            reader = CountingIterator(lambda: order.split(1 << 16))
             self._own = (state, reader)
             ints = reader.ints
         return chain.from_iterable(self._then_draw(ints, epoch))

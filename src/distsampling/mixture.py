@@ -62,7 +62,7 @@ from torch.utils.data import Sampler
 
 from ._validate import check_bool, check_int, check_seed, resolve_world
 from .index_shuffle import epoch_key, index_shuffle, index_unshuffle
-from .resume import _Counter, check_consumed, check_state
+from .resume import CountingIterator, check_consumed, check_state
 
 __all__ = ["MixtureSampler", "Read"]
 
@@ -234,7 +234,7 @@ class MixtureSampler(Sampler[int]):
             )
         self.epoch, self._origin, self._skip = 0, 0, 0  # the grid starts at _origin
         self._before = 0  # indices this rank read of the epoch on an earlier grid (a resume)
-        self._counter: _Counter | None = None
+        self._counter: CountingIterator | None = None
 
     def _schedule(self, weights: object) -> list[tuple[int, list[Fraction]]]:
         items = list(weights) if isinstance(weights, Sequence) else weights
@@ -360,7 +360,7 @@ class MixtureSampler(Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         steps, skip = self._steps(self.epoch), self._skip  # read now: a later set_epoch waits
-        self._counter = _Counter(lambda: self._blocks(steps, skip))
+        self._counter = CountingIterator(lambda: self._blocks(steps, skip))
         return self._counter.ints
 
     # --- resume ---------------------------------------------------------------------------

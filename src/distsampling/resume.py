@@ -40,7 +40,7 @@ import torch
 
 from ._validate import check_bool, check_int, check_int64, resolve_world, split_sizes
 
-__all__ = ["Resumable", "check_state", "resumed_positions"]
+__all__ = ["CountingIterator", "Resumable", "check_consumed", "check_state", "resumed_positions"]
 
 
 def check_state(
@@ -170,7 +170,7 @@ def generator_state(text: object, size: int) -> torch.Tensor:
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8)
 
 
-class _Counter:
+class CountingIterator:
     """One ``iter()``: its ints at C speed (``ints``) and how many it has handed out.
 
     ``blocks()`` gives the indices as tensors, computed on the first ``next`` (an ``iter()``
@@ -208,7 +208,7 @@ class Resumable:
 
     _loaded: tuple[int, int] = (0, 0)  # (start, position) where every iter() of the epoch starts
     _before = 0  # indices this rank read of the epoch before `start`, on other worlds
-    _counter: _Counter | None = None  # the latest iter(), counting what it handed out
+    _counter: CountingIterator | None = None  # the latest iter(), counting what it handed out
 
     def _identity(self) -> dict[str, Any]:
         raise NotImplementedError(
@@ -261,7 +261,7 @@ class Resumable:
         return self._before + _rest_count(self._stream_len(), W, rank, start, drop_last, pad)
 
     def __iter__(self) -> Iterator[int]:
-        self._counter = _Counter(self._blocks)  # a new count; the loaded position stays
+        self._counter = CountingIterator(self._blocks)  # a new count; the loaded position stays
         return self._counter.ints
 
     def set_epoch(self, epoch: int) -> None:
