@@ -467,14 +467,17 @@ def mixture_sources(draw: st.DrawFn, most: int = 6) -> tuple[list[int], list[flo
 
 
 @st.composite
-def mixture_schedules(draw: st.DrawFn) -> tuple[list[int], list[tuple[int, list[float]]]]:
-    """``(sizes, schedule)``: 1 to 3 segments of the same sources, changes at increasing
-    positions; a source may start at weight 0 and join later (its length then is >= 1)."""
+def mixture_schedules(
+    draw: st.DrawFn, gap: int = 40
+) -> tuple[list[int], list[tuple[int, list[float]]]]:
+    """``(sizes, schedule)``: 1 to 3 segments of the same sources, changes at increasing steps
+    (at most ``gap`` apart); a source may start at weight 0 and join later (its length then is
+    >= 1)."""
     sizes, first = draw(mixture_sources(most=4))
     sizes = [max(n, 1) for n in sizes]
     schedule, start = [(0, first)], 0
     for _ in range(draw(st.integers(0, 2))):
-        start += draw(st.integers(1, 40))
+        start += draw(st.integers(1, gap))
         weights = draw(st.lists(mixture_weight_values, min_size=len(sizes), max_size=len(sizes)))
         schedule.append((start, weights if any(weights) else [1] * len(sizes)))
     return sizes, schedule

@@ -68,6 +68,27 @@ def test_fractions_and_a_weight_of_zero_without_shuffle(capsys):
     )
 
 
+def test_a_schedule_of_changes_prints_each_and_the_step_reads_the_weights_then_in_force(capsys):
+    """Invariant: --change STEP:W... (repeated) is the sampler's schedule [(0, weights), (STEP,
+    W...), ...]: the step printed is its batch_at, and the shares it compares with are those in
+    force at that step."""
+    schedule = [(0, [0.7, 0.3, 0]), (100, [0.5, 0.3, 0.2]), (200, [1, 1, 1])]
+    main([*TASK, "--change", "100:0.5,0.3,0.2", "--change", "200:1,1,1", "--step", "150",
+          "--weights", "0.7", "0.3", "0"])  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("shares 7/10, 3/10, 0; a global batch of 64")
+    assert lines[2:4] == [
+        "from step 100: shares 1/2, 3/10, 1/5",
+        "from step 200: shares 1/3, 1/3, 1/3",
+    ]
+    assert lines[4] == "step 150 (positions 9600..9663): source:sample"
+    batches = MixtureSampler([60000, 6000, 600], schedule, 8, 8, 0).batch_at(150)
+    assert lines[5:13] == [
+        f"  rank {r}: {' '.join(label(i) for i in b)}" for r, b in enumerate(batches)
+    ]
+    assert lines[13].endswith("(shares x 64: 32 / 19.2 / 12.8)")
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -76,6 +97,17 @@ def test_fractions_and_a_weight_of_zero_without_shuffle(capsys):
         (["--step", "-1"], "step should be >= 0, but got step=-1"),
         (["--where", "3:0"], "source should be in the interval [0, 2], but got source=3"),
         (["--weights", "0", "0", "0"], "weights should have a positive sum"),
+        (["--change", "x:1,1,1"], "--change should be STEP:W1,W2,... such as 500:0.4,0.3,0.3"),
+        (
+            ["--change", "9:1,1"],
+            "--change #1's weights should hold one weight per source (3), "
+            "but got --change #1's weights=[1.0, 1.0]",
+        ),
+        (
+            ["--change", "9:1,1,1", "--change", "5:1,1,1"],
+            "--change #2's step should be > 9 (in increasing order), but got --change #2's step=5",
+        ),
+        (["--change", "0:1,1,1"], "--change #1's step should be > 0 (in increasing order)"),
     ],
 )
 def test_bad_arguments_exit_with_code_2_naming_the_value(extra, message, capsys):

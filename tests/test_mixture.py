@@ -247,8 +247,9 @@ def test_when_read_and_bound_follow_a_schedule(schedule, world, b):
 
 
 def test_a_dataset_added_mid_training_joins_at_its_weight_from_its_first_sample():
-    """Example: source 1 (weight 0) joins at position 6 at half the stream."""
-    s = MixtureSampler([10, 4], [(0, [1, 0]), (6, [1, 1])], 2, 1, 0, shuffle=False)
+    """Example: source 1 (weight 0) joins at step 3 (position 6, a global batch of 2) at half
+    the stream."""
+    s = MixtureSampler([10, 4], [(0, [1, 0]), (3, [1, 1])], 2, 1, 0, shuffle=False)
     assert [i for step in range(5) for i in s.batch_at(step)[0]] == [0, 1, 2, 3, 4, 5, 6, 10, 7, 11]
 
 
@@ -294,14 +295,16 @@ def test_a_resumed_rank_reads_what_the_uninterrupted_one_reads(
     assert list(resumed) == following
 
 
-@given(sources=mixture_sources(), w1=elastic_world_sizes, w2=elastic_world_sizes,
+@given(schedule=mixture_schedules(gap=4), w1=elastic_world_sizes, w2=elastic_world_sizes,
        b1=mixture_batch_sizes, b2=mixture_batch_sizes, seed=seeds, steps=st.integers(0, 6))  # fmt: skip
 def test_an_elastic_resume_reads_every_position_of_the_stream_once(
-    sources, w1, w2, b1, b2, seed, steps
+    schedule, w1, w2, b1, b2, seed, steps
 ):
     """Invariant: W1 ranks of micro-batch b1 read some steps; their state loaded on W2 ranks of
-    micro-batch b2, the new steps continue the one-rank stream: every position read once."""
-    sizes, weights = sources
+    micro-batch b2, the new steps continue the one-rank stream: every position read once. The
+    schedule's changes before the resume stay at their positions (step * W1 * b1); the later
+    ones fall at their training step on the new grid."""
+    sizes, weights = schedule
     length = 50
     old = [MixtureSampler(sizes, weights, b1, w1, r, seed=seed, epoch_length=length)
            for r in range(w1)]  # fmt: skip
@@ -317,7 +320,9 @@ def test_an_elastic_resume_reads_every_position_of_the_stream_once(
     more = len(rest[0]) // b2
     laid += [rest[r][t * b2 : (t + 1) * b2] for t in range(more) for r in range(w2)]
     flat = [i for batch in laid for i in batch]
-    whole = MixtureSampler(sizes, weights, 1, 1, 0, seed=seed)
+    at = [t * w1 * b1 if t <= steps else steps * w1 * b1 + (t - steps) * w2 * b2
+          for t, _ in weights]  # fmt: skip
+    whole = MixtureSampler(sizes, [(p, w) for p, (_, w) in zip(at, weights)], 1, 1, 0, seed=seed)
     assert flat == [whole.batch_at(p)[0][0] for p in range(len(flat))]
     assert len(flat) >= length  # the epoch read to its end: the last step starts before it
 
@@ -385,9 +390,10 @@ def test_a_state_of_another_configuration_is_refused_naming_the_field():
     naming the field; a field out of range too. The weights are fingerprinted by their exact
     fractions: 0.5 and 1/2 are one mix."""
     state = MixtureSampler([9, 9], [1, 1], 2, 1, 0).state_dict()
-    assert state == {"kind": "MixtureSampler", "version": 1, "sizes": [9, 9],
+    assert state == {"kind": "MixtureSampler", "version": 2, "sizes": [9, 9],
                      "weights": "0bbe5618755d6fb0", "seed": 0, "shuffle": True, "epoch_length": 18,
-                     "epoch": 0, "num_replicas": 1, "batch_size": 2, "origin": 0, "position": 0, "before": 0}  # fmt: skip
+                     "epoch": 0, "num_replicas": 1, "batch_size": 2, "origin": 0, "step": 0,
+                     "changes": [0], "position": 0, "before": 0}  # fmt: skip
     MixtureSampler([9, 9], [0.5, Fraction(1, 2)], 2, 1, 0).load_state_dict(state)
     refused = [
         ({}, [9, 9], [1, 2], {}, "state does not match this sampler: weights was "
@@ -407,6 +413,14 @@ def test_a_state_of_another_configuration_is_refused_naming_the_field():
         ({"num_replicas": 0}, [9, 9], [1, 1], {}, "num_replicas should be >= 1, but got "
          "num_replicas=0"),
         ({"batch_size": 0}, [9, 9], [1, 1], {}, "batch_size should be >= 1, but got batch_size=0"),
+        ({"step": -1}, [9, 9], [1, 1], {}, "step should be >= 0, but got step=-1"),
+        ({"changes": [0, 4]}, [9, 9], [1, 1], {}, "changes should be a list of 1 positions, one "
+         "per entry of the schedule, but got changes=[0, 4]"),
+        ({"changes": 0}, [9, 9], [1, 1], {}, "changes should be a list of 1 positions, one "
+         "per entry of the schedule, but got changes=0"),
+        ({"changes": [-1]}, [9, 9], [1, 1], {}, "changes[0] should be >= 0, but got changes[0]=-1"),
+        ({"changes": [3], "step": 5}, [9, 9], [1, 1], {}, "changes should be positions "
+         "increasing from 0 that a sampler of this schedule saved, but got changes=[3] at step=5"),
     ]  # fmt: skip
     for change, sizes, weights, kwargs, message in refused:
         sampler = MixtureSampler(sizes, weights, 2, 1, 0, **kwargs)
@@ -437,7 +451,7 @@ BAD_INPUT = [
     ([3, 3], [(0, [1, 1]), (4, [0, 0])], ValueError,
      "weights[1][1] should have a positive sum, but got weights[1][1]=[0, 0]"),
     ([3, 3], [(0, [1, 1]), [4]], TypeError,
-     "weights[1] should be a (position, weights) pair, but got weights[1]=[4]"),
+     "weights[1] should be a (step, weights) pair, but got weights[1]=[4]"),
     ([3, 3], [(0, [1, 1]), (4, 5)], TypeError,
      "weights[1][1] should be a sequence of 2 numbers, but got weights[1][1]=5"),
     ([3, 3], [(0, [1, 1]), (-4, [1, 1])], ValueError,
@@ -549,8 +563,9 @@ def test_positions_near_2_to_the_60_are_exact_through_batch_at_and_iteration():
 
 
 def test_when_read_defaults_to_the_first_pass_and_counts_steps_on_the_resumed_grid():
-    """Invariant: when_read(k, i) is pass 0; after an elastic resume at position P its step is
-    counted from P, on the new grid."""
+    """Invariant: when_read(k, i) is pass 0; after an elastic resume at step 3 (position 12) the
+    training steps go on from 3, each of the new grid's global batch; a step or a read before the
+    new grid is refused, naming the first step the sampler can answer for."""
     s = MixtureSampler([5, 5], [1, 1], 1, 1, 0, shuffle=False)
     assert s.when_read(1, 2) == s.when_read(1, 2, 0) == Read(5, 5, 0, 0)
     old = MixtureSampler([50, 50], [1, 3], 2, 2, 0, epoch_length=40)
@@ -560,7 +575,25 @@ def test_when_read_defaults_to_the_first_pass_and_counts_steps_on_the_resumed_gr
     k, j = stream(MixtureSampler([50, 50], [1, 3], 1, 1, 0), 14)[0][13], stream(
         MixtureSampler([50, 50], [1, 3], 1, 1, 0), 14)[1][13]  # fmt: skip
     i = index_unshuffle_of(new, k, j)
-    assert new.when_read(k, i, j // 50) == Read(13, 0, 0, 1)
+    assert new.when_read(k, i, j // 50) == Read(13, 3, 0, 1)
+    assert new.batch_at(4)[0] == [stream_index(new, p) for p in (15, 16, 17)]
+    message = ("step should be >= 3, the first step of this grid (num_replicas=1, batch_size=3); "
+               "the earlier ones were read on another grid, but got step=2")  # fmt: skip
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        new.batch_at(2)
+    k, j = (x[0] for x in stream(MixtureSampler([50, 50], [1, 3], 1, 1, 0), 1))
+    i = index_unshuffle_of(new, k, j)
+    message = (
+        f"sample {i} of source {k} in its pass 0 was read at position 0, before step 3 "
+        "(position 12), the first of this grid: ask a sampler of the grid it was read on"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        new.when_read(k, i)
+
+
+def stream_index(s: MixtureSampler, position: int) -> int:
+    """The index a mixture reads at a global position, from its routing and its passes."""
+    return int(s._indices(*s._sources(np.array([position], dtype=np.int64)))[0])
 
 
 def index_unshuffle_of(s: MixtureSampler, k: int, j: int) -> int:

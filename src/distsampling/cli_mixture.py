@@ -4,14 +4,17 @@ sample is read (:class:`~distsampling.MixtureSampler`, computed at that step alo
     python -m distsampling mixture --sizes 60000 6000 600 --weights 0.5 0.3 0.2 \
         --replicas 8 --batch-size 8 --step 1000
     python -m distsampling mixture ... --where 2:17 --pass 3
+    python -m distsampling mixture ... --change 500:0.4,0.3,0.3 --step 600
 
-Each read is printed ``source:sample``; a weight may be a fraction (``1/3``) or a decimal.
+Each read is printed ``source:sample``; a weight may be a fraction (``1/3``) or a decimal;
+``--change STEP:W1,W2,...`` (repeatable) changes the weights from that training step on.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Iterator
 from fractions import Fraction
@@ -29,6 +32,16 @@ def _weight(text: str) -> float | Fraction:
         raise argparse.ArgumentTypeError(
             f"a weight should be a number or a fraction such as 0.3 or 1/3, but got {text!r}"
         ) from None
+
+
+def _change(text: str) -> tuple[int, list[float | Fraction]]:
+    """``STEP:W1,W2,...``: the weights from that training step on."""
+    step, _, weights = text.partition(":")
+    if not (step.strip().isdigit() and weights):
+        raise argparse.ArgumentTypeError(
+            f"--change should be STEP:W1,W2,... such as 500:0.4,0.3,0.3, but got {text!r}"
+        )
+    return int(step), [_weight(w) for w in weights.split(",")]
 
 
 def _read(text: str) -> tuple[int, int]:
@@ -54,6 +67,14 @@ def add_mixture(sub: argparse._SubParsersAction) -> None:
         "--where", type=_read, default=None, metavar="K:I", help="when sample I of source K is read"
     )
     p.add_argument("--pass", dest="pass_", type=int, default=0, help="its pass (default 0)")
+    p.add_argument(
+        "--change",
+        type=_change,
+        action="append",
+        default=[],
+        metavar="STEP:W1,W2,...",
+        help="the weights from training step STEP on (repeat for a schedule)",
+    )
 
 
 def _label(s: MixtureSampler, index: int) -> str:
@@ -63,17 +84,25 @@ def _label(s: MixtureSampler, index: int) -> str:
 
 def mixture_lines(args: argparse.Namespace) -> Iterator[str]:
     """The lines to print; the sampler is built (and every argument checked) before the first."""
-    s = MixtureSampler(
-        args.sizes, args.weights, args.batch_size, args.replicas, 0, args.seed, args.shuffle
-    )
-    exact = [w if isinstance(w, Fraction) else Fraction(repr(w)) for w in args.weights]
-    B, total = args.batch_size * args.replicas, sum(exact)
-    shares = ", ".join(str(w / total) for w in exact)
+    plan = [(0, args.weights), *args.change]
+    weights = plan if args.change else args.weights
+    try:
+        s = MixtureSampler(
+            args.sizes, weights, args.batch_size, args.replicas, 0, args.seed, args.shuffle
+        )
+    except (TypeError, ValueError) as err:  # the schedule's words, in the options' words
+        text = re.sub(r"weights\[0\]\[1\]", "weights", str(err))
+        text = re.sub(r"weights\[(\d+)\]\[0\]", r"--change #\1's step", text)
+        raise type(err)(re.sub(r"weights\[(\d+)\]\[1\]", r"--change #\1's weights", text)) from None
+    B = args.batch_size * args.replicas
+    exact = [[w if isinstance(w, Fraction) else Fraction(repr(w)) for w in ws] for _, ws in plan]
+    shares = [", ".join(str(w / sum(ws)) for w in ws) for ws in exact]
     head = [
         f"MixtureSampler(sizes={args.sizes}, num_replicas={args.replicas}, "
         f"batch_size={args.batch_size}, seed={args.seed}, shuffle={args.shuffle})",
-        f"shares {shares}; a global batch of {B}; every prefix within {s.bound()} of a "
+        f"shares {shares[0]}; a global batch of {B}; every prefix within {s.bound()} of a "
         "sample of each share (the proven bound)",
+        *(f"from step {step}: shares {text}" for (step, _), text in zip(plan[1:], shares[1:])),
     ]
     if args.where is not None:
         k, i = args.where
@@ -89,6 +118,8 @@ def mixture_lines(args: argparse.Namespace) -> Iterator[str]:
         for index in batch:
             counts[int(_label(s, index).split(":")[0])] += 1
     first = args.step * B
+    exact = exact[max(g for g, (step, _) in enumerate(plan) if step <= args.step)]
+    total = sum(exact)
     return iter(
         [
             *head,

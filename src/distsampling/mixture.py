@@ -36,9 +36,11 @@ is sample ``index_shuffle(j % size_k, size_k, key)`` of its pass ``j // size_k``
 from ``(seed, k, pass)``: all of a source once, in a new order, before any of it twice.
 
 A weight of 0 leaves the source out of the tree; a tiny weight (below ``1/B``) is read less than
-once a batch, at the rate it asks. A schedule ``[(0, w), (n1, w1), ...]`` changes the weights at
-global positions ``n1, ...`` (step ``s`` starts at ``s*B``): each segment is merged afresh, each
-source goes on from its count, so nothing is lost or read twice within its pass.
+once a batch, at the rate it asks. A schedule ``[(0, w), (s1, w1), ...]`` changes the weights at
+the training steps ``s1, ...``, step ``s`` starting at position ``s*B``: each segment is merged
+afresh, each source goes on from its count, so nothing is lost or read twice within its pass.
+After an elastic resume (another ``B``), the changes already passed stay where they were read and
+the later ones fall at their step on the new grid (the state carries both).
 
 References:
     megatron/core/datasets/helpers.cpp (build_blending_indices: the greedy, sequential)
@@ -48,12 +50,14 @@ References:
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import heapq
 import math
 import numbers
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
+from itertools import pairwise
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -137,6 +141,15 @@ def _route(node: Node, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ks, js
 
 
+def _pick(node: Node, n: int) -> tuple[int, int]:
+    """:func:`_route` of one position on Python ints: no array's fixed cost for a first step."""
+    while isinstance(node, tuple):
+        a, b, left, right = node
+        c = _left(a, b, n)
+        node, n = (left, c) if _left(a, b, n + 1) > c else (right, n - c)
+    return node, n
+
+
 def _count(node: Node, k: int, n: int) -> int:
     """How many of the node's first ``n`` items are source ``k``'s."""
     while isinstance(node, tuple):
@@ -183,7 +196,7 @@ class MixtureSampler(Sampler[int]):
         sizes: the sources' lengths, in ``ConcatDataset`` order (sample ``i`` of source ``k`` is
             index ``sum(sizes[:k]) + i``).
         weights: ``K`` non-negative numbers (a positive sum; shares are ``w_k / sum(w)``), or a
-            schedule ``[(0, weights), (n1, weights), ...]`` changing them at global positions.
+            schedule ``[(0, weights), (s1, weights), ...]`` changing them at training steps.
         batch_size: a rank's micro-batch ``b``.
         num_replicas: number of ranks; defaults to the world size of the default process group.
         rank: this rank in ``[0, num_replicas)``; defaults to the rank in the default group.
@@ -226,15 +239,25 @@ class MixtureSampler(Sampler[int]):
         self.epoch_length = check_int("epoch_length", length, low=1)
         self._trees = [_tree(w) for _, w in self.schedule]
         self._totals = [t[0] + t[1] if isinstance(t, tuple) else 1 for t in self._trees]
-        self._bases = [[0] * len(self.sizes)]  # each source's count at each segment's start
-        for g, (start, _) in enumerate(self.schedule[1:]):
-            n = start - self.schedule[g][0]
+        self.epoch, self._skip = 0, 0
+        self._origin, self._step0 = 0, 0  # the grid starts at position _origin, step _step0
+        self._before = 0  # indices this rank read of the epoch on an earlier grid (a resume)
+        self._counter: CountingIterator | None = None
+        self._place([])
+
+    def _place(self, passed: list[int]) -> None:
+        """Each change's global position: ``passed`` (read on earlier grids) for the steps
+        before this grid's first, ``origin + (step - step0) * B`` for the others; then each
+        source's count at each segment's start."""
+        B = self.batch_size * self.num_replicas
+        self._starts = [passed[g] if step < self._step0 else self._origin + (step - self._step0) * B
+                        for g, (step, _) in enumerate(self.schedule)]  # fmt: skip
+        self._bases = [[0] * len(self.sizes)]
+        for g, start in enumerate(self._starts[1:]):
+            n = start - self._starts[g]
             self._bases.append(
                 [c + _count(self._trees[g], k, n) for k, c in enumerate(self._bases[g])]
             )
-        self.epoch, self._origin, self._skip = 0, 0, 0  # the grid starts at _origin
-        self._before = 0  # indices this rank read of the epoch on an earlier grid (a resume)
-        self._counter: CountingIterator | None = None
 
     def _schedule(self, weights: object) -> list[tuple[int, list[Fraction]]]:
         items = list(weights) if isinstance(weights, Sequence) else weights
@@ -244,7 +267,7 @@ class MixtureSampler(Sampler[int]):
         for g, entry in enumerate(items):
             if not isinstance(entry, (tuple, list)) or len(entry) != 2:
                 raise TypeError(
-                    f"weights[{g}] should be a (position, weights) pair, but got weights[{g}]={entry!r}"
+                    f"weights[{g}] should be a (step, weights) pair, but got weights[{g}]={entry!r}"
                 )
             start = check_int(f"weights[{g}][0]", entry[0], low=0)
             if (g == 0 and start != 0) or start <= last:
@@ -260,7 +283,7 @@ class MixtureSampler(Sampler[int]):
 
     def _sources(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(source, item number overall)`` at global ``positions`` (int64), each ``(P,)``."""
-        starts = [start for start, _ in self.schedule]
+        starts = self._starts
         segment = np.searchsorted(starts, positions, side="right") - 1  # (P,)
         ks, js = np.empty(len(positions), np.int64), np.empty(len(positions), np.int64)
         for g in np.flatnonzero(np.bincount(segment)).tolist():  # (np.unique imports numpy.ma)
@@ -291,16 +314,34 @@ class MixtureSampler(Sampler[int]):
                     out[at] = self.offsets[k] + shuffled.numpy()
         return out
 
+    def _few(self, positions: list[int]) -> list[int]:
+        """``_indices(*_sources(positions))`` on Python ints: a first step costs microseconds."""
+        out = []
+        for p in positions:
+            g = bisect.bisect_right(self._starts, p) - 1
+            k, j = _pick(self._trees[g], p - self._starts[g])
+            pass_, i = divmod(self._bases[g][k] + j, self.sizes[k])
+            if self.shuffle:
+                i = int(index_shuffle(i, self.sizes[k], self._key(k, pass_)))
+            out.append(self.offsets[k] + i)
+        return out
+
     def batch_at(self, step: int) -> list[list[int]]:
-        r"""The ``num_replicas`` micro-batches of ``step`` (of this sampler's grid), rank by rank."""
+        r"""The ``num_replicas`` micro-batches of training step ``step``, rank by rank."""
         step, b = check_int("step", step, low=0), self.batch_size
-        p = self._origin + step * b * self.num_replicas
+        if step < self._step0:
+            raise ValueError(
+                f"step should be >= {self._step0}, the first step of this grid (num_replicas="
+                f"{self.num_replicas}, batch_size={b}); the earlier ones were read on another "
+                f"grid, but got step={step}"
+            )
+        p = self._origin + (step - self._step0) * b * self.num_replicas
         flat = self._indices(*self._sources(np.arange(p, p + b * self.num_replicas))).tolist()
         return [flat[r * b : (r + 1) * b] for r in range(self.num_replicas)]
 
     def when_read(self, source: int, sample: int, pass_: int = 0) -> Read | None:
         r"""Where sample ``sample`` of source ``source`` is read in its pass ``pass_``: the global
-        position, step, rank and slot (on this sampler's grid); ``None`` if its weight stays 0."""
+        position, training step, rank and slot; ``None`` if its weight stays 0."""
         k = check_int("source", source, low=0, high=len(self.sizes) - 1)
         size = self.sizes[k]
         i = check_int("sample", sample, low=0, high=size - 1)
@@ -309,11 +350,16 @@ class MixtureSampler(Sampler[int]):
         j = pass_ * size + local
         for g in reversed(range(len(self.schedule))):
             if self._bases[g][k] <= j and self.schedule[g][1][k] > 0:
-                n = self.schedule[g][0] + _position(self._trees[g], k, j - self._bases[g][k])
-                if g + 1 == len(self.schedule) or n < self.schedule[g + 1][0]:
-                    B = self.batch_size * self.num_replicas
-                    step, at = divmod(n - self._origin, B)
-                    return Read(n, step, *divmod(at, self.batch_size))
+                n = self._starts[g] + _position(self._trees[g], k, j - self._bases[g][k])
+                if g + 1 == len(self.schedule) or n < self._starts[g + 1]:
+                    if n < self._origin:
+                        raise ValueError(
+                            f"sample {i} of source {k} in its pass {pass_} was read at position "
+                            f"{n}, before step {self._step0} (position {self._origin}), the first "
+                            "of this grid: ask a sampler of the grid it was read on"
+                        )
+                    step, at = divmod(n - self._origin, self.batch_size * self.num_replicas)
+                    return Read(n, self._step0 + step, *divmod(at, self.batch_size))
         return None
 
     def bound(self) -> Fraction:
@@ -350,6 +396,10 @@ class MixtureSampler(Sampler[int]):
         b, B, size = self.batch_size, self.batch_size * self.num_replicas, 1
         s = steps.start + skip // b
         first = self._origin + s * B + self.rank * b + skip % b  # the first position to read
+        if s < steps.stop:  # the first step on Python ints
+            mine = self._origin + s * B + self.rank * b
+            yield torch.tensor(self._few(list(range(first, mine + b))), dtype=torch.int64)
+            s, size = s + 1, 2
         while s < steps.stop:
             t = np.arange(s, min(steps.stop, s + size), dtype=np.int64)  # (T,) steps
             mine = (self._origin + t * B + self.rank * b)[:, None] + np.arange(b)  # (T, b)
@@ -380,36 +430,56 @@ class MixtureSampler(Sampler[int]):
             handed_out = check_consumed(
                 consumed, handed_out, f"the latest iter() handed out {handed_out}"
             )
-        return {"kind": type(self).__name__, "version": 1, **self._identity(), "epoch": self.epoch,
+        return {"kind": type(self).__name__, "version": 2, **self._identity(), "epoch": self.epoch,
                 "num_replicas": self.num_replicas, "batch_size": self.batch_size,
-                "origin": self._origin, "position": self._skip + handed_out,
-                "before": self._before}  # fmt: skip
+                "origin": self._origin, "step": self._step0, "changes": list(self._starts),
+                "position": self._skip + handed_out, "before": self._before}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         r"""Resume at ``state``. With another ``num_replicas`` or ``batch_size`` the state must be
-        at a step boundary: the rest of the stream from there is read once on this grid."""
-        fields = ("epoch", "num_replicas", "batch_size", "origin", "position", "before")
-        state = check_state(state, type(self).__name__, 1, self._identity(), required=fields)
-        epoch, origin = (
+        at a step boundary: the rest of the stream from there is read once on this grid, and the
+        schedule's later changes fall at their steps on it."""
+        fields = ("epoch", "num_replicas", "batch_size", "origin", "step", "changes", "position",
+                  "before")  # fmt: skip
+        state = check_state(state, type(self).__name__, 2, self._identity(), required=fields)
+        epoch, origin, step0 = (
             check_int("epoch", state["epoch"], low=0),
             check_int("origin", state["origin"], low=0),
+            check_int("step", state["step"], low=0),
         )
         W, b = (
             check_int("num_replicas", state["num_replicas"], low=1),
             check_int("batch_size", state["batch_size"], low=1),
         )
+        changes = state["changes"]
+        if not isinstance(changes, (list, tuple)) or len(changes) != len(self.schedule):
+            raise ValueError(
+                f"changes should be a list of {len(self.schedule)} positions, one per entry of "
+                f"the schedule, but got changes={changes!r}"
+            )
+        changes = [check_int(f"changes[{g}]", n, low=0) for g, n in enumerate(changes)]
         saved = MixtureSampler.__new__(MixtureSampler)
         saved.__dict__.update(self.__dict__, num_replicas=W, batch_size=b, _origin=origin, _skip=0)
         steps = saved._steps(epoch)
         position = check_int("position", state["position"], low=0, high=len(steps) * b)
         before = check_int("before", state["before"], low=0)
-        self.epoch, self._counter = epoch, None
         if (W, b) == (self.num_replicas, self.batch_size):
-            self._origin, self._skip, self._before = origin, position, before
+            skip = position
         elif position % b:
             raise ValueError(
                 f"position should be at a step boundary (a multiple of batch_size={b}) to resume on another grid, but got position={position}"
             )
-        else:
-            self._origin, self._skip = origin + (steps.start + position // b) * W * b, 0
-            self._before = before + position
+        else:  # the new grid starts at the next step: its step number and position go on
+            done, skip, before = steps.start + position // b, 0, before + position
+            origin, step0 = origin + done * W * b, step0 + done
+        B = self.batch_size * self.num_replicas
+        starts = [changes[g] if step < step0 else origin + (step - step0) * B
+                  for g, (step, _) in enumerate(self.schedule)]  # fmt: skip
+        if starts[0] != 0 or any(x >= y for x, y in pairwise(starts)):
+            raise ValueError(
+                f"changes should be positions increasing from 0 that a sampler of this schedule "
+                f"saved, but got changes={changes} at step={step0}"
+            )
+        self.epoch, self._counter, self._skip, self._before = epoch, None, skip, before
+        self._origin, self._step0 = origin, step0
+        self._place(changes)
