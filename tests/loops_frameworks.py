@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader
 
+import distsampling as ds
 from loops import BATCH, BY_NAME, EPOCH_HOOK, LIGHTNING, NO_SPLIT, Entry
 
 EPOCHS = 2
@@ -259,3 +260,29 @@ def lightning_default(entry: Entry, rank: int) -> dict[str, Any]:
     except Exception as e:
         return {"error": _error(e)}
     return {"epochs": epochs, "len": len(loader)}
+
+
+# --- the rank check: set_epoch with another value on another rank ------------------------------
+
+
+# --8<-- [start:rank_check_rank]
+def rank_check_rank(names: list[str]) -> dict[str, dict[str, Any]]:
+    """On each rank of a live group of 2: the entry's epoch set to the rank's number (the bug:
+    one rank an epoch ahead), then ``assert_rank_consistent`` on every rank; then the same
+    epoch everywhere, checked again. Each check's error, or None where the ranks agree."""
+    out = {}
+    for name in names:
+        subject = BY_NAME[name].build(2, dist.get_rank(), **hints(BY_NAME[name]))
+        checked = subject.how.get("sampler") or subject.obj  # what the loader takes
+        out[name] = {}
+        for case, epoch in (("differs", dist.get_rank()), ("agrees", 1)):
+            subject.set_epoch(epoch)
+            try:
+                ds.assert_rank_consistent(checked)
+                out[name][case] = None
+            except ds.RankMismatchError as e:
+                out[name][case] = str(e)
+    return out
+
+
+# --8<-- [end:rank_check_rank]

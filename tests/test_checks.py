@@ -18,7 +18,9 @@ from distsampling import (
     BatchSampler,
     DistributedSampler,
     DistributedSamplerWrapper,
+    InferenceSampler,
     IterationBasedBatchSampler,
+    OrderAhead,
     RankMismatchError,
     ResumableBatchSampler,
     ResumableDistributedSampler,
@@ -93,6 +95,35 @@ def test_eleven_samples_on_two_unpadded_ranks_pass_the_check():
     a, b = (UnpaddedDistributedSampler(range(11), 2, r) for r in (0, 1))
     assert (len(a), len(b)) == (6, 5)
     assert epoch_digest(a) == epoch_digest(b)
+
+
+@given(n=dataset_lengths, world=world_sizes, epoch=epochs)
+def test_inference_ranks_agree_though_their_lengths_differ_by_design(n, world, epoch):
+    """Invariant: InferenceSampler gives each rank a contiguous slice, of unequal lengths by
+    design (detectron2's split): the digest leaves ``len`` and ``position`` out, so every
+    rank's is equal; an epoch set otherwise on one rank still differs."""
+    ranks = [InferenceSampler(range(n), world, rank) for rank in range(world)]
+    for s in ranks:
+        s.set_epoch(epoch)
+    digests = [epoch_digest(s) for s in ranks]
+    assert all(d == digests[0] for d in digests) and "len" not in digests[0]
+    ranks[-1].set_epoch(epoch + 1)
+    assert epoch_digest(ranks[-1])["epoch"] != digests[0]["epoch"]
+
+
+@given(n=dataset_lengths, world=world_sizes, seed=seeds, epoch=epochs)
+def test_a_wrapper_that_yields_its_inner_share_is_checked_by_the_inner_epoch(n, world, seed, epoch):
+    """Invariant: OrderAhead hands out its inner sampler's share (its ``indices()`` are a
+    rank's): the order hashed is the inner sampler's global epoch, equal on every rank, the one
+    a DistributedSampler alone gives."""
+    ranks = [
+        OrderAhead(DistributedSampler(range(n), world, rank, seed=seed)) for rank in range(world)
+    ]
+    for s in ranks:
+        s.set_epoch(epoch)
+    alone = DistributedSampler(range(n), world, 0, seed=seed)
+    alone.set_epoch(epoch)
+    assert {epoch_digest(s)["order"] for s in ranks} == {epoch_digest(alone)["order"]}
 
 
 @given(n=st.integers(min_value=1, max_value=60), seed=seeds, epoch=epochs)

@@ -23,6 +23,7 @@ from loops import (
     ENTRIES,
     LIGHTNING,
     LIGHTNING_RESUME,
+    RANK_CHECK,
     TORCHRUN,
     Entry,
 )
@@ -35,6 +36,8 @@ EPOCHAL = [e.name for e in ENTRIES if e.kind != "endless"]  # a framework's epoc
 TRAINED = [name for name in EPOCHAL if BY_NAME[name].even]
 RESUMABLE = [name for name in TRAINED if BY_NAME[name].resumable]
 DDP = [e.name for e in ENTRIES if e.kind != "global"]  # the same epoch on every rank: no DDP
+# what has an epoch to set (an endless stream has none; maskrcnn's iterations set their own)
+CHECKED = [e.name for e in ENTRIES if e.kind != "endless" and e.build(1, 0).epoch_takers != []]
 
 # one launch per framework, each a minute or two on a busy 2-core machine
 pytestmark = [
@@ -209,3 +212,28 @@ def test_under_torchrun_ddp_every_rank_takes_as_many_steps_and_reads_its_plan(
             "setting",
             "with model.join(): an unpadded split's ranks take unequal steps",
         )
+
+
+# --- the rank check -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rank_check_world() -> list[dict]:
+    return ds.run_world("loops_frameworks:rank_check_rank", 2, CHECKED, timeout=300,
+                        pythonpath=[TESTS])  # fmt: skip
+
+
+@pytest.mark.parametrize("name", CHECKED)
+def test_the_rank_check_names_an_epoch_set_otherwise_on_one_rank_and_passes_a_right_one(
+    name, rank_check_world, loop_cell
+):
+    """Invariant: on 2 real processes, ``assert_rank_consistent`` on what the loader takes
+    raises on every rank, naming each rank's epoch, when rank 1 set another epoch than rank 0;
+    with one epoch everywhere it raises on none (no false alarm: an uneven split, a wrapper
+    that hands out its inner share, a batch plan, a dataset that splits itself)."""
+    for record in rank_check_world:
+        differs, agrees = record[name]["differs"], record[name]["agrees"]
+        assert differs is not None and "epoch: ranks [0] have 0; ranks [1] have 1" in differs
+        assert "set_epoch(epoch) was not called on every rank" in differs
+        assert agrees is None, agrees
+    loop_cell(name, RANK_CHECK, "passed", "assert_rank_consistent(sampler) raises on every rank")

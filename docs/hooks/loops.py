@@ -40,6 +40,7 @@ LOOPS = [
     ("Lightning resume from its checkpoint", "tests/loops_frameworks.py", "lightning_resume"),
     ("accelerate, 2 processes", "tests/loops_frameworks.py", "accelerate_rank"),
     ("torchrun DDP, 2 ranks", "tests/loops_frameworks.py", "ddp_rank"),
+    ("rank check: set_epoch differs on one rank", "tests/loops_frameworks.py", "rank_check_rank"),
     ("detectron2's training loader", "tests/test_detection_loaders.py", "detectron2"),
     ("detectron2's loader, resumed", "tests/test_detection_loaders.py", "detectron2_resume"),
     ("mmengine Runner", "tests/test_detection_loaders.py", "mmengine"),
@@ -52,12 +53,13 @@ def expected_cells() -> set[tuple[str, str]]:
     try:
         import test_loops
         import test_loops_frameworks as fw
-        from loops import ACCELERATE, LIGHTNING, LIGHTNING_RESUME, TORCHRUN
+        from loops import ACCELERATE, LIGHTNING, LIGHTNING_RESUME, RANK_CHECK, TORCHRUN
     finally:
         sys.path.pop(0)
     cells = set(test_loops.CELLS)
     cells |= {(n, LIGHTNING) for n in fw.TRAINED} | {(n, LIGHTNING_RESUME) for n in fw.RESUMABLE}
     cells |= {(n, ACCELERATE) for n in fw.EPOCHAL} | {(n, TORCHRUN) for n in fw.DDP}
+    cells |= {(n, RANK_CHECK) for n in fw.CHECKED}
     for kind in ("InfiniteSampler", "RepeatFactorSampler"):
         cells |= {(kind, "detectron2's training loader"), (kind, "detectron2's loader, resumed")}
     return cells | {("InfiniteSampler", "mmengine Runner")}

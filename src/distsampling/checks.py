@@ -35,6 +35,7 @@ import torch.distributed as dist
 
 from ._validate import epoch_permutation
 from .evaluation import UnpaddedDistributedSampler
+from .inference import InferenceSampler
 from .wrapper import DatasetFromSampler, yields_indices
 
 __all__ = ["RankMismatchError", "assert_rank_consistent", "epoch_digest"]
@@ -77,8 +78,8 @@ def _global_order(sampler: Any) -> torch.Tensor | None:
             # a DistributedSampler (ours or torch's): the unpadded order all ranks take shares of
             n = len(s.dataset)
             return epoch_permutation(n, s.shuffle, s.seed, s.epoch)
-        if yields_indices(s):  # e.g. a weighted sampler: the epoch it yields, as a tensor
-            return s.indices()
+        if yields_indices(s) and not hasattr(s, "sampler"):  # e.g. a weighted sampler: the
+            return s.indices()  # epoch it yields (a wrapper's yields a share: its inner's next)
         if isinstance(s, (list, tuple, range)):  # a fixed sequence is its own epoch: no draw
             return torch.as_tensor(list(s))  # hashed as int64 whatever dtype it infers
     return None
@@ -100,8 +101,8 @@ def _position(sampler: Any) -> dict[str, int] | None:
 def epoch_digest(sampler: Any) -> dict[str, Any]:
     r"""This rank's view of the epoch: the fields every rank must share, and the order's hash.
 
-    ``len`` and ``position`` are left out over an :class:`~distsampling.UnpaddedDistributedSampler`,
-    whose ranks read different counts by design. Nothing is iterated or drawn anew.
+    ``len`` and ``position`` are left out over an :class:`~distsampling.UnpaddedDistributedSampler`
+    or an :class:`~distsampling.InferenceSampler`, whose ranks read different counts by design. Nothing is iterated or drawn anew.
 
     Examples:
         >>> from distsampling import ResumableDistributedSampler
@@ -110,7 +111,7 @@ def epoch_digest(sampler: Any) -> dict[str, Any]:
         {'type': 'ResumableDistributedSampler', 'dataset_len': 10, 'seed': 0, 'epoch': 0, 'position': {'start': 0, 'position': 0}}
     """
     chain = _chain(sampler)
-    unpadded = any(isinstance(s, UnpaddedDistributedSampler) for s in chain)
+    unpadded = any(isinstance(s, (UnpaddedDistributedSampler, InferenceSampler)) for s in chain)
     digest: dict[str, Any] = {"type": type(sampler).__name__}
     if not unpadded:  # equal counts on every rank: a rank with more batches hangs DDP
         digest["len"] = len(sampler)
