@@ -416,7 +416,7 @@ MIXTURE: dict[str, Factory] = {
         [17, 6, 3], [0.5, 0.3, 0.2], 2, w, r, seed=5, epoch_length=24
     ),
     "MixtureSampler(schedule)": lambda r, w: MixtureSampler(
-        [17, 6, 3], [(0, [1, 0, 1]), (10, [1, 1, 1])], 3, w, r, seed=5, epoch_length=20
+        [17, 6, 3], [(0, [1, 0, 1]), (2, [1, 1, 1])], 3, w, r, seed=5, epoch_length=20
     ),
 }
 SCENARIOS.update(MIXTURE)
