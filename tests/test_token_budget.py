@@ -799,3 +799,49 @@ def test_consumed_after_a_resume_counts_from_the_loaded_position_and_says_so():
     with pytest.raises(ValueError, match=message):
         s.state_dict(consumed=3)
     assert s.state_dict(consumed=1)["position"] == 2
+
+
+@pytest.mark.parametrize(
+    "lengths",
+    [
+        [2**61, 2**61, 2**61 + 1],  # the cut's product 2**63 past int64: Python ints
+        [2**61, 2**61 + 1],  # past int64, and a float would round 2**62 // (2**62 + 1) up
+        [2**61, 2**61 + 1] * 3,  # all tokens past int64 (2**63 + 3 * 2**61 + 3)
+        [2**52, 2**52 + 1] * 2,  # within int64, where a float division would round up
+    ],
+)
+def test_bucket_cuts_are_exact_for_lengths_near_the_limits_of_int64_and_floats(lengths):
+    """Invariant: the bucket of a length is ``tokens of shorter lengths * num_buckets // all
+    tokens`` in exact integers, as the reference computes it, where int64 products overflow
+    and where a float quotient just below an integer rounds up to it: the plan, whose order
+    sorts by bucket, is the reference's for every seed."""
+    for seed in range(6):
+        args = {"lengths": lengths, "max_tokens": 2**62, "cost": "padded", "num_buckets": 2,
+                "max_batch_size": None, "shuffle": True, "seed": seed}  # fmt: skip
+        s = TokenBudgetBatchSampler(
+            lengths, 2**62, num_buckets=2, num_replicas=1, rank=0, seed=seed
+        )
+        g = torch.Generator()
+        g.manual_seed(seed)
+        order, bounds, _ = s._batches(g)  # the plan's order and batches, before the steps
+        expected_order, expected_batches, _ = plan_reference(args, 0)
+        assert order.tolist() == expected_order
+        assert [order[a:b].tolist() for a, b in pairwise(bounds.tolist())] == expected_batches
+
+
+def test_lengths_given_as_python_ints_past_int64_or_numpy_unsigned_ints_are_read_exactly():
+    """Invariant: a list of ints that numpy reads as floats (a numpy ``uint64`` among ints) or
+    as objects (an int past int64) is read as the integers it holds: the same plan as plain
+    ints, and the refusals name the exact integer, never a float."""
+    mixed = TokenBudgetBatchSampler([np.uint64(3), 2, 4, 1], 10, num_replicas=1, rank=0, seed=1)
+    plain = TokenBudgetBatchSampler([3, 2, 4, 1], 10, num_replicas=1, rank=0, seed=1)
+    assert list(mixed) == list(plain)
+    refusals = [
+        ([1, 2**70], "every sample should fit in max_tokens=10, but got lengths[1]="
+         "1180591620717411303424: raise max_tokens, or cut or drop the samples longer than it"),
+        ([np.uint64(2**64 - 1), -1], "lengths should be >= 1, but got lengths[1]=-1: a sample of "
+         "no tokens costs nothing, so a batch of them would have no bound"),
+    ]  # fmt: skip
+    for lengths, message in refusals:
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            TokenBudgetBatchSampler(lengths, 10, num_replicas=1, rank=0)

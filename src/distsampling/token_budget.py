@@ -91,6 +91,8 @@ def _buckets(lengths: np.ndarray, num_buckets: int) -> tuple[np.ndarray, np.ndar
     else:
         values, counts = np.unique(lengths, return_counts=True)
     tokens = values.astype(np.int64) * counts  # (V,)
+    if int(values[-1]) * len(lengths) >= 2**63:  # all tokens may pass int64: Python ints
+        tokens = values.astype(object) * counts
     before = np.cumsum(tokens) - tokens  # tokens of all shorter lengths
     total = int(tokens.sum())
     k = min(num_buckets, total)  # more buckets than tokens cut no finer
