@@ -71,7 +71,7 @@ docs-serve: $(VENV)/.installed ## Serve the documentation with live reload on lo
 	$(PY) -m mkdocs serve
 
 .PHONY: bench
-bench: $(VENV)/.installed ## Benchmark ours against torch side by side (ratios); BENCH_ARGS='--large' adds N=1e8
+bench: $(VENV)/.installed ## Benchmark ours against torch side by side (ratios); BENCH_ARGS='--large' adds N=1e8, BENCH_ARGS="mixture --only 'N = '" reruns some tables
 	$(PY) -m benchmarks $(BENCH_ARGS)
 
 # The peers (LitData, MosaicML streaming) pin their own dependencies: they get a venv of their

@@ -67,6 +67,14 @@ def main() -> None:
     parser.add_argument("stems", nargs="*", help="bench_<stem>.py modules to run (default: all)")
     parser.add_argument("--large", action="store_true", help="add the largest sizes (slow)")
     parser.add_argument("--repeats", type=int, default=5, help="fresh-process runs per contender")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="run only the comparisons whose title holds TEXT (repeatable); the others keep "
+        "the figures of the last results, marked as kept",
+    )
     args = parser.parse_args()
     stems = args.stems or sorted(p.stem[6:] for p in (ROOT / "benchmarks").glob("bench_*.py"))
     machine = f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {__import__('os').cpu_count()} cores"
@@ -79,9 +87,20 @@ def main() -> None:
             "the machine's load average after each run._\n"
         ]
         results = []  # every figure's min/median/max, for pages and pictures to read
+        last = RESULTS / f"{stem}.json"
+        kept = {}  # with --only: the last results of the comparisons not run again
+        if args.only and last.exists():
+            kept = {c["title"]: c for c in json.loads(last.read_text())["comparisons"]}
         for comparison in module.suite(args.large):
-            figures = measure(comparison, args.repeats)
-            text = report(comparison, figures)
+            again = not args.only or any(text in comparison.title for text in args.only)
+            if not again and comparison.title in kept:
+                figures = kept[comparison.title]["figures"]
+                text = report(comparison, figures) + (
+                    "\n_Kept from the last results: `--only` ran the other tables again._\n"
+                )
+            else:
+                figures = measure(comparison, args.repeats)
+                text = report(comparison, figures)
             print(text, flush=True)
             sections.append(text)
             results.append(

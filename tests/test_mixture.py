@@ -646,3 +646,18 @@ def test_a_long_epoch_is_read_whole_in_growing_blocks():
     without shuffle yields the positions themselves, 0, 1, 2, ... to the epoch's end."""
     s = MixtureSampler([10**9], [1], 3, 1, 0, shuffle=False, epoch_length=3 * 20000)
     assert list(s) == list(range(60000))
+
+
+@pytest.mark.parametrize("skip", [0, 3, 16, 20, 39, 40, 41])
+def test_a_micro_batch_longer_than_the_first_few_reads_its_head_then_arrays_seamlessly(skip):
+    """Invariant: the first 16 indices come from Python ints, the rest of the step and the
+    steps after from arrays: with a micro-batch of 40, resumed at any point of it, iteration
+    is batch_at's micro-batches laid end to end, nothing repeated or skipped at the seam."""
+    make = lambda: MixtureSampler([300, 90, 30], [5, 3, 2], 40, 3, 1, seed=7)  # noqa: E731
+    whole = [i for t in range(len(make()) // 40) for i in make().batch_at(t)[1]]
+    first = make()
+    list(islice(iter(first), skip))
+    resumed = make()
+    resumed.load_state_dict(first.state_dict())
+    assert list(resumed) == whole[skip:]
+    assert list(make()) == whole

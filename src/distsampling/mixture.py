@@ -391,15 +391,15 @@ class MixtureSampler(Sampler[int]):
         return self._before + len(self._steps(self.epoch)) * self.batch_size
 
     def _blocks(self, steps: range, skip: int) -> Iterator[torch.Tensor]:
-        """This rank's indices of ``steps`` less the first ``skip``: one step first (the first
-        index at once), then blocks of steps doubling up to about 2**14 indices."""
+        """This rank's indices of ``steps`` less the first ``skip``: a few on Python ints first
+        (the first index at once), then blocks of steps doubling up to about 2**14 indices."""
         b, B, size = self.batch_size, self.batch_size * self.num_replicas, 1
         s = steps.start + skip // b
         first = self._origin + s * B + self.rank * b + skip % b  # the first position to read
-        if s < steps.stop:  # the first step on Python ints
-            mine = self._origin + s * B + self.rank * b
-            yield torch.tensor(self._few(list(range(first, mine + b))), dtype=torch.int64)
-            s, size = s + 1, 2
+        if s < steps.stop:  # up to 16 of the first step: no array's fixed cost
+            head = range(first, min(first + 16, self._origin + s * B + (self.rank + 1) * b))
+            yield torch.tensor(self._few(list(head)), dtype=torch.int64)
+            first = head.stop  # the rest of the step, and those after, in arrays
         while s < steps.stop:
             t = np.arange(s, min(steps.stop, s + size), dtype=np.int64)  # (T,) steps
             mine = (self._origin + t * B + self.rank * b)[:, None] + np.arange(b)  # (T, b)
