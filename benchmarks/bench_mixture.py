@@ -9,7 +9,7 @@ micro-batches of every step (rank ``r`` at ``[s*64 + 8r, s*64 + 8r + 8)``):
 - ``repeats``: reads of a sample of a source already read while some of that source was not read
   yet (a source read with replacement, or a pass cut short).
 
-Three sets of tasks: the issue's (60,000 / 6,000 / 600 samples at 0.5 / 0.3 / 0.2) and a long tail of 100
+Three sets of tasks: three sources (60,000 / 6,000 / 600 samples at 0.5 / 0.3 / 0.2) and a long tail of 100
 sources (``10**6 / (k+1)**1.3`` samples, weights ``size**0.3``, as temperature sampling sets
 them), and 30 random tasks of 2 to 12 sources with weights of 0 and 1e-4 among them (the worst
 figure over the 30; ``bound``, the largest prefix bound ``MixtureSampler.bound()`` promises for
@@ -221,7 +221,7 @@ def suite(large: bool) -> list[Comparison]:
     out = [
         Comparison(title, contenders, "MixtureSampler", {"task": task}, note, QUALITY, ())
         for title, task in [
-            ("The issue's task: 60,000 / 6,000 / 600 samples at 0.5 / 0.3 / 0.2", "task"),
+            ("Three sources: 60,000 / 6,000 / 600 samples at 0.5 / 0.3 / 0.2", "task"),
             ("A long tail: 100 sources, weights size**0.3", "long-tail"),
         ]
     ]
