@@ -1662,8 +1662,10 @@ def test_an_unpadded_split_counts_the_whole_epoch_too_and_a_new_epoch_forgets_th
     moved.set_epoch(1)
     assert len(moved) == moved.num_samples == len(list(moved))
     assert moved.state_dict()["before"] == 0
+    words = {-1: r"^before should be >= 0, but got before=-1$",
+             "x": r"^before should be an integer, but got before='x' of type str$"}  # fmt: skip
     for bad, error in ((-1, ValueError), ("x", TypeError)):
-        with pytest.raises(error, match=r"before"):
+        with pytest.raises(error, match=words[bad]):
             ResumableUnpaddedDistributedSampler(range(n), w1, 0, seed=3).load_state_dict(
                 {**state, "before": bad}
             )
