@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from itertools import combinations
 
@@ -431,3 +432,7 @@ def test_consumed_counts_the_batches_the_loop_used_from_the_latest_iter():
     resumed = make()
     resumed.load_state_dict(state)
     assert list(resumed) == whole[3:]
+    words = ("consumed should be <= 3 (batches handed out): the latest iter() handed out 3, but "
+             "got consumed=4")  # fmt: skip
+    with pytest.raises(ValueError, match=f"^{re.escape(words)}$"):
+        s.state_dict(consumed=4)
