@@ -5,6 +5,7 @@ one pass, the seed shared by seed=None, and every bad input."""
 from __future__ import annotations
 
 import json
+import re
 from itertools import islice
 
 import numpy as np
@@ -453,3 +454,27 @@ def test_consumed_saves_the_stream_where_the_loop_stopped_not_where_workers_drew
     assert s.state_dict() == before
     with pytest.raises(ValueError, match=rf"consumed should be <= {h} .*consumed={h + 1}"):
         s.state_dict(consumed=h + 1)
+
+
+def test_consumed_after_a_resume_counts_from_the_loaded_position_and_names_it():
+    """Invariant: after a state at position 5 is loaded, the latest ``iter()`` hands out from
+    there: 3 handed out bound ``consumed`` at 3, in words that name the count, and
+    ``consumed=2`` is the stream at position 7. A world past int64 is refused, naming it."""
+    first = InfiniteSampler(range(4), num_replicas=2, rank=1, seed=3)
+    list(islice(iter(first), 5))
+    s = InfiniteSampler(range(4), num_replicas=2, rank=1, seed=3)
+    s.load_state_dict(first.state_dict())
+    it = iter(s)
+    next(it), next(it), next(it)
+    words = ("consumed should be <= 3 (samples handed out): the latest iter() handed out 3, but "
+             "got consumed=4")  # fmt: skip
+    with pytest.raises(ValueError, match=f"^{re.escape(words)}$"):
+        s.state_dict(consumed=4)
+    exact = InfiniteSampler(range(4), num_replicas=2, rank=1, seed=3)
+    list(islice(iter(exact), 7))
+    assert s.state_dict(consumed=2) == exact.state_dict()
+    words = (
+        "num_replicas should be < 2**63 (stored as int64), but got num_replicas=9223372036854775808"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(words)}$"):
+        InfiniteSampler(range(4), num_replicas=2**63, rank=0)
