@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections import Counter
 from itertools import islice
 
@@ -412,3 +413,24 @@ def test_a_sqrt_flag_that_is_not_a_bool_is_rejected_naming_it(sqrt):
         repeat_factors_from_category_frequency([[1], [1, 2]], 0.5, sqrt=sqrt)
     factors = repeat_factors_from_category_frequency([[1], [2]], 1.0, sqrt=np.bool_(False))
     assert factors.tolist() == [2.0, 2.0]
+
+
+def test_consumed_saves_the_stream_where_the_loop_stopped_and_a_world_past_int64_is_named():
+    """Invariant: ``state_dict(consumed=k)`` after ``h >= k`` indices handed out is the state of
+    a sampler that handed out exactly ``k``; more than ``h`` is refused, naming both; a world
+    past int64 is refused, naming it."""
+    factors = [1.0, 2.5, 0.5, 1.0, 3.0]
+    s = RepeatFactorSampler(factors, num_replicas=2, rank=1, seed=4)
+    list(islice(iter(s), 9))
+    exact = RepeatFactorSampler(factors, num_replicas=2, rank=1, seed=4)
+    list(islice(iter(exact), 4))
+    assert s.state_dict(consumed=4) == exact.state_dict() != s.state_dict()
+    words = ("consumed should be <= 9 (samples handed out): the latest iter() handed out 9, but "
+             "got consumed=10")  # fmt: skip
+    with pytest.raises(ValueError, match=f"^{re.escape(words)}$"):
+        s.state_dict(consumed=10)
+    words = (
+        "num_replicas should be < 2**63 (stored as int64), but got num_replicas=9223372036854775808"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(words)}$"):
+        RepeatFactorSampler(factors, num_replicas=2**63, rank=0)

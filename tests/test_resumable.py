@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections import Counter
 from typing import Any
 
@@ -627,5 +628,11 @@ def test_a_batch_samplers_consumed_counts_batches_the_last_one_short():
         resumed = make()
         resumed.load_state_dict(state)
         assert list(resumed) == whole[k:]
-    with pytest.raises(ValueError, match=r"consumed should be <= 3 .*3 batches.*consumed=4"):
+    words = ("consumed should be <= 3 (batches handed out): the latest iter() handed out 3 "
+             "batches, but got consumed=4")  # fmt: skip
+    with pytest.raises(ValueError, match=f"^{re.escape(words)}$"):
         s.state_dict(consumed=4)
+    assert make().state_dict(consumed=0)["sampler"]["position"] == 0  # nothing handed out yet
+    one = ResumableBatchSampler(ResumableDistributedSampler(range(3), 1, 0), 4, False)
+    assert [len(b) for b in one] == [3]  # one short batch: consumed=1 is its 3 samples
+    assert one.state_dict(consumed=1)["sampler"]["position"] == 3

@@ -17,9 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from distsampling._validate import (
+    EpochHandle,
     _index_dtype,
     check_bool,
     check_int,
+    check_int64,
     check_len,
     resolve_world,
 )
@@ -213,3 +215,31 @@ def test_indices_are_int32_exactly_while_every_index_fits(size):
     """Invariant: an order of ``size`` positions is held as int32 iff size < 2**31, else int64
     (the samplers' memory figures and their parity with torch both rest on this line)."""
     assert _index_dtype(size) == (torch.int32 if size < 2**31 else torch.int64)
+
+
+def test_check_int64_takes_the_largest_int64_and_names_the_first_past_it():
+    """Invariant: ``2**63 - 1`` is an int64 and comes back as it is; ``2**63`` is refused with
+    the argument's name and value."""
+    assert check_int64("count", 2**63 - 1) == 2**63 - 1
+    with pytest.raises(ValueError) as caught:
+        check_int64("count", 2**63)
+    assert str(caught.value) == (
+        "count should be < 2**63 (stored as int64), but got count=9223372036854775808"
+    )
+
+
+def test_an_epoch_handle_passes_set_epoch_to_its_owner_and_names_it():
+    """Invariant: the handle a batch sampler gives frameworks as its ``sampler`` sets the
+    owner's epoch to exactly the value given, and its repr names the owner's class."""
+
+    class Owner:
+        epoch = 0
+
+        def set_epoch(self, epoch: int) -> None:
+            self.epoch = epoch
+
+    owner = Owner()
+    handle = EpochHandle(owner)
+    handle.set_epoch(3)
+    assert owner.epoch == 3 and handle.owner is owner
+    assert repr(handle) == "EpochHandle(Owner)"
