@@ -14,6 +14,7 @@ to ``mutation/results.json`` and ``mutation/results.md`` (the docs include the l
     python mutation/run.py distributed     # one module (the others keep their last counts)
     python mutation/run.py --survivors distributed   # its last survivors again, with new tests
     python mutation/run.py inference --functions InferenceSampler.state_dict   # one method's
+    python mutation/run.py --survivors inference --functions InferenceSampler.state_dict  # again
 
 The exit status is 1 when a survivor is not listed as equivalent.
 """
@@ -179,7 +180,9 @@ def run(module: str, max_children: int, survivors: bool = False, functions: list
             shutil.copytree(
                 ROOT / folder, work / folder, ignore=shutil.ignore_patterns("__pycache__")
             )
-        names = [name for name, *_ in survivors_and_counts(work, module)[1]]
+        # with --functions, the survivors among those functions' mutants (the others never ran)
+        only = _patterns(module, list(functions))
+        names = [name for name, *_ in survivors_and_counts(work, module, only)[1]]
         print(f"== {module}: mutmut run {len(names)} survivors again", flush=True)
     else:
         work, names = prepare(module), _patterns(module, list(functions))
