@@ -10,6 +10,7 @@ threshold in the same test, so a reader sees both figures and that the bar is fa
 from __future__ import annotations
 
 import math
+import re
 from statistics import NormalDist
 
 import numpy as np
@@ -682,3 +683,22 @@ def test_a_set_epoch_while_an_iterator_runs_changes_the_next_iter_not_this_one(c
     nxt = cls(range(n), 1, 0, seed=4)
     nxt.set_epoch(1)
     assert list(s) == list(nxt)
+
+
+def test_refusals_name_the_first_offending_position_whatever_the_dtype():
+    """Invariant: the first value out of ``[0, n)`` is named with its position and exact value:
+    a negative one before a too large one, a ``uint64`` past ``2**63`` (never wrapped to a
+    negative), an index pair in 2-D; an empty array of numpy's default float dtype holds no
+    floats and shuffles to an empty int64 tensor."""
+    cases = [
+        (torch.tensor([-1, 99]), "positions[0]=-1"),
+        (torch.from_numpy(np.array([1, 2**64 - 1], dtype=np.uint64)), "positions[1]=18446744073709551615"),
+        (torch.from_numpy(np.array([[1, 2], [3, 9]], dtype=np.uint64)), "positions[1, 1]=9"),
+        (torch.from_numpy(np.array([0, 5], dtype=np.uint64)), "positions[1]=5"),
+    ]  # fmt: skip
+    for values, named in cases:
+        words = f"positions should be in [0, n) = [0, 5), but got {named} for n=5"
+        with pytest.raises(ValueError, match=f"^{re.escape(words)}$"):
+            index_shuffle(values, 5, 0)
+    empty = index_shuffle(np.array([]), 5, 0)
+    assert empty.dtype == torch.int64 and empty.shape == (0,)
