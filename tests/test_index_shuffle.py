@@ -702,3 +702,12 @@ def test_refusals_name_the_first_offending_position_whatever_the_dtype():
             index_shuffle(values, 5, 0)
     empty = index_shuffle(np.array([]), 5, 0)
     assert empty.dtype == torch.int64 and empty.shape == (0,)
+
+
+def test_uint64_positions_past_float_precision_are_shuffled_exactly():
+    """Invariant: ``uint64`` positions are converted to int64 exactly (never through a float):
+    positions past 2**53 map as the same int64 positions do."""
+    n = 2**61
+    values = [2**60 + 1, 2**53 + 1, 3]
+    unsigned = torch.from_numpy(np.array(values, dtype=np.uint64))
+    assert torch.equal(index_shuffle(unsigned, n, 7), index_shuffle(torch.tensor(values), n, 7))
