@@ -27,6 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src" / "distsampling"
 TESTS = ROOT / "tests"
 TUTORIALS = sorted((ROOT / "docs" / "tutorials").glob("*.md"))
+README = ROOT / "README.md"
+#: a README row's copy set: `a.py` + `b.py` + ... (the module first, then what it imports)
+README_SET = re.compile(r"^\| [^|]+ \| (?P<files>`\w+\.py`(?: \+ `\w+\.py`)*)[ (]")
 BULLET = re.compile(r"^- `(?P<name>\w+)`: (?P<files>`[\w.]+\.py`(?:, `[\w.]+\.py`)*)\s*$")
 
 #: the property each listed name runs in its copied set: (test module, property)
@@ -275,3 +278,14 @@ def test_the_import_graph_of_src_has_no_circle():
     for node in sorted(edges):
         if node not in state:
             visit(node, [node])
+
+
+def test_the_readmes_copy_sets_are_exactly_what_each_module_imports():
+    """Invariant: each copy set of the README's table (`a.py` + `b.py` + ...) is the module and
+    every sibling it imports, directly or through another: a reader who copies it has all of
+    it, and nothing more."""
+    sets = [m["files"] for line in README.read_text().splitlines() if (m := README_SET.match(line))]
+    assert len(sets) >= 17
+    for files in sets:
+        names = re.findall(r"`(\w+)\.py`", files)
+        assert set(names) == closure(names[0]), files

@@ -19,7 +19,7 @@ sampler's public fields, and a wrapper's inner epoch through the draw the wrappe
 it will yield), never by iterating a sampler (that would advance its generator). A sampler with
 none of these has its order left unchecked (``"order": None``). What must agree is compared; a
 per-rank length that differs by design (:class:`~distsampling.UnpaddedDistributedSampler`,
-``ceil((N - rank) / W)``) is not.
+``ceil((N - rank) / W)``; :class:`~distsampling.InferenceSampler`'s blocks) is not.
 
 References:
     torch/utils/data/distributed.py (what every rank must agree on)
@@ -34,8 +34,6 @@ import torch
 import torch.distributed as dist
 
 from ._validate import epoch_permutation
-from .evaluation import UnpaddedDistributedSampler
-from .inference import InferenceSampler
 from .wrapper import DatasetFromSampler, yields_indices
 
 __all__ = ["RankMismatchError", "assert_rank_consistent", "epoch_digest"]
@@ -101,8 +99,9 @@ def _position(sampler: Any) -> dict[str, int] | None:
 def epoch_digest(sampler: Any) -> dict[str, Any]:
     r"""This rank's view of the epoch: the fields every rank must share, and the order's hash.
 
-    ``len`` and ``position`` are left out over an :class:`~distsampling.UnpaddedDistributedSampler`
-    or an :class:`~distsampling.InferenceSampler`, whose ranks read different counts by design. Nothing is iterated or drawn anew.
+    ``len`` and ``position`` are left out over a sampler whose ranks read different counts by
+    design (``uneven_ranks = True``: :class:`~distsampling.UnpaddedDistributedSampler`,
+    :class:`~distsampling.InferenceSampler`). Nothing is iterated or drawn anew.
 
     Examples:
         >>> from distsampling import ResumableDistributedSampler
@@ -111,7 +110,7 @@ def epoch_digest(sampler: Any) -> dict[str, Any]:
         {'type': 'ResumableDistributedSampler', 'dataset_len': 10, 'seed': 0, 'epoch': 0, 'position': {'start': 0, 'position': 0}}
     """
     chain = _chain(sampler)
-    unpadded = any(isinstance(s, (UnpaddedDistributedSampler, InferenceSampler)) for s in chain)
+    unpadded = any(getattr(s, "uneven_ranks", False) for s in chain)  # unequal by design
     digest: dict[str, Any] = {"type": type(sampler).__name__}
     if not unpadded:  # equal counts on every rank: a rank with more batches hangs DDP
         digest["len"] = len(sampler)

@@ -47,6 +47,8 @@ class UnpaddedDistributedSampler(DistributedSampler):
         [[0, 2, 4], [1, 3]]
     """
 
+    uneven_ranks = True  #: ranks read unequal counts by design (checks leave len out)
+
     pad = False  # resumed on another world (distsampling.resume), the rest is not padded either
 
     def __init__(

@@ -71,6 +71,8 @@ class InferenceSampler(DistributedSampler[int]):
         [[0, 1, 2], [3, 4]]
     """
 
+    uneven_ranks = True  #: ranks read unequal counts by design (checks leave len out)
+
     shuffle, seed, drop_last, epoch = False, 0, False, 0  # in order: nothing drawn, padded, cut
 
     def __init__(
