@@ -609,17 +609,19 @@ def test_a_state_without_a_field_is_refused_naming_it():
         MixtureSampler([9, 9], [1, 1], 2, 1, 0).load_state_dict(state)
 
 
-@given(sources=mixture_sources(), worlds=st.lists(st.tuples(elastic_world_sizes,
+@given(schedule=mixture_schedules(gap=6), worlds=st.lists(st.tuples(elastic_world_sizes,
        mixture_batch_sizes, st.integers(0, 3)), min_size=2, max_size=3), seed=seeds)  # fmt: skip
 def test_resumes_chained_over_several_grids_in_a_later_epoch_read_every_position_once(
-    sources, worlds, seed
+    schedule, worlds, seed
 ):
     """Invariant: in epoch 1, runs on grids (W, b) one after another, each loading the last
     one's state after some steps, read the stream's positions of the epoch once each, and the
-    epoch ends with the first step that starts at or after its end."""
-    sizes, weights = sources
+    epoch ends with the first step that starts at or after its end. Each change of the
+    schedule falls at its training step on the grid that reached it."""
+    sizes, weights = schedule
     length = 40
     laid, state, last_step = [], None, 0
+    grids = []  # (first position, first step, global batch) of each grid, in order
     for k, (world, b, steps) in enumerate(worlds):
         ranks = [MixtureSampler(sizes, weights, b, world, r, seed=seed, epoch_length=length)
                  for r in range(world)]  # fmt: skip
@@ -627,16 +629,24 @@ def test_resumes_chained_over_several_grids_in_a_later_epoch_read_every_position
             s.set_epoch(1)
             if state is not None:
                 s.load_state_dict(state)
-        last = k == len(worlds) - 1
-        steps = len(ranks[0]) // b if last else min(steps, len(ranks[0]) // b)
+        grids.append((ranks[0]._origin, ranks[0]._step0, world * b))
+        left = len(ranks[0]) - ranks[0]._before  # len() counts the epoch's earlier grids too
+        steps = left // b if k == len(worlds) - 1 else min(steps, left // b)
         reads = [list(islice(iter(s), steps * b)) for s in ranks]
         laid += [
             i for t in range(steps) for r in range(world) for i in reads[r][t * b : (t + 1) * b]
         ]
         state = json.loads(json.dumps(ranks[0].state_dict()))
         last_step = world * b if steps else last_step
-    whole = MixtureSampler(sizes, weights, 1, 1, 0, seed=seed)
+
+    def position(step: int) -> int:  # where the trainer's step began: on the grid that ran it
+        origin, step0, B = next(g for g in reversed(grids) if g[1] <= step)
+        return origin + (step - step0) * B
+
+    at = [(position(step), w) for step, w in weights]
+    whole = MixtureSampler(sizes, at, 1, 1, 0, seed=seed)
     first = -(-length // (worlds[0][0] * worlds[0][1])) * worlds[0][0] * worlds[0][1]  # epoch 1
+    assert grids[0][:2] == (0, 0) and state["changes"] == [p for p, _ in at]
     assert laid == [whole.batch_at(p)[0][0] for p in range(first, first + len(laid))]
     assert first + len(laid) >= 2 * length > first + len(laid) - last_step
 
