@@ -422,9 +422,11 @@ class MixtureSampler(Sampler[int]):
                 "seed": self.seed, "shuffle": self.shuffle, "epoch_length": self.epoch_length}  # fmt: skip
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
-        r"""Where this rank is: the grid's origin (a global position) and the indices of the
-        epoch read since; ``consumed``: what the loop used of the latest ``iter()`` (a plain
-        DataLoader with workers reads ahead; StatefulDataLoader needs none)."""
+        r"""Where this rank is: the grid's first position (``origin``) and training step
+        (``step``), the indices of the epoch read since (``position``; ``before``: read on
+        earlier grids), and where the schedule's changes fell (``changes``); ``consumed``: what
+        the loop used of the latest ``iter()`` (a plain DataLoader with workers reads ahead;
+        StatefulDataLoader needs none)."""
         handed_out = 0 if self._counter is None else self._counter.yielded
         if consumed is not None:
             handed_out = check_consumed(
