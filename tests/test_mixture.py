@@ -15,7 +15,7 @@ from itertools import islice
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from distsampling.index_shuffle import epoch_key, index_shuffle
@@ -90,6 +90,8 @@ def roundtrip(state: dict) -> dict:
 
 
 @given(sources=mixture_sources())
+@example(sources=([9, 9, 9, 9], [1, 1, 2, 2]))  # merged and unmerged nodes of equal weight
+@example(sources=([9] * 6, [3, 3, 3, 3, 3, 3]))  # ties among merged nodes
 def test_the_stream_is_the_divisor_merge_of_the_docstring_at_every_node(sources):
     """Invariant: the closed form ⌊n·a/(a+b) + 1/2⌋ at every node gives, position for position,
     the merge by time of the reference; each source's items come numbered 0, 1, 2, ..."""
@@ -421,11 +423,24 @@ def test_a_state_of_another_configuration_is_refused_naming_the_field():
         ({"changes": [-1]}, [9, 9], [1, 1], {}, "changes[0] should be >= 0, but got changes[0]=-1"),
         ({"changes": [3], "step": 5}, [9, 9], [1, 1], {}, "changes should be positions "
          "increasing from 0 that a sampler of this schedule saved, but got changes=[3] at step=5"),
+        ({"before": -1}, [9, 9], [1, 1], {}, "before should be >= 0, but got before=-1"),
     ]  # fmt: skip
     for change, sizes, weights, kwargs, message in refused:
         sampler = MixtureSampler(sizes, weights, 2, 1, 0, **kwargs)
         with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
             sampler.load_state_dict({**state, **change})
+    plan = [(0, [1, 1]), (2, [1, 2]), (4, [2, 1])]  # changes at positions 0, 4, 8 on this grid
+    saved = MixtureSampler([9, 9], plan, 2, 1, 0).state_dict()
+    assert saved["changes"] == [0, 4, 8]
+    message = ("changes should be positions increasing from 0 that a sampler of this schedule "
+               "saved, but got changes=[0, 8, 8] at step=5")  # fmt: skip
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        MixtureSampler([9, 9], plan, 2, 1, 0).load_state_dict(
+            {**saved, "changes": [0, 8, 8], "step": 5, "origin": 10}
+        )
+    resumed = MixtureSampler([9, 9], plan, 4, 1, 0)  # another grid: step 5 at position 10
+    resumed.load_state_dict({**saved, "step": 5, "origin": 10})
+    assert resumed.state_dict()["changes"] == [0, 4, 8]  # both passed: where they were read
 
 
 # --- bad input ---------------------------------------------------------------------------------

@@ -243,15 +243,19 @@ class MixtureSampler(Sampler[int]):
         self._origin, self._step0 = 0, 0  # the grid starts at position _origin, step _step0
         self._before = 0  # indices this rank read of the epoch on an earlier grid (a resume)
         self._counter: CountingIterator | None = None
-        self._place([])
+        self._place(self._resolve(0, 0, []))
 
-    def _place(self, passed: list[int]) -> None:
-        """Each change's global position: ``passed`` (read on earlier grids) for the steps
-        before this grid's first, ``origin + (step - step0) * B`` for the others; then each
-        source's count at each segment's start."""
+    def _resolve(self, origin: int, step0: int, passed: list[int]) -> list[int]:
+        """Each change's global position on a grid that starts at ``origin``, step ``step0``:
+        ``passed`` (where earlier grids read it) for the steps before, ``origin + (step -
+        step0) * B`` for the others."""
         B = self.batch_size * self.num_replicas
-        self._starts = [passed[g] if step < self._step0 else self._origin + (step - self._step0) * B
-                        for g, (step, _) in enumerate(self.schedule)]  # fmt: skip
+        return [passed[g] if step < step0 else origin + (step - step0) * B
+                for g, (step, _) in enumerate(self.schedule)]  # fmt: skip
+
+    def _place(self, starts: list[int]) -> None:
+        """The changes at ``starts``; each source's count at each segment's start."""
+        self._starts = starts
         self._bases = [[0] * len(self.sizes)]
         for g, start in enumerate(self._starts[1:]):
             n = start - self._starts[g]
@@ -474,9 +478,7 @@ class MixtureSampler(Sampler[int]):
         else:  # the new grid starts at the next step: its step number and position go on
             done, skip, before = steps.start + position // b, 0, before + position
             origin, step0 = origin + done * W * b, step0 + done
-        B = self.batch_size * self.num_replicas
-        starts = [changes[g] if step < step0 else origin + (step - step0) * B
-                  for g, (step, _) in enumerate(self.schedule)]  # fmt: skip
+        starts = self._resolve(origin, step0, changes)
         if starts[0] != 0 or any(x >= y for x, y in pairwise(starts)):
             raise ValueError(
                 f"changes should be positions increasing from 0 that a sampler of this schedule "
@@ -484,4 +486,4 @@ class MixtureSampler(Sampler[int]):
             )
         self.epoch, self._counter, self._skip, self._before = epoch, None, skip, before
         self._origin, self._step0 = origin, step0
-        self._place(changes)
+        self._place(starts)
