@@ -55,7 +55,7 @@ from distsampling import (
     resumed_positions,
     run_world,
 )
-from distsampling.resume import generator_state, generator_text
+from distsampling.resume import CountingIterator, generator_state, generator_text
 from distsampling.wrapper import yields_indices
 from strategies import (
     elastic_kinds,
@@ -1606,6 +1606,27 @@ def test_indices_after_a_resume_on_a_resumed_world_are_the_rest_of_its_share(kin
     assert rest == list(second)[50:]  # a new iter() of the second starts where it was loaded
 
 
+def json_state_after(sampler: object, k: int) -> dict:
+    """The JSON state of ``sampler`` after its ``iter()`` handed out ``k`` indices."""
+    it = iter(sampler)
+    for _ in range(k):
+        next(it)
+    return json.loads(json.dumps(sampler.state_dict()))
+
+
+@given(data=st.data())
+def test_the_counting_iterator_counts_what_it_handed_out_across_blocks(data):
+    """Invariant: over blocks of any sizes (empty ones too), ``ints`` yields every block's
+    values in order, and ``yielded`` is how many it has handed out at every point."""
+    sizes = data.draw(st.lists(st.integers(0, 5), max_size=6), label="block sizes")
+    blocks = [torch.arange(sum(sizes[:i]), sum(sizes[: i + 1])) for i in range(len(sizes))]
+    counter = CountingIterator(lambda: iter(blocks))
+    assert counter.yielded == 0
+    for expected in range(sum(sizes)):
+        assert next(counter.ints) == expected and counter.yielded == expected + 1
+    assert next(counter.ints, None) is None and counter.yielded == sum(sizes)
+
+
 @given(n=st.integers(1, 60), worlds=st.tuples(st.integers(1, 6), st.integers(1, 6)), data=st.data())
 def test_len_is_the_whole_epochs_count_before_and_after_a_resume(n, worlds, data):
     """Invariant: ``len()`` of a resumable sampler is this rank's count of the whole epoch: on
@@ -1615,10 +1636,7 @@ def test_len_is_the_whole_epochs_count_before_and_after_a_resume(n, worlds, data
     w1, w2 = worlds
     s = ResumableDistributedSampler(range(n), w1, 0, seed=3)
     k = data.draw(st.integers(0, len(s)))
-    it = iter(s)
-    for _ in range(k):
-        next(it)
-    state = json.loads(json.dumps(s.state_dict()))
+    state = json_state_after(s, k)
     same = ResumableDistributedSampler(range(n), w1, 0, seed=3)
     same.load_state_dict(state)
     assert len(same) == same.num_samples == k + len(list(same))
@@ -1648,10 +1666,7 @@ def test_an_unpadded_split_counts_the_whole_epoch_too_and_a_new_epoch_forgets_th
     w1, w2 = worlds
     s = ResumableUnpaddedDistributedSampler(range(n), w1, 0, seed=3)
     k = data.draw(st.integers(0, len(s)))
-    it = iter(s)
-    for _ in range(k):
-        next(it)
-    state = json.loads(json.dumps(s.state_dict()))
+    state = json_state_after(s, k)
     rank = data.draw(st.integers(0, w2 - 1))
     moved = ResumableUnpaddedDistributedSampler(range(n), w2, rank, seed=3)
     moved.load_state_dict(state)

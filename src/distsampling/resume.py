@@ -138,8 +138,17 @@ def _rest_count(
 
 
 def check_consumed(consumed: object, handed_out: int, why: str, unit: str = "samples") -> int:
-    """``consumed`` as an int in ``[0, handed_out]``: a loop cannot have used more than it got
-    (``unit``: what the object yields, samples or batches)."""
+    r"""``consumed`` as an int in ``[0, handed_out]``: a loop cannot have used more than it got
+    (``unit``: what the object yields, samples or batches).
+
+    Examples:
+        >>> check_consumed(2, 3, "the latest iter() handed out 3")
+        2
+        >>> check_consumed(4, 3, "the latest iter() handed out 3")
+        Traceback (most recent call last):
+          ...
+        ValueError: consumed should be <= 3 (samples handed out): the latest iter() handed out 3, but got consumed=4
+    """
     consumed = check_int("consumed", consumed, low=0)
     if consumed > handed_out:
         raise ValueError(
@@ -177,6 +186,11 @@ class CountingIterator:
     never read costs nothing) and turned into ints a block at a time. The count is read off the
     block's list iterator (``length_hint``): handed out = finished blocks + block length - what
     is left of it.
+
+    Examples:
+        >>> counter = CountingIterator(lambda: iter([torch.arange(3), torch.arange(3, 5)]))
+        >>> [next(counter.ints) for _ in range(4)], counter.yielded
+        ([0, 1, 2, 3], 4)
     """
 
     def __init__(self, blocks: Callable[[], Iterable[torch.Tensor]]) -> None:
