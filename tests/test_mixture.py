@@ -186,6 +186,21 @@ def test_ranks_split_every_step_and_iteration_yields_what_batch_at_says(sources,
         assert list(sampler) == [i for s in range(steps) for i in sampler.batch_at(s)[r]]
 
 
+@given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes, seed=seeds)
+def test_positions_and_sources_name_the_source_and_item_each_rank_reads_at_each_step(
+    sources, world, b, seed
+):
+    """Invariant: ``sources(positions(s, r))`` is what rank r reads at step s, decoded: without
+    shuffle, item j of source k is sample ``j % sizes[k]`` of it, the index batch_at gives."""
+    sizes, weights = sources
+    sampler = MixtureSampler(sizes, weights, b, world, 0, seed=seed, shuffle=False)
+    for s in range(3):
+        for r in range(world):
+            ks, js = sampler.sources(sampler.positions(s, r))
+            got = [sampler.offsets[k] + j % sizes[k] for k, j in zip(ks.tolist(), js.tolist())]
+            assert got == sampler.batch_at(s)[r]
+
+
 @given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes, seed=seeds,
        shuffle=st.booleans(), position=st.integers(0, 200))  # fmt: skip
 def test_when_read_finds_the_position_that_reads_a_sample(

@@ -330,6 +330,32 @@ class MixtureSampler(Sampler[int]):
             out.append(self.offsets[k] + i)
         return out
 
+    def positions(self, step: int, rank: int | None = None) -> np.ndarray:
+        r"""The global positions ``rank`` (default: this sampler's) reads at training ``step`` of
+        this grid, ``(batch_size,)`` int64: the layout in one place, for readers of the stream
+        (a streaming mixture asks it which positions each rank's micro-batch holds).
+
+        Examples:
+            >>> MixtureSampler([6, 4], [1, 1], batch_size=2, num_replicas=2, rank=1).positions(1)
+            array([6, 7])
+        """
+        step = check_int("step", step, low=self._step0)
+        r = self.rank if rank is None else check_int("rank", rank, low=0, high=self.num_replicas - 1)
+        b = self.batch_size
+        first = self._origin + (step - self._step0) * b * self.num_replicas + r * b
+        return np.arange(first, first + b, dtype=np.int64)
+
+    def sources(self, positions: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r"""``(source, item number overall)`` at global ``positions``, each ``(P,)`` int64: item
+        ``j`` of source ``k`` is in its pass ``j // sizes[k]``, at ``j % sizes[k]`` of that pass.
+
+        Examples:
+            >>> s = MixtureSampler([6, 4], [1, 1], batch_size=2, num_replicas=2, rank=0)
+            >>> [a.tolist() for a in s.sources(range(4))]
+            [[0, 1, 0, 1], [0, 0, 1, 1]]
+        """
+        return self._sources(np.asarray(positions, dtype=np.int64).reshape(-1))
+
     def batch_at(self, step: int) -> list[list[int]]:
         r"""The ``num_replicas`` micro-batches of training step ``step``, rank by rank."""
         step, b = check_int("step", step, low=0), self.batch_size
