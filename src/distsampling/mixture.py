@@ -340,7 +340,11 @@ class MixtureSampler(Sampler[int]):
             array([6, 7])
         """
         step = check_int("step", step, low=self._step0)
-        r = self.rank if rank is None else check_int("rank", rank, low=0, high=self.num_replicas - 1)
+        r = (
+            self.rank
+            if rank is None
+            else check_int("rank", rank, low=0, high=self.num_replicas - 1)
+        )
         b = self.batch_size
         first = self._origin + (step - self._step0) * b * self.num_replicas + r * b
         return np.arange(first, first + b, dtype=np.int64)
