@@ -61,6 +61,9 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "ahead": (["tests/test_ahead.py"], False),
     # its resume is the resume layer's (tests/test_resume.py); its own file proves the rest
     "index_shuffle": (["tests/test_index_shuffle.py"], False),
+    # the cipher the sampler and the mixture read their orders from (the reference, the
+    # bijection, the statistics, the scalar path); its errors swept with every public name's
+    "cipher": (["tests/test_cipher.py", "tests/test_errors_sweep.py"], False),
     "sharded": (["tests/test_sharded.py"], False),
     "token_budget": (["tests/test_token_budget.py"], False),
     "mixture": (["tests/test_mixture.py"], False),

@@ -10,6 +10,7 @@ from .ahead import OrderAhead
 from .balanced import BatchBalanceClassSampler, distinct_draws
 from .batch import BatchSampler
 from .checks import RankMismatchError, assert_rank_consistent, epoch_digest
+from .cipher import epoch_key, index_shuffle, index_unshuffle
 from .distributed import DistributedSampler
 from .evaluation import UnpaddedDistributedSampler, gather_by_index, merge_by_index
 from .grouped import GroupedBatchSampler
@@ -29,7 +30,7 @@ from .growing import (
     prefetch_epochs,
     produce,
 )
-from .index_shuffle import IndexShuffleSampler, epoch_key, index_shuffle, index_unshuffle
+from .index_shuffle import IndexShuffleSampler
 from .inference import InferenceSampler, inference_shard
 from .infinite import InfiniteSampler, shared_random_seed
 from .iteration import IterationBasedBatchSampler

@@ -65,7 +65,7 @@ import torch
 from torch.utils.data import Sampler
 
 from ._validate import check_bool, check_int, check_seed, resolve_world
-from .index_shuffle import epoch_key, index_shuffle, index_unshuffle
+from .cipher import epoch_key, index_shuffle, index_unshuffle
 from .resume import CountingIterator, check_consumed, check_state
 
 __all__ = ["MixtureSampler", "Read"]

@@ -22,8 +22,9 @@ import torch
 
 from ._validate import _index_dtype, check_int, check_seed, epoch_permutation
 from .batch import BatchSampler
+from .cipher import epoch_key, index_shuffle, index_unshuffle
 from .distributed import DistributedSampler
-from .index_shuffle import IndexShuffleSampler, epoch_key, index_shuffle, index_unshuffle
+from .index_shuffle import IndexShuffleSampler
 from .windowed import SequentialWindowedDataset, epoch_offset
 
 __all__ = [
