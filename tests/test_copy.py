@@ -289,3 +289,32 @@ def test_the_readmes_copy_sets_are_exactly_what_each_module_imports():
     for files in sets:
         names = re.findall(r"`(\w+)\.py`", files)
         assert set(names) == closure(names[0]), files
+
+
+# --- what a reader copies stays short enough to read ------------------------------------------
+#: the most lines each of these sets may hold, its file and its helpers together (docstrings,
+#: checks and examples included): every error's words are kept, so a new check is paid for by
+#: shorter code elsewhere in the set
+MARKS = {
+    "DistributedSampler": 300,
+    "SequentialWindowedDataset": 350,
+    "WeightedBalanceClassSampler": 430,
+    "DistributedSamplerWrapper": 370,
+}
+
+
+def lines(files: list[str]) -> int:
+    return sum(len((SRC / f).read_text().splitlines()) for f in files)
+
+
+@pytest.mark.parametrize(("stem", "name", "files"), SETS, ids=[s[1] for s in SETS])
+def test_a_copy_set_stays_within_its_mark_and_its_tutorial_states_its_length(stem, name, files):
+    """Invariant: the marked sets hold at most their mark of lines; a tutorial that says how long
+    its first set is ("N lines together") says its exact count."""
+    if name in MARKS:
+        assert lines(files) <= MARKS[name], f"{name}: {' + '.join(files)}"
+    stated = re.search(
+        r"(\d[\d,]*) lines together", (TUTORIALS[0].parent / f"{stem}.md").read_text()
+    )
+    if stated and next(s for s in SETS if s[0] == stem)[1] == name:
+        assert int(stated[1].replace(",", "")) == lines(files), f"{stem}.md states {stated[1]}"

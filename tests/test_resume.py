@@ -55,7 +55,7 @@ from distsampling import (
     resumed_positions,
     run_world,
 )
-from distsampling.resume import CountingIterator, generator_state, generator_text
+from distsampling.resume import CountingIterator, EpochHandle, generator_state, generator_text
 from distsampling.wrapper import yields_indices
 from strategies import (
     elastic_kinds,
@@ -1684,3 +1684,20 @@ def test_an_unpadded_split_counts_the_whole_epoch_too_and_a_new_epoch_forgets_th
             ResumableUnpaddedDistributedSampler(range(n), w1, 0, seed=3).load_state_dict(
                 {**state, "before": bad}
             )
+
+
+def test_an_epoch_handle_passes_set_epoch_to_its_owner_and_names_it():
+    """Invariant: the handle a batch sampler gives frameworks as its ``sampler`` sets the
+    owner's epoch to exactly the value given, and its repr names the owner's class."""
+
+    class Owner:
+        epoch = 0
+
+        def set_epoch(self, epoch: int) -> None:
+            self.epoch = epoch
+
+    owner = Owner()
+    handle = EpochHandle(owner)
+    handle.set_epoch(3)
+    assert owner.epoch == 3 and handle.owner is owner
+    assert repr(handle) == "EpochHandle(Owner)"

@@ -17,7 +17,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from distsampling._validate import (
-    EpochHandle,
     _index_dtype,
     check_bool,
     check_int,
@@ -226,20 +225,3 @@ def test_check_int64_takes_the_largest_int64_and_names_the_first_past_it():
     assert str(caught.value) == (
         "count should be < 2**63 (stored as int64), but got count=9223372036854775808"
     )
-
-
-def test_an_epoch_handle_passes_set_epoch_to_its_owner_and_names_it():
-    """Invariant: the handle a batch sampler gives frameworks as its ``sampler`` sets the
-    owner's epoch to exactly the value given, and its repr names the owner's class."""
-
-    class Owner:
-        epoch = 0
-
-        def set_epoch(self, epoch: int) -> None:
-            self.epoch = epoch
-
-    owner = Owner()
-    handle = EpochHandle(owner)
-    handle.set_epoch(3)
-    assert owner.epoch == 3 and handle.owner is owner
-    assert repr(handle) == "EpochHandle(Owner)"

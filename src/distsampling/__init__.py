@@ -10,7 +10,6 @@ from .ahead import OrderAhead
 from .balanced import BatchBalanceClassSampler, distinct_draws
 from .batch import BatchSampler
 from .checks import RankMismatchError, assert_rank_consistent, epoch_digest
-from .cipher import epoch_key, index_shuffle, index_unshuffle
 from .distributed import DistributedSampler
 from .evaluation import UnpaddedDistributedSampler, gather_by_index, merge_by_index
 from .grouped import GroupedBatchSampler
@@ -30,7 +29,8 @@ from .growing import (
     prefetch_epochs,
     produce,
 )
-from .index_shuffle import IndexShuffleSampler
+# the cipher's names (cipher.py) through the sampler's module: bound after it, the functions
+from .index_shuffle import IndexShuffleSampler, epoch_key, index_shuffle, index_unshuffle
 from .inference import InferenceSampler, inference_shard
 from .infinite import InfiniteSampler, shared_random_seed
 from .iteration import IterationBasedBatchSampler

@@ -14,9 +14,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-# torch.Generator.manual_seed takes any integer in [-2**63, 2**64 - 1]
-_SEED_LOW, _SEED_HIGH = -(2**63), 2**64 - 1
-_INT64_MAX = 2**63 - 1  # the largest size or count numpy and torch hold (int64)
+_SEED_LOW, _SEED_HIGH = -(2**63), 2**64 - 1  # torch.Generator.manual_seed takes any int in them
 
 
 def _index_dtype(size: int) -> torch.dtype:
@@ -34,10 +32,8 @@ def _is_bool(value: object) -> bool:
 def check_int(name: str, value: object, *, low: int | None = None, high: int | None = None) -> int:
     """``value`` as an ``int``; raise unless it is an integer in range: what ``operator.index``
     takes, as torch does (Python and numpy ints, one-element integer tensors), never a bool."""
-    try:
-        if _is_bool(value):
-            raise TypeError
-        value = operator.index(value)  # type: ignore[arg-type]
+    try:  # a bool is an int to operator.index, never to us: it gets index(None)'s TypeError
+        value = operator.index(None if _is_bool(value) else value)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(
             f"{name} should be an integer, but got {name}={value!r} of type {type(value).__name__}"
@@ -50,10 +46,9 @@ def check_int(name: str, value: object, *, low: int | None = None, high: int | N
 
 
 def check_int64(name: str, value: object, *, low: int | None = None) -> int:
-    """:func:`check_int`, and below ``2**63``: a size or a count that numpy or torch will hold as
-    int64 (past it they raise ``OverflowError`` from inside, naming nothing)."""
+    """:func:`check_int`, and ``< 2**63``: numpy and torch hold it as int64, never overflowing."""
     value = check_int(name, value, low=low)
-    if value > _INT64_MAX:
+    if value >= 2**63:  # past int64, the largest size or count numpy and torch hold
         raise ValueError(f"{name} should be < 2**63 (stored as int64), but got {name}={value}")
     return value
 
@@ -75,9 +70,8 @@ def check_len(name: str, obj: object) -> int:
     try:
         return len(obj)
     except OverflowError:  # range(2**70): Python's len() stops at sys.maxsize
-        raise ValueError(
-            f"{name} should have a length <= {sys.maxsize}, but got {name}={obj!r}"
-        ) from None
+        too_long = f"{name} should have a length <= {sys.maxsize}, but got {name}={obj!r}"
+        raise ValueError(too_long) from None
 
 
 def resolve_world(num_replicas: object, rank: object) -> tuple[int, int]:
@@ -141,8 +135,7 @@ def epoch_permutation(n: int, shuffle: bool, seed: int, epoch: int) -> torch.Ten
     seed = check_seed(seed, epoch if check_bool("shuffle", shuffle) else 0)
     if not shuffle:
         return torch.arange(n, dtype=_index_dtype(n))
-    g = torch.Generator()
-    g.manual_seed(seed + epoch)  # the same generator, seed and call as torch
+    g = torch.Generator().manual_seed(seed + epoch)  # the same generator, seed and call as torch
     return torch.randperm(n, generator=g, dtype=_index_dtype(n))
 
 
@@ -164,18 +157,3 @@ def rank_positions(n: int, num_replicas: int, rank: int, drop_last: bool = False
         )
     positions = rank + num_replicas * torch.arange(num_samples)  # (num_samples,)
     return positions % max(n, 1)  # past n: the head of the order again
-
-
-class EpochHandle:
-    r"""``set_epoch`` for a batch sampler, where frameworks look for it: Lightning calls
-    ``loader.batch_sampler.sampler.set_epoch(epoch)`` every epoch, never the batch sampler's own.
-    A batch sampler that draws its own epoch returns one from its ``sampler`` property."""
-
-    def __init__(self, owner: object) -> None:
-        self.owner = owner
-
-    def set_epoch(self, epoch: int) -> None:
-        self.owner.set_epoch(epoch)  # type: ignore[attr-defined]
-
-    def __repr__(self) -> str:
-        return f"EpochHandle({type(self.owner).__name__})"

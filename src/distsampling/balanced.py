@@ -32,13 +32,12 @@ from torch.utils.data import Sampler
 from ._validate import (
     _SEED_HIGH,
     _SEED_LOW,
-    EpochHandle,
     check_int,
     check_int64,
     check_len,
     resolve_world,
 )
-from .resume import check_consumed, check_state
+from .resume import EpochHandle, check_consumed, check_state
 
 __all__ = ["BatchBalanceClassSampler", "distinct_draws"]
 

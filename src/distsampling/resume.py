@@ -209,6 +209,21 @@ class CountingIterator:
         return self._done + self._len - length_hint(self._it)
 
 
+class EpochHandle:
+    r"""``set_epoch`` for a batch sampler, where frameworks look for it: Lightning calls
+    ``loader.batch_sampler.sampler.set_epoch(epoch)`` every epoch, never the batch sampler's own.
+    A batch sampler that draws its own epoch returns one from its ``sampler`` property."""
+
+    def __init__(self, owner: object) -> None:
+        self.owner = owner
+
+    def set_epoch(self, epoch: int) -> None:
+        self.owner.set_epoch(epoch)  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return f"EpochHandle({type(self.owner).__name__})"
+
+
 class Resumable:
     r"""Mixin: ``state_dict()`` / ``load_state_dict()`` for a sampler that yields ``indices()``.
 

@@ -42,8 +42,8 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import EpochHandle, check_bool, check_int, check_int64, check_seed, resolve_world
-from .resume import check_consumed, check_state
+from ._validate import check_bool, check_int, check_int64, check_seed, resolve_world
+from .resume import EpochHandle, check_consumed, check_state
 
 __all__ = ["TokenBudgetBatchSampler"]
 

@@ -1,8 +1,7 @@
 r"""DistributedSamplerWrapper: split the epoch of *any* sampler across ranks, as DistributedSampler would.
 
-Each epoch the wrapper forwards ``set_epoch`` to the inner sampler, reads the inner epoch once
-(into an integer tensor, not a Python list), and gives this rank the inner indices at the
-positions that torch's ``DistributedSampler`` gives it over ``range(len(inner epoch))``.
+Each epoch the wrapper forwards ``set_epoch`` to the inner sampler, reads its epoch once (into a
+tensor) and gives this rank the indices at torch's positions over ``range(len(inner epoch))``.
 
 Randomness contract: ranks never exchange indices, so every rank's inner sampler must yield
 **the same epoch** for the same ``set_epoch``: seeded alike on every rank, never from a global
@@ -41,8 +40,7 @@ __all__ = ["DatasetFromSampler", "DistributedSamplerWrapper", "index_tensor", "y
 def _random_sampler_epoch(sampler: RandomSampler) -> torch.Tensor:
     n, k, g = len(sampler.data_source), sampler.num_samples, sampler.generator
     if g is None:  # as torch: a seed from the global RNG (it differs per rank!)
-        g = torch.Generator()
-        g.manual_seed(int(torch.empty((), dtype=torch.int64).random_().item()))
+        g = torch.Generator().manual_seed(int(torch.empty((), dtype=torch.int64).random_().item()))
     parts = [torch.randperm(n, generator=g, dtype=_index_dtype(n)) for _ in range(k // n + 1)]
     return parts[0] if k == n else torch.cat(parts)[:k]  # torch's k // n + 1 calls, k kept
 
@@ -168,10 +166,8 @@ class DistributedSamplerWrapper(DistributedSampler[int]):
                 "itself; splitting its share again leaves each rank a part of a part (most "
                 "samples never read). Pass it to the DataLoader as it is"
             )
-        self.shuffle = check_bool("shuffle", shuffle)
-        self.seed = check_seed(seed)
-        self.drop_last = check_bool("drop_last", drop_last)
-        self.epoch = 0
+        self.shuffle, self.seed = check_bool("shuffle", shuffle), check_seed(seed)
+        self.drop_last, self.epoch = check_bool("drop_last", drop_last), 0
 
     def epoch_order(self) -> torch.Tensor:
         r"""The whole epoch's order, ``(n,)``: the inner epoch in the permuted order ranks split."""
@@ -189,8 +185,7 @@ class DistributedSamplerWrapper(DistributedSampler[int]):
 
     @property
     def num_samples(self) -> int:  # type: ignore[override]
-        r"""Indices this rank reads: ``ceil(n / num_replicas)`` of the inner epoch's ``n`` (floor with
-        ``drop_last``)."""
+        r"""This rank's count: ``ceil(n / W)`` of an inner epoch of ``n`` (floor with drop_last)."""
         return split_sizes(len(self.dataset), self.num_replicas, self.drop_last)[0]
 
     @property
