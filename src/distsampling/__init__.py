@@ -29,7 +29,6 @@ from .growing import (
     prefetch_epochs,
     produce,
 )
-# the cipher's names (cipher.py) through the sampler's module: bound after it, the functions
 from .index_shuffle import IndexShuffleSampler, epoch_key, index_shuffle, index_unshuffle
 from .inference import InferenceSampler, inference_shard
 from .infinite import InfiniteSampler, shared_random_seed

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 
 from .cli_mixture import add_mixture, run_mixture
-from .render import MAX_MEMORY, ORDERS, format_where, split_lines, windows_lines
+from .render import MAX_MEMORY, ORDERS, format_where, split_lines
 
 __all__ = ["main"]
 
@@ -167,11 +167,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.command == "where":
             print(format_where(args.index, args.size, args.replicas, epoch=args.epoch, **sampler))
             return None
-        shown = {"batch_size": args.batch_size, "head": args.head, **sampler}
-        if args.window is None:
-            lines = split_lines(args.size, args.replicas, args.epochs, **shown)
-        else:
-            lines = windows_lines(args.size, args.window, args.replicas, args.epochs, **shown)
+        shown = {"window": args.window, "batch_size": args.batch_size, "head": args.head}
+        lines = split_lines(args.size, args.replicas, args.epochs, **shown, **sampler)
     except (TypeError, ValueError) as err:
         parser.error(str(err))
     try:  # every argument is checked: print the lines as they are computed

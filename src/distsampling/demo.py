@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from .distributed import DistributedSampler
 from .launch import run_world
-from .render import format_split, format_windows, rank_windows
+from .render import format_split, rank_windows
 from .weighted import WeightedBalanceClassSampler
 from .wrapper import DistributedSamplerWrapper
 
@@ -82,7 +82,7 @@ def format_weighted(
 #: kind -> (builder, formatter printing the plan for the tour)
 BUILDERS: dict[str, tuple[Callable[..., list], Callable[..., str]]] = {
     "split": (split_builder, format_split),
-    "windows": (windows_builder, format_windows),
+    "windows": (windows_builder, format_split),  # format_split(..., window=...)
     "weighted": (weighted_builder, format_weighted),
 }
 #: (title, kind, arguments): the users' small examples

@@ -32,13 +32,11 @@ __all__ = [
     "ORDERS",
     "format_split",
     "format_where",
-    "format_windows",
     "plan_split",
     "plan_windows",
     "rank_windows",
     "split_lines",
     "where_read",
-    "windows_lines",
 ]
 
 #: the orders `split` and `where` compute: DistributedSampler's (torch) and IndexShuffleSampler's
@@ -229,6 +227,7 @@ def split_lines(
     replicas: int,
     epochs: int,
     *,
+    window: int | None = None,
     shuffle: bool = True,
     seed: int = 0,
     drop_last: bool = False,
@@ -255,39 +254,60 @@ def split_lines(
     """
     order, head = _check_order(order), check_int("head", head, low=1)
     max_memory = check_int("max_memory", max_memory, low=0)
-    size, replicas = check_int("size", size, low=0), check_int("replicas", replicas, low=1)
-    epochs = check_int("epochs", epochs, low=1)
+    if window is None:  # windows: the dataset checks size below
+        size = check_int("size", size, low=0)
+    replicas, epochs = check_int("replicas", replicas, low=1), check_int("epochs", epochs, low=1)
     kind = DistributedSampler if order == "torch" else IndexShuffleSampler
-    first = kind(range(size), replicas, 0, shuffle, seed, drop_last)  # checks the rest
+    if window is None:  # samples: index i is written i
+        first = kind(range(size), replicas, 0, shuffle, seed, drop_last)  # checks the rest
+        n, word = size, "indices"
+        pad = first.total_size - size
+        what = (
+            f"{pad} padded, marked *" if pad > 0 else f"{-pad} dropped" if pad < 0 else "no padding"
+        )
+        header = [
+            f"{kind.__name__}(size={size}, num_replicas={replicas}, shuffle={shuffle}, "
+            f"seed={seed}, drop_last={drop_last})",
+            f"each rank reads num_samples={first.num_samples}; "
+            f"the padded epoch has total_size={first.total_size} ({what})",
+        ]
+    else:  # the windows of SequentialWindowedDataset, split as samples are: i is window i
+        dataset = SequentialWindowedDataset(size, window, seed)  # checks size, window and seed
+        first = kind(dataset, replicas, 0, shuffle, seed, drop_last)
+        n, word = len(dataset), "windows"
+        wraps = ", the last wraps around" if size % window else ""
+        header = [
+            f"SequentialWindowedDataset(size={size}, window={window}, seed={seed}): {n} windows{wraps}",
+            f"{kind.__name__}(num_replicas={replicas}, shuffle={shuffle}, seed={seed}, "
+            f"drop_last={drop_last}): {first.num_samples} windows per rank",
+        ]
     _check_epochs(first, order, epochs)
-    _check_memory(size, order, shuffle, max_memory, "indices")
-    pad = first.total_size - size
-    what = f"{pad} padded, marked *" if pad > 0 else f"{-pad} dropped" if pad < 0 else "no padding"
-    lines = [
-        f"{kind.__name__}(size={size}, num_replicas={replicas}, shuffle={shuffle}, "
-        f"seed={seed}, drop_last={drop_last})",
-        f"each rank reads num_samples={first.num_samples}; "
-        f"the padded epoch has total_size={first.total_size} ({what})",
-    ]
+    _check_memory(n, order, shuffle, max_memory, word)
     if batch_size is not None:
-        lines.append(_batch_line(first, batch_size, drop_last))
+        header.append(_batch_line(first, batch_size, drop_last))
     read = _read(first, batch_size, drop_last)
-    lines += _summary_line(read, head, "indices")
+    header += _summary_line(read, head, word)
 
     def generate() -> Iterator[str]:
-        yield from lines
+        yield from header
         for epoch in range(epochs):
-            yield f"epoch {epoch}"
-            order_at = _order(size, order, shuffle, seed, epoch)
+            label = str  # an index is written as it is; a window as its samples, this epoch's
+            if window is None:
+                yield f"epoch {epoch}"
+            else:
+                offset = epoch_offset(size, seed, epoch)  # the dataset's set_epoch(epoch)
+                yield f"epoch {epoch} (offset {offset})"
+                label = _window_label(size, window, offset)
+            order_at = _order(n, order, shuffle, seed, epoch)
             yield from _rank_rows(
-                size,
+                n,
                 replicas,
                 read,
                 order_at,
-                str,
+                label,
                 head=head,
                 batch_size=batch_size,
-                word="indices",
+                word=word,
             )
             del order_at  # torch's permutation: gone before the next epoch's is drawn
 
@@ -299,6 +319,7 @@ def format_split(
     replicas: int,
     epochs: int,
     *,
+    window: int | None = None,
     shuffle: bool = True,
     seed: int = 0,
     drop_last: bool = False,
@@ -307,13 +328,16 @@ def format_split(
     head: int = 5,
     max_memory: int = MAX_MEMORY,
 ) -> str:
-    r"""Render the table that ``python -m distsampling split`` prints: each rank's indices, per
-    epoch, at any size (each rank's first and last ``head`` past a few dozen a rank).
+    r"""Render the table that ``python -m distsampling split`` prints: each rank's indices (or
+    windows), per epoch, at any size (each rank's first and last ``head`` past a few dozen a rank).
 
     Args:
         size: dataset length.
         replicas: number of ranks.
         epochs: epochs to show, from 0.
+        window: split the windows of :class:`~distsampling.SequentialWindowedDataset` (``size``
+            and ``window`` the dataset's, ``seed`` its offset's too) as samples are, each
+            printed ``first-...-last`` (whole up to 8 samples): ``split --window``.
         shuffle: permute the indices (torch's ``randperm``, or ``index_shuffle``).
         seed: base seed.
         drop_last: cut the tail instead of padding with the head.
@@ -332,21 +356,15 @@ def format_split(
         epoch 0
           rank 0: [0, 2] [4]
           rank 1: [1, 3] [0*]
+        >>> print(format_split(10, 2, 1, window=3, batch_size=2))
+        SequentialWindowedDataset(size=10, window=3, seed=0): 4 windows, the last wraps around
+        DistributedSampler(num_replicas=2, shuffle=True, seed=0, drop_last=False): 2 windows per rank
+        BatchSampler(batch_size=2, drop_last=False): 1 batch per rank
+        epoch 0 (offset 1)
+          rank 0: [1-2-3, 0-1-2]
+          rank 1: [4-5-6, 7-8-9]
     """
-    return "\n".join(
-        split_lines(
-            size,
-            replicas,
-            epochs,
-            shuffle=shuffle,
-            seed=seed,
-            drop_last=drop_last,
-            batch_size=batch_size,
-            order=order,
-            head=head,
-            max_memory=max_memory,
-        )
-    )
+    return "\n".join(split_lines(**locals()))  # every argument, as given
 
 
 def plan_windows(
@@ -412,110 +430,6 @@ def _window_label(size: int, window: int, offset: int) -> Callable[[int], str]:
         return f"{start}-...-{(start + window - 1) % size}"
 
     return label
-
-
-def windows_lines(
-    size: int,
-    window: int,
-    replicas: int,
-    epochs: int,
-    *,
-    shuffle: bool = True,
-    seed: int = 0,
-    drop_last: bool = False,
-    batch_size: int | None = None,
-    order: str = "torch",
-    head: int = 5,
-    max_memory: int = MAX_MEMORY,
-) -> Iterator[str]:
-    r"""The lines of :func:`format_windows`, one at a time, every argument checked before the
-    first (the arguments are :func:`format_windows`'s)."""
-    order, head = _check_order(order), check_int("head", head, low=1)
-    max_memory = check_int("max_memory", max_memory, low=0)
-    replicas, epochs = check_int("replicas", replicas, low=1), check_int("epochs", epochs, low=1)
-    dataset = SequentialWindowedDataset(size, window, seed)  # checks size, window and seed
-    kind = DistributedSampler if order == "torch" else IndexShuffleSampler
-    first = kind(dataset, replicas, 0, shuffle, seed, drop_last)
-    _check_epochs(first, order, epochs)
-    n = len(dataset)
-    _check_memory(n, order, shuffle, max_memory, "windows")
-    wraps = ", the last wraps around" if size % window else ""
-    lines = [
-        f"SequentialWindowedDataset(size={size}, window={window}, seed={seed}): {n} windows{wraps}",
-        f"{kind.__name__}(num_replicas={replicas}, shuffle={shuffle}, seed={seed}, "
-        f"drop_last={drop_last}): {first.num_samples} windows per rank",
-    ]
-    if batch_size is not None:
-        lines.append(_batch_line(first, batch_size, drop_last))
-    read = _read(first, batch_size, drop_last)
-    lines += _summary_line(read, head, "windows")
-
-    def generate() -> Iterator[str]:
-        yield from lines
-        for epoch in range(epochs):
-            offset = epoch_offset(size, seed, epoch)  # the dataset's set_epoch(epoch)
-            yield f"epoch {epoch} (offset {offset})"
-            order_at = _order(n, order, shuffle, seed, epoch)
-            label = _window_label(size, window, offset)
-            yield from _rank_rows(
-                n,
-                replicas,
-                read,
-                order_at,
-                label,
-                head=head,
-                batch_size=batch_size,
-                word="windows",
-            )
-            del order_at  # torch's permutation: gone before the next epoch's is drawn
-
-    return generate()
-
-
-def format_windows(
-    size: int,
-    window: int,
-    replicas: int,
-    epochs: int,
-    *,
-    shuffle: bool = True,
-    seed: int = 0,
-    drop_last: bool = False,
-    batch_size: int | None = None,
-    order: str = "torch",
-    head: int = 5,
-    max_memory: int = MAX_MEMORY,
-) -> str:
-    r"""Render what ``split --window`` prints: each rank's windows ``first-...-last``, per epoch.
-
-    The windows of :class:`~distsampling.SequentialWindowedDataset` are split as samples are
-    (:func:`format_split`, whose arguments these are, ``size`` and ``window`` the dataset's);
-    a window longer than 8 samples prints as its first and last sample only.
-
-    Examples:
-        >>> print(format_windows(10, 3, 2, 1, batch_size=2))
-        SequentialWindowedDataset(size=10, window=3, seed=0): 4 windows, the last wraps around
-        DistributedSampler(num_replicas=2, shuffle=True, seed=0, drop_last=False): 2 windows per rank
-        BatchSampler(batch_size=2, drop_last=False): 1 batch per rank
-        epoch 0 (offset 1)
-          rank 0: [1-2-3, 0-1-2]
-          rank 1: [4-5-6, 7-8-9]
-    """
-    return "\n".join(
-        windows_lines(
-            size,
-            window,
-            replicas,
-            epochs,
-            shuffle=shuffle,
-            seed=seed,
-            drop_last=drop_last,
-            batch_size=batch_size,
-            order=order,
-            head=head,
-            max_memory=max_memory,
-        )
-    )
 
 
 def _batch_line(first: DistributedSampler, batch_size: int, drop_last: bool) -> str:
