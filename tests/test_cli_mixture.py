@@ -1,10 +1,13 @@
 """``python -m distsampling mixture``: a step's reads are the sampler's batch_at, ``--where``
-is its when_read, bad arguments exit with code 2 naming the value."""
+is its when_read, shares print as decimals, bad arguments exit with code 2 naming the option
+and the value under the ``mixture`` usage, and a closed pipe ends it quietly."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from fractions import Fraction
 
 import pytest
 
@@ -30,7 +33,7 @@ def test_a_step_prints_each_ranks_micro_batch_as_batch_at_computes_it(capsys):
         "shuffle=True)"
     )
     assert lines[1] == (
-        "shares 1/2, 3/10, 1/5; a global batch of 64; every prefix within 4/5 of a sample of "
+        "shares 0.5, 0.3, 0.2; a global batch of 64; every prefix within 0.8 of a sample of "
         "each share (the proven bound)"
     )
     assert lines[2] == "step 1000 (positions 64000..64063): source:sample"
@@ -76,10 +79,10 @@ def test_a_schedule_of_changes_prints_each_and_the_step_reads_the_weights_then_i
     main([*TASK, "--change", "100:0.5,0.3,0.2", "--change", "200:1,1,1", "--step", "150",
           "--weights", "0.7", "0.3", "0"])  # fmt: skip
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].startswith("shares 7/10, 3/10, 0; a global batch of 64")
+    assert lines[1].startswith("shares 0.7, 0.3, 0; a global batch of 64")
     assert lines[2:4] == [
-        "from step 100: shares 1/2, 3/10, 1/5",
-        "from step 200: shares 1/3, 1/3, 1/3",
+        "from step 100: shares 0.5, 0.3, 0.2",
+        "from step 200: shares 0.333333, 0.333333, 0.333333",
     ]
     assert lines[4] == "step 150 (positions 9600..9663): source:sample"
     batches = MixtureSampler([60000, 6000, 600], schedule, 8, 8, 0).batch_at(150)
@@ -94,9 +97,45 @@ def test_a_schedule_of_changes_prints_each_and_the_step_reads_the_weights_then_i
     [
         (["--weights", "0.5", "x"], "a weight should be a number or a fraction"),
         (["--where", "2-17"], "--where should be SOURCE:SAMPLE"),
-        (["--step", "-1"], "step should be >= 0, but got step=-1"),
-        (["--where", "3:0"], "source should be in the interval [0, 2], but got source=3"),
-        (["--weights", "0", "0", "0"], "weights should have a positive sum"),
+        (["--step", "-1"], "--step should be >= 0, but got --step=-1"),
+        (
+            ["--where", "3:0"],
+            "--where's source should be in the interval [0, 2], but got --where's source=3",
+        ),
+        (
+            ["--where", "2:600"],
+            "--where's sample should be in the interval [0, 599], but got --where's sample=600",
+        ),
+        (["--where", "2:1", "--pass", "-1"], "--pass should be >= 0, but got --pass=-1"),
+        (["--replicas", "0"], "--replicas should be >= 1, but got --replicas=0"),
+        (["--batch-size", "0"], "--batch-size should be >= 1, but got --batch-size=0"),
+        (
+            ["--sizes", "10", "10"],
+            "--weights should hold one weight per source (2), but got --weights=[0.5",
+        ),
+        (
+            ["--sizes", "0", "6", "6"],
+            "--weights[0]=0.5 should be 0 for a source of length 0: --sizes[0]=0",
+        ),
+        (["--weights", "0", "0", "0"], "--weights should have a positive sum"),
+        (
+            ["--weights", "1e-400", "1", "1"],
+            "a weight should be 0 or a float above 0 (from 5e-324), but got '1e-400'",
+        ),
+        (["--change", "5:1,1e-400,1"], "but got '1e-400', which a float holds as 0"),
+        (["--weights", "1e400", "1", "1"], "a weight should be at most 1.7976931348623157e+308"),
+        (
+            ["--change", "5:1,-1,1"],
+            "--change #1's weights[1] should be finite and >= 0, but got --change #1's weights[1]=-1.0",
+        ),
+        (
+            ["--where", "2:1", "--step", "3"],
+            "--step is not used with --where (it finds the step that reads the sample): give one of them, but got --step 3 and --where 2:1",
+        ),
+        (
+            ["--pass", "3"],
+            "--pass is the pass of the sample --where asks about: give --where SOURCE:SAMPLE with it, but got --pass 3 alone",
+        ),
         (["--change", "x:1,1,1"], "--change should be STEP:W1,W2,... such as 500:0.4,0.3,0.3"),
         (
             ["--change", "9:1,1"],
@@ -110,15 +149,78 @@ def test_a_schedule_of_changes_prints_each_and_the_step_reads_the_weights_then_i
         (["--change", "0:1,1,1"], "--change #1's step should be > 0 (in increasing order)"),
     ],
 )
-def test_bad_arguments_exit_with_code_2_naming_the_value(extra, message, capsys):
+def test_bad_arguments_exit_with_code_2_naming_the_option_and_value_under_its_usage(
+    extra, message, capsys
+):
+    """Invariant: a bad argument, or one that would be ignored, exits with code 2; the error
+    names the option as typed (never the sampler's argument: num_replicas, batch_size, pass_)
+    and the value, and the usage printed is the ``mixture`` subcommand's."""
     with pytest.raises(SystemExit) as exit_:
         main([*TASK, *extra])
     assert exit_.value.code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.startswith("usage: ") and "mixture [-h] --sizes SIZES" in err
+    assert "PASS_" not in err and not re.search(r"(?<![\w-])(num_replicas|batch_size|pass_)", err)
 
 
 def test_the_module_runs_from_the_shell_and_survives_a_closed_pipe():
-    cmd = f"{sys.executable} -m distsampling {' '.join(TASK)} --step 3 | head -1"
-    out = subprocess.run(cmd, shell=True, capture_output=True, text=True, check=True)
+    """Invariant: ``... | head -1`` prints the first line and ends without a traceback. The step
+    printed (4,096 ranks of 32) is about 1 MB of text, far more than a pipe holds (64 KiB
+    on Linux): the writer always meets the closed pipe, on every run."""
+    wide = [*TASK[:-4], "--replicas", "4096", "--batch-size", "32"]
+    cmd = f"{sys.executable} -m distsampling {' '.join(wide)} --step 3"
+    whole = subprocess.run(cmd, shell=True, capture_output=True, text=True, check=True)
+    assert len(whole.stdout) > 8 * 65536
+    out = subprocess.run(f"{cmd} | head -1", shell=True, capture_output=True, text=True, check=True)
+    assert out.stdout == whole.stdout.splitlines(keepends=True)[0]
     assert out.stdout.startswith("MixtureSampler(sizes=[60000, 6000, 600]")
-    assert "Error" not in out.stderr
+    assert "Error" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def digits(decimal: str) -> int:
+    """The significant digits of a printed decimal: 0.333333 has 6, 0.5 has 1."""
+    return len(decimal.replace(".", "").lstrip("0"))
+
+
+def test_shares_and_the_bound_print_as_decimals_of_six_digits_at_most(capsys):
+    """Invariant: the shares of each weight set of a schedule (weights as users compute them,
+    e.g. ``n_tokens / total``, and fractions) and the bound print as decimals of at most 6
+    significant digits, each within 5e-6 (relative) of the exact share, never as fractions."""
+    first, later = [0.1234567891234, 0.3, 0.2], [Fraction(1, 3), 0.123456789, 2]
+    argv = ["mixture", "--sizes", "60000", "6000", "600", "--weights", *map(str, first)]
+    main([*argv, "--replicas", "8", "--batch-size", "8", "--change", "7:1/3,0.123456789,2"])
+    lines = capsys.readouterr().out.splitlines()
+    assert "/" not in lines[1] + lines[2]
+    printed = lines[1].split(";")[0].removeprefix("shares ").split(", ")
+    printed += lines[2].removeprefix("from step 7: shares ").split(", ")
+    printed.append(lines[1].split("every prefix within ")[1].split(" ")[0])
+    exact = [Fraction(w) if isinstance(w, Fraction) else Fraction(repr(w)) for w in first + later]
+    shares = [w / sum(exact[:3]) for w in exact[:3]] + [w / sum(exact[3:]) for w in exact[3:]]
+    s = MixtureSampler([60000, 6000, 600], [(0, first), (7, later)], 8, 8, 0)
+    for text, value in zip(printed, [*shares, s.bound()], strict=True):
+        assert digits(text) <= 6 and abs(Fraction(text) - value) <= value * Fraction(5, 10**6)
+
+
+@pytest.mark.parametrize("sample", [0, 3, 4, 50, 99])
+def test_where_under_a_schedule_is_batch_at_or_names_the_step_the_weight_turned_0(sample, capsys):
+    """Invariant: a source of weight 1 until step 10 and 0 after: ``--where`` of a sample read
+    in steps 0-9 prints the step, rank and slot where batch_at puts it; of one not read by then,
+    it says that the source's weight is 0 from step 10 on, not that its weight is 0."""
+    argv = ["mixture", "--sizes", "100", "100", "--weights", "1", "1", "--change", "10:1,0"]
+    main([*argv, "--replicas", "2", "--batch-size", "2", "--where", f"1:{sample}"])
+    last = capsys.readouterr().out.splitlines()[-1]
+    s = MixtureSampler([100, 100], [(0, [1, 1]), (10, [1, 0])], 2, 2, 0)
+    read = {i - 100: (step, rank, slot) for step in range(10)
+            for rank, batch in enumerate(s.batch_at(step)) for slot, i in enumerate(batch) if i >= 100}  # fmt: skip
+    what = f"sample {sample} of source 1 (index {100 + sample}) in its pass 0"
+    if sample in read:
+        step, rank, slot = read[sample]
+        assert last == (
+            f"{what} is read at position {4 * step + 2 * rank + slot}: step {step}, rank {rank}, slot {slot}"
+        )
+    else:
+        assert last == (
+            f"{what} is never read: source 1's weight is 0 from step 10 on, before this "
+            "sample's turn in its pass"
+        )
