@@ -485,3 +485,12 @@ def mixture_schedules(
 
 #: a mixture's micro-batch per rank
 mixture_batch_sizes = st.integers(min_value=1, max_value=5)
+
+
+#: the positive weights of 1 to 12 mixed sources: small integers, floats down to a millionth,
+#: and sets with one source far lighter than the rest (the deep leaves of a Huffman tree)
+mixture_positive_weights = st.lists(
+    st.one_of(st.integers(1, 9), st.floats(1e-6, 1.0), st.sampled_from([1e-6, 1e-3])),
+    min_size=1,
+    max_size=12,
+)

@@ -613,8 +613,9 @@ def test_help_describes_the_tool_in_whole_sentences():
     code, out, _ = run_cli(["--help"])
     description = " ".join(out.split("\n\n")[1].split())
     assert code == 0 and description == (
-        "The command line: python -m distsampling split ... prints which rank reads what, and "
-        "python -m distsampling where ... which rank reads one index."
+        "The command line: python -m distsampling split ... prints which rank reads what, "
+        "python -m distsampling where ... which rank reads one index, and python -m distsampling "
+        "mixture ... what each rank reads at a step of a MixtureSampler, and when a sample is read."
     )
 
 

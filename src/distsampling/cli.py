@@ -1,5 +1,6 @@
-r"""The command line: ``python -m distsampling split ...`` prints which rank reads what, and
-``python -m distsampling where ...`` which rank reads one index.
+r"""The command line: ``python -m distsampling split ...`` prints which rank reads what,
+``python -m distsampling where ...`` which rank reads one index, and ``python -m distsampling
+mixture ...`` what each rank reads at a step of a MixtureSampler, and when a sample is read.
 
 ``split`` answers the question every user starts with ("does each rank get a contiguous half,
 or a random share?") by printing the plan: for each epoch, each rank's indices, and its batches
