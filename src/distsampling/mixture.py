@@ -77,7 +77,16 @@ import torch
 from torch.utils.data import Sampler
 
 from ._validate import check_bool, check_int, check_seed, resolve_world
-from .index_shuffle import _M1, _M2, _MIN_BITS, _ROUNDS, _round_keys, epoch_key, index_shuffle, index_unshuffle
+from .index_shuffle import (
+    _M1,
+    _M2,
+    _MIN_BITS,
+    _ROUNDS,
+    _round_keys,
+    epoch_key,
+    index_shuffle,
+    index_unshuffle,
+)
 from .resume import CountingIterator, check_consumed, check_state
 
 __all__ = ["MixtureBatchSampler", "MixtureSampler", "Read"]
@@ -135,6 +144,8 @@ def _units(weights: list[Fraction]) -> list[int]:
     by largest remainder (each share within ``2**-31``), a positive weight kept positive."""
     scale = math.lcm(*(w.denominator for w in weights))
     ints = [w.numerator * (scale // w.denominator) for w in weights]
+    common = math.gcd(*ints)  # the smallest integers of these shares: 1/3, 1/3, 1/3 is 1, 1, 1
+    ints = [n // common for n in ints]
     total = sum(ints)
     if total <= UNITS:
         return ints
@@ -444,7 +455,9 @@ class MixtureSampler(Sampler[int]):
             while node >= len(self.sizes):  # down the tree, on Python ints
                 a_, b_ = int(tree.a[node]), int(tree.b[node])
                 left, is_left = _split(a_, b_, c)
-                node, c = (int(tree.left[node]), left) if is_left else (int(tree.right[node]), c - left)
+                node, c = (
+                    (int(tree.left[node]), left) if is_left else (int(tree.right[node]), c - left)
+                )
             k, x = node, np.arange(W, dtype=np.int64) * b
             before = int((_count(tree, k, x + tau * b) - _count(tree, k, x)).sum()) if tau else 0
             j = int(self._bases[p][k]) + before + c - _count(tree, k, tau * b)
@@ -614,8 +627,12 @@ class MixtureSampler(Sampler[int]):
                 j = (base[k] + done[k] + sums[k, row + W] - sums[k, W] - sums[k, row]
                      + c - at_x[k, x0 + row])  # fmt: skip
                 done = done + sums[:, T + W] - sums[:, W] - sums[:, T]
-                at = (self._origin + (start + tau + np.arange(T) - self._step0)[:, None] * W * b
-                      + self.rank * b + np.arange(b)).ravel()  # (T b,) their global positions
+                at = (
+                    self._origin
+                    + (start + tau + np.arange(T) - self._step0)[:, None] * W * b
+                    + self.rank * b
+                    + np.arange(b)
+                ).ravel()  # (T b,) their global positions
                 keep = at >= first
                 yield torch.from_numpy(self._indices(k[keep], j[keep]))
                 cut = T  # what the next block no longer needs
@@ -719,7 +736,9 @@ class MixtureSampler(Sampler[int]):
             ) from None
         if theirs == ours:
             return
-        differ = [a for a, b in zip(theirs, ours) if a != b] + theirs[len(ours):] + ours[len(theirs):]
+        differ = (
+            [a for a, b in zip(theirs, ours) if a != b] + theirs[len(ours) :] + ours[len(theirs) :]
+        )
         x = min(s for s, _ in differ)
         before = next((w for s, w in reversed(theirs) if s <= x), None)
         now = next((w for s, w in reversed(ours) if s <= x), None)
@@ -764,7 +783,9 @@ class MixtureBatchSampler(Sampler[list[int]]):
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         r"""The sampler's state; ``consumed``: batches the loop used of the latest ``iter()``."""
-        return self.sampler.state_dict(None if consumed is None else consumed * self.sampler.batch_size)
+        return self.sampler.state_dict(
+            None if consumed is None else consumed * self.sampler.batch_size
+        )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         r"""Resume the sampler at ``state``."""
