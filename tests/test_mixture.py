@@ -11,7 +11,7 @@ import json
 import math
 import re
 from fractions import Fraction
-from itertools import islice
+from itertools import islice, pairwise
 
 import numpy as np
 import pytest
@@ -226,7 +226,7 @@ def test_five_sources_halving_are_read_by_every_rank_at_their_share():
     """Example: weights .5/.25/.125/.0625/.0625 on 8 ranks of micro-batch 8, 500 steps: every
     rank reads exactly its share of each source (Megatron's layout: ranks 0, 2, 4, 6 never read
     source 4, a rank deviation of 250); every global batch exact."""
-    prefix, batch, rank = figures([10**6] * 5, [0.5, 0.25, 0.125, 0.0625, 0.0625], 8, 8, 500)
+    _, batch, rank = figures([10**6] * 5, [0.5, 0.25, 0.125, 0.0625, 0.0625], 8, 8, 500)
     assert (batch, rank) == (0.0, 0.0)
 
 
@@ -238,7 +238,7 @@ def test_a_source_of_one_in_64_is_read_by_every_rank_in_turn():
     reads = [[(t, slot) for t in range(64) for slot, i in enumerate(s.batch_at(t)[r]) if i < 100]
              for r in range(8)]  # fmt: skip
     assert [len(x) for x in reads] == [8] * 8
-    assert all(t2 - t1 == 8 for x in reads for (t1, _), (t2, _) in zip(x, x[1:]))
+    assert all(t2 - t1 == 8 for x in reads for (t1, _), (t2, _) in pairwise(x))
 
 
 @given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes)
@@ -916,8 +916,10 @@ def test_a_change_before_the_saved_step_is_refused_naming_both_steps():
     next(it)  # step 10 begun
     with pytest.raises(
         ValueError,
-        match="before step 10, where this state was saved, but from "
-        "step 10 it read shares 0.5, 0.5 and these weights give 0.75, 0.25",
+        match=re.escape(
+            "before step 11, where this state was saved, but from step 10 it read "
+            "shares 0.5, 0.5 and these weights give 0.75, 0.25"
+        ),
     ):
         MixtureSampler([50, 50], [(0, [1, 1]), (10, [3, 1])], 2, 2, 0).load_state_dict(
             s.state_dict()

@@ -305,7 +305,7 @@ class MixtureSampler(Sampler[int]):
         >>> s.when_read(1, 3)  # sample 3 of source 1 (index 9) in its pass 0
         Read(position=3, step=0, rank=1, slot=1)
         >>> len(s), list(s), s.bound()  # 10 positions an epoch: 3 steps of 4
-        (6, [3, 6, 5, 9, 0, 7], Fraction(1, 2))
+        (6, [3, 6, 1, 7, 0, 9], Fraction(1, 2))
     """
 
     def __init__(
@@ -494,7 +494,7 @@ class MixtureSampler(Sampler[int]):
         Examples:
             >>> s = MixtureSampler([6, 4], [1, 1], batch_size=2, num_replicas=2, rank=0)
             >>> [a.tolist() for a in s.sources(range(4))]
-            [[0, 1, 1, 0], [0, 0, 1, 1]]
+            [[0, 1, 0, 1], [0, 0, 1, 1]]
         """
         positions = np.asarray(positions, dtype=np.int64).reshape(-1)
         if len(positions) and int(positions.min()) < self._origin:
@@ -743,17 +743,18 @@ class MixtureSampler(Sampler[int]):
         before = next((w for s, w in reversed(theirs) if s <= x), None)
         now = next((w for s, w in reversed(ours) if s <= x), None)
         raise ValueError(
-            f"weights should agree with the mix read before step {step}, where this state was "
+            f"weights should agree with the mix read before step {step + begun}, where this state was "
             f"saved, but from step {x} it read shares {_text(before) if before else 'none'} "
             f"and these weights give {_text(now) if now else 'none'}"
             + (" (a change of the mix there)" if before == now else "")
-            + f"; change the mix at step {step} or later"
+            + f"; change the mix at step {step + begun} or later"
         )
 
 
 class MixtureBatchSampler(Sampler[list[int]]):
     r"""Each step's micro-batch of a :class:`MixtureSampler`, for ``DataLoader(batch_sampler=)``:
-    a batch is one training step, whatever the loader's settings (Megatron's form).
+    a batch is one training step, whatever the loader's settings (Megatron's form). It resumes
+    as the sampler does; ``state_dict(consumed=...)`` counts batches.
 
     Args:
         sampler: the rank's :class:`MixtureSampler`.
@@ -761,31 +762,39 @@ class MixtureBatchSampler(Sampler[list[int]]):
     Examples:
         >>> s = MixtureSampler([6, 4], [0.5, 0.5], batch_size=2, num_replicas=2, rank=0)
         >>> list(MixtureBatchSampler(s))
-        [[3, 6], [5, 9], [0, 7]]
+        [[3, 6], [1, 7], [0, 9]]
     """
 
     def __init__(self, sampler: MixtureSampler) -> None:
         if not isinstance(sampler, MixtureSampler):
             raise TypeError(f"sampler should be a MixtureSampler, but got sampler={sampler!r}")
-        self.sampler = sampler
+        self.sampler, self._sizes = sampler, []  # the latest iter()'s batches: their lengths
 
     def __iter__(self) -> Iterator[list[int]]:
-        it, b = iter(self.sampler), self.sampler.batch_size
-        while batch := [i for _, i in zip(range(b), it)]:
+        s = self.sampler
+        it, b, sizes = iter(s), s.batch_size, []
+        self._sizes = sizes
+        first = b - s._skip % b  # a resume mid-step: the rest of that micro-batch first
+        while batch := [i for _, i in zip(range(first), it)]:
+            sizes.append(len(batch))
             yield batch
+            first = b
 
     def __len__(self) -> int:
-        return len(self.sampler) // self.sampler.batch_size
+        return -(-len(self.sampler) // self.sampler.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
         r"""The sampler's epoch."""
         self.sampler.set_epoch(epoch)
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
-        r"""The sampler's state; ``consumed``: batches the loop used of the latest ``iter()``."""
-        return self.sampler.state_dict(
-            None if consumed is None else consumed * self.sampler.batch_size
-        )
+        r"""The sampler's state; ``consumed``: the batches the loop used of the latest
+        ``iter()`` (a plain DataLoader with workers reads ahead)."""
+        if consumed is None:
+            return self.sampler.state_dict()
+        n = len(self._sizes)
+        consumed = check_consumed(consumed, n, f"the latest iter() handed out {n}", "batches")
+        return self.sampler.state_dict(sum(self._sizes[:consumed]))
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         r"""Resume the sampler at ``state``."""
