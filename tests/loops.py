@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset
 
@@ -87,9 +88,9 @@ class Entry:
     settings: dict[str, str] = field(default_factory=dict)
     #: the loops this entry refuses, with what it raises: loop -> (exception, message regex)
     refusals: dict[str, tuple[type[Exception], str]] = field(default_factory=dict)
-    #: the first ``P`` indices of the one global stream, for an entry whose epoch is a count of
-    #: positions on its grid (a mixture): elastic resumes read the stream's positions exactly once
-    stream: Callable[[int], list[int]] | None = None
+    #: what the reads must be, given how many of each source they hold, for an entry whose epoch
+    #: is a count of positions on its grid (a mixture): each source's items once, in pass order
+    stream: Callable[[list[int]], list[int]] | None = None
     #: the loops it cannot hold as the loop is written, and what the user must do instead (the
     #: matrix proves the loop as written reads something else, and other loops the way out)
     limits: dict[str, str] = field(default_factory=dict)
@@ -132,6 +133,16 @@ def _iterations(world: int, rank: int, **_: Any) -> Subject:
 def _mixture(world: int, rank: int, batch: int, **kwargs: Any) -> Any:
     """Three sources of 5, 5 and 3 samples (a ConcatDataset of 13), mixed 0.5 : 0.3 : 0.2."""
     return ds.MixtureSampler([5, 5, 3], [0.5, 0.3, 0.2], batch, world, rank, seed=5, **kwargs)
+
+
+def _mixture_items(read: list[int]) -> list[int]:
+    """What a mixture must have read, given how many of each source these reads hold: each
+    source's items 0, 1, 2, ... in the order of its passes, each once."""
+    s, sources = _mixture(1, 0, 1), [0 if i < 5 else 1 if i < 10 else 2 for i in read]
+    counts = [sources.count(k) for k in range(3)]
+    return [
+        i for k, n in enumerate(counts) for i in s._indices(np.full(n, k), np.arange(n)).tolist()
+    ]
 
 
 def _weighted(cls: type) -> Any:
@@ -204,7 +215,9 @@ ENTRIES: list[Entry] = [
           settings={"DataLoader, 2 workers, batch_size": _SHARDED_SETTING},
           refusals={"plain DataLoader resume, 2 workers": _SHARDED_MAIN}),
     Entry("MixtureSampler", "share", _share(lambda w, r: _mixture(w, r, BATCH)), resumable=True, elastic=True,
-          stream=lambda p: list(islice(_mixture(1, 0, 1, epoch_length=p), p))),
+          stream=lambda read: _mixture_items(read)),
+    Entry("MixtureBatchSampler", "batch", _batch(lambda w, r: ds.MixtureBatchSampler(_mixture(w, r, BATCH))), resumable=True, elastic=True,
+          stream=lambda read: _mixture_items(read)),
     Entry("InfiniteSampler", "endless", _share(lambda w, r: ds.InfiniteSampler(range(N), w, r, seed=5)), resumable=True),
     Entry("RepeatFactorSampler", "endless", _share(lambda w, r: ds.RepeatFactorSampler([1.0, 2.5, 0.5] * 4 + [1.0], w, r, seed=5)), resumable=True),
 ]  # fmt: skip

@@ -271,7 +271,7 @@ def loop_elastic(entry: Entry, worlds: tuple[int, int]) -> None:
             assert len(subject.obj) == k * unit + (len(got) if unit == 1 else len(flat(got)))
         assert max(counts) - min(counts) <= (0 if entry.even else 1)
         if entry.stream is not None:  # positions of one stream, each read once
-            assert Counter(read) == Counter(entry.stream(len(read)))
+            assert Counter(read) == Counter(entry.stream(read))
             continue
         samples = set(entry.plan(1, 0, 0)) if entry.kind != "batch" else set(range(N))
         if entry.kind == "batch":

@@ -11,7 +11,7 @@ import json
 import math
 import re
 from fractions import Fraction
-from itertools import islice
+from itertools import islice, pairwise
 
 import numpy as np
 import pytest
@@ -36,7 +36,8 @@ def exact(w: object) -> Fraction:
 
 
 def reference_tree(weights: list[object]) -> object:
-    """The Huffman tree of the positive weights: (weight, id, leaf k or (left, right))."""
+    """The Huffman tree of the positive weights: (weight, id, leaf k or (left, right)), ties to
+    the smaller id (the older node)."""
     heap = [(exact(w), k, k) for k, w in enumerate(weights) if exact(w) > 0]
     heapq.heapify(heap)
     made = len(weights)
@@ -71,6 +72,37 @@ def reference_betas(node: tuple, path: tuple[Fraction, ...] = ()) -> dict[int, F
             **reference_betas(tree[1], (*path, tree[1][0]))}  # fmt: skip
 
 
+def reference_reads(sizes: list[int], plan: list, grids: list[tuple[int, int, int]]) -> list:
+    """(source, item number) of every read, laid out step by step, rank by rank: grids
+    ``(W, b, steps)`` one after another; a tree starts at tree position 0 at each change of
+    ``plan`` and at each grid's first step; rank r at step t (τ steps into the tree) reads its
+    positions [(τ + r)b, (τ + r + 1)b); a source's reads are numbered in this order."""
+    counts, out, step, trees = [0] * len(sizes), [], 0, {}
+    for W, b, n in grids:
+        for t in range(step, step + n):
+            g = max(i for i, (first, _) in enumerate(plan) if first <= t)
+            tau = t - max(plan[g][0], step)
+            if (g, step) not in trees:  # the tree's positions this grid reads of it
+                units = MixtureSampler(sizes, plan[g][1], 1, 1, 0).units[0]
+                trees[g, step] = reference_sources(reference_tree(units), (n + W) * b)
+            src = trees[g, step]
+            for u in range(tau * b, (tau + W) * b):
+                out.append((src[u], counts[src[u]]))
+                counts[src[u]] += 1
+        step += n
+    return out
+
+
+def decoded(s: MixtureSampler, reads: list[tuple[int, int]]) -> list[int]:
+    """The indices of (source, item number) reads without shuffle."""
+    return [s.offsets[k] + j % s.sizes[k] for k, j in reads]
+
+
+def laid_out(reads: list[list[int]], b: int) -> list[int]:
+    """The ranks' reads step by step, rank by rank."""
+    return [i for t in range(len(reads[0]) // b) for r in reads for i in r[t * b : (t + 1) * b]]
+
+
 def stream(s: MixtureSampler, n: int) -> tuple[list[int], list[int]]:
     """Sources and item numbers of the first n global positions."""
     ks, js = s._sources(np.arange(n, dtype=np.int64))
@@ -92,15 +124,52 @@ def roundtrip(state: dict) -> dict:
 @given(sources=mixture_sources())
 @example(sources=([9, 9, 9, 9], [1, 1, 2, 2]))  # merged and unmerged nodes of equal weight
 @example(sources=([9] * 6, [3, 3, 3, 3, 3, 3]))  # ties among merged nodes
+@example(sources=([9] * 6, [1, 1, 1, 1, 2, 2]))  # merged nodes tie with leaves and each other
+@example(sources=([9] * 12, [1] * 8 + [2] * 4))  # wider: ties on three levels
 def test_the_stream_is_the_divisor_merge_of_the_docstring_at_every_node(sources):
-    """Invariant: the closed form ⌊n·a/(a+b) + 1/2⌋ at every node gives, position for position,
-    the merge by time of the reference; each source's items come numbered 0, 1, 2, ..."""
+    """Invariant: the closed form ⌊n·a/(a+b) + 1/2⌋ at every node of the tree of the integer
+    weights in use gives, position for position, the merge by time of the reference; each
+    source's items come numbered 0, 1, 2, ..."""
     sizes, weights = sources
     s = MixtureSampler(sizes, weights, 1, 1, 0)
     ks, js = stream(s, 120)
-    assert ks == reference_sources(reference_tree(weights), 120)
+    assert ks == reference_sources(reference_tree(s.units[0]), 120)
     for k in set(ks):
         assert [j for kk, j in zip(ks, js) if kk == k] == list(range(ks.count(k)))
+
+
+@given(sources=mixture_sources(most=12))
+@example(sources=([9, 9, 9], [1 / 3, 1 / 3, 1 / 3]))
+@example(sources=([9, 9, 9], [1e-12, 0.7, 0.3]))  # below one unit of 2**31: kept at one
+def test_weights_are_their_exact_integers_or_rounded_to_2_to_the_31_within_one_unit(sources):
+    """Invariant: the integer weights in use are the smallest integers of the exact shares if
+    they sum to at most 2**31; else they sum to 2**31 and each share moves by less than 2**-31;
+    a positive weight stays positive, a zero one zero."""
+    sizes, weights = sources
+    given = [exact(w) for w in weights]
+    units = MixtureSampler(sizes, weights, 1, 1, 0).units[0]
+    assert [u > 0 for u in units] == [w > 0 for w in given]
+    scale = math.lcm(*(w.denominator for w in given))
+    ints = [int(w * scale) for w in given]
+    ints = [n // math.gcd(*ints) for n in ints]
+    if sum(ints) <= 2**31:
+        assert units == ints
+    else:
+        assert sum(units) == 2**31
+        for u, w in zip(units, given):
+            assert abs(Fraction(u, 2**31) - w / sum(given)) < Fraction(1, 2**31)
+
+
+def test_float_weights_as_users_compute_them_are_rounded_and_stated():
+    """Example: 100 sources weighted n_tokens / total: the exact decimals need far more than
+    int64; their shares in use differ from the given floats by less than 2**-31 each."""
+    sizes = [int(10**6 / (k + 1) ** 1.3) + 1 for k in range(100)]
+    weights = [n / sum(sizes) for n in sizes]
+    s = MixtureSampler(sizes, weights, 4, 8, 0)
+    assert sum(s.units[0]) == 2**31 and max(s.units[0]) < 2**31
+    gap = max(abs(Fraction(u, 2**31) - exact(w) / sum(map(exact, weights)))
+              for u, w in zip(s.units[0], weights))  # fmt: skip
+    assert 0 < gap < Fraction(1, 2**31)
 
 
 @given(sources=mixture_sources(most=12), window=st.integers(1, 64))
@@ -109,6 +178,7 @@ def test_every_prefix_and_window_keeps_each_source_within_the_proven_bound(sourc
     window; with up to 3 sources every prefix is within 1, with 2 every window too."""
     sizes, weights = sources
     s = MixtureSampler(sizes, weights, 1, 1, 0)
+    weights = s.units[0]  # the integer weights in use (the same shares, or within 2**-31)
     total = sum(exact(w) for w in weights)
     betas = reference_betas(reference_tree(weights))
     assert s.bound() == max(betas.values()) / 2 < 2 and isinstance(s.bound(), Fraction)
@@ -129,19 +199,70 @@ def test_every_prefix_and_window_keeps_each_source_within_the_proven_bound(sourc
             assert max(map(abs, windows)) < 1
 
 
-def test_the_issues_task_is_mixed_within_one_sample_on_every_prefix_batch_and_rank():
+def figures(sizes: list[int], weights: list[float], W: int, b: int, steps: int) -> tuple:
+    """(prefix, batch, rank) of benchmarks/bench_mixture.py: the largest |count_k - w_k n| on
+    every prefix of the laid-out reads, in every global batch, over each rank's whole share."""
+    s = MixtureSampler(sizes, weights, b, W, 0, shuffle=False)
+    ks = s.sources(np.arange(steps * W * b))[0]
+    share = np.array(weights, dtype=np.float64) / sum(weights)
+    onehot = np.eye(len(sizes))[ks]  # (n, K)
+    prefix = np.abs(onehot.cumsum(0) - np.outer(np.arange(1, len(ks) + 1), share)).max()
+    by_step = onehot.reshape(steps, W, b, len(sizes))
+    batch = np.abs(by_step.sum((1, 2)) - W * b * share).max()
+    ranks = by_step.sum((0, 2))  # (W, K)
+    rank = np.abs(ranks - steps * b * share).max()
+    return round(prefix, 6), round(batch, 6), round(rank, 6)
+
+
+def test_the_issues_task_is_mixed_within_one_sample_on_every_batch_and_rank():
     """Example: 60,000 / 6,000 / 600 samples at 0.5 / 0.3 / 0.2 on 8 ranks of micro-batch 8,
-    60,000 positions: prefix 0.7, batch 0.8, rank 1.2 (Megatron's greedy: 0.6, 0.8, 1.2)."""
-    s = MixtureSampler([60000, 6000, 600], [0.5, 0.3, 0.2], 8, 8, 0)
-    ks = np.array(stream(s, 60000)[0])
-    share = np.array([0.5, 0.3, 0.2])
-    onehot = np.eye(3)[ks]  # (N, 3)
-    prefix = np.abs(onehot.cumsum(0) - np.outer(np.arange(1, 60001), share)).max()
-    batch = np.abs(onehot[:59968].reshape(-1, 64, 3).sum(1) - 64 * share).max()
-    ranks = onehot[:59968].reshape(-1, 8, 8, 3).sum((0, 2))  # (8, 3)
-    rank = np.abs(ranks - ranks.sum(1, keepdims=True) * share).max()
-    assert (round(prefix, 6), round(batch, 6), round(rank, 6)) == (0.7, 0.8, 1.2)
-    assert s.bound() == Fraction(4, 5)
+    937 steps: batch 0.8 and rank 0.8 (Megatron's layout: 0.8, 1.2); the run's prefix, the sum
+    of 8 ranks', 1.2 (0.7)."""
+    assert figures([60000, 6000, 600], [0.5, 0.3, 0.2], 8, 8, 937) == (1.2, 0.8, 0.8)
+    assert MixtureSampler([9] * 3, [0.5, 0.3, 0.2], 1, 1, 0).bound() == Fraction(4, 5)
+
+
+def test_five_sources_halving_are_read_by_every_rank_at_their_share():
+    """Example: weights .5/.25/.125/.0625/.0625 on 8 ranks of micro-batch 8, 500 steps: every
+    rank reads exactly its share of each source (Megatron's layout: ranks 0, 2, 4, 6 never read
+    source 4, a rank deviation of 250); every global batch exact."""
+    _, batch, rank = figures([10**6] * 5, [0.5, 0.25, 0.125, 0.0625, 0.0625], 8, 8, 500)
+    assert (batch, rank) == (0.0, 0.0)
+
+
+def test_a_source_of_one_in_64_is_read_by_every_rank_in_turn():
+    """Example: weights [1, 63] on 8 ranks of micro-batch 8: each rank reads source 0 once
+    every 8 steps, at its share (Megatron's layout: rank 3 reads all of it, always in one
+    slot)."""
+    s = MixtureSampler([100, 6300], [1, 63], 8, 8, 0, shuffle=False)
+    reads = [[(t, slot) for t in range(64) for slot, i in enumerate(s.batch_at(t)[r]) if i < 100]
+             for r in range(8)]  # fmt: skip
+    assert [len(x) for x in reads] == [8] * 8
+    assert all(t2 - t1 == 8 for x in reads for (t1, _), (t2, _) in pairwise(x))
+
+
+@given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes)
+@example(sources=([9, 9], [1, 63]), world=8, b=8)
+@example(sources=([9] * 5, [8, 4, 2, 1, 1]), world=8, b=8)
+def test_every_rank_and_every_global_batch_keep_each_source_within_its_beta(sources, world, b):
+    """Invariant: rank r's reads are the tree's positions [r*b, r*b + m): on every prefix of
+    them each source is within β_k of its share, and so is every global batch (the tree's
+    window [s*b, s*b + B)); β_k <= 2 * bound()."""
+    sizes, weights = sources
+    s = MixtureSampler(sizes, weights, b, world, 0, shuffle=False)
+    betas = reference_betas(reference_tree(s.units[0]))
+    share = {k: Fraction(s.units[0][k], sum(s.units[0])) for k in betas}
+    steps = 12
+    ks = np.array(s.sources(np.arange(steps * world * b))[0]).reshape(steps, world, b)
+    for k, beta in betas.items():
+        assert beta <= 2 * s.bound()
+        mine = (ks == k).astype(np.int64)  # (steps, W, b)
+        for r in range(world):
+            counts = np.cumsum(mine[:, r].ravel()).tolist()  # every prefix of rank r's reads
+            assert all(abs(c - share[k] * (m + 1)) < max(beta, Fraction(1, 10**9))
+                       for m, c in enumerate(counts))  # fmt: skip
+        for batch in mine.sum((1, 2)).tolist():
+            assert abs(batch - share[k] * world * b) < max(beta, Fraction(1, 10**9))
 
 
 @given(sources=mixture_sources(), seed=seeds, shuffle=st.booleans())
@@ -171,19 +292,19 @@ def test_each_pass_of_a_source_is_a_permutation_and_without_shuffle_the_samples_
 
 @given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes, seed=seeds)
 def test_ranks_split_every_step_and_iteration_yields_what_batch_at_says(sources, world, b, seed):
-    """Invariant: at each step rank r reads positions [sB + rb, sB + (r+1)b) of the one stream:
-    the ranks' batch_at micro-batches laid end to end are the stream; each rank's iter() is its
+    """Invariant: at step t rank r reads the tree's positions [(t + r)b, (t + r + 1)b), each
+    source's reads numbered step by step, rank by rank (the reference); each rank's iter() is its
     micro-batches of the epoch's steps, len() of them."""
     sizes, weights = sources
     ranks = [MixtureSampler(sizes, weights, b, world, r, seed=seed, epoch_length=37)
              for r in range(world)]  # fmt: skip
     steps = -(-37 // (b * world))
-    whole = MixtureSampler(sizes, weights, 1, 1, 0, seed=seed)
-    flat = [i for s in range(steps) for batch in ranks[0].batch_at(s) for i in batch]
-    assert flat == [whole.batch_at(p)[0][0] for p in range(steps * b * world)]
+    plain = MixtureSampler(sizes, weights, b, world, 0, shuffle=False)
+    flat = [i for t in range(steps) for batch in plain.batch_at(t) for i in batch]
+    assert flat == decoded(plain, reference_reads(sizes, [(0, weights)], [(world, b, steps)]))
     for r, sampler in enumerate(ranks):
         assert len(sampler) == steps * b
-        assert list(sampler) == [i for s in range(steps) for i in sampler.batch_at(s)[r]]
+        assert list(sampler) == [i for t in range(steps) for i in sampler.batch_at(t)[r]]
 
 
 @given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes, seed=seeds)
@@ -313,35 +434,30 @@ def test_a_resumed_rank_reads_what_the_uninterrupted_one_reads(
 
 
 @given(schedule=mixture_schedules(gap=4), w1=elastic_world_sizes, w2=elastic_world_sizes,
-       b1=mixture_batch_sizes, b2=mixture_batch_sizes, seed=seeds, steps=st.integers(0, 6))  # fmt: skip
-def test_an_elastic_resume_reads_every_position_of_the_stream_once(
-    schedule, w1, w2, b1, b2, seed, steps
-):
+       b1=mixture_batch_sizes, b2=mixture_batch_sizes, steps=st.integers(0, 6))  # fmt: skip
+def test_an_elastic_resume_reads_every_position_of_the_stream_once(schedule, w1, w2, b1, b2, steps):
     """Invariant: W1 ranks of micro-batch b1 read some steps; their state loaded on W2 ranks of
-    micro-batch b2, the new steps continue the one-rank stream: every position read once. The
-    schedule's changes before the resume stay at their positions (step * W1 * b1); the later
-    ones fall at their training step on the new grid."""
+    micro-batch b2, the new grid starts its tree at that step, each source going on from its
+    count: the reference's reads over both grids; the schedule's changes at their steps."""
     sizes, weights = schedule
     length = 50
-    old = [MixtureSampler(sizes, weights, b1, w1, r, seed=seed, epoch_length=length)
+    old = [MixtureSampler(sizes, weights, b1, w1, r, shuffle=False, epoch_length=length)
            for r in range(w1)]  # fmt: skip
     steps = min(steps, len(old[0]) // b1)
     reads = [list(islice(iter(s), steps * b1)) for s in old]
     state = roundtrip(old[0].state_dict())
-    new = [MixtureSampler(sizes, weights, b2, w2, r, seed=seed, epoch_length=length)
-           for r in range(w2)]  # fmt: skip
-    for s in new:
+    plain = [MixtureSampler(sizes, weights, b2, w2, r, shuffle=False, epoch_length=length)
+             for r in range(w2)]  # fmt: skip
+    for s in plain:
         s.load_state_dict(state)
-    rest = [list(s) for s in new]
-    laid = [reads[r][t * b1 : (t + 1) * b1] for t in range(steps) for r in range(w1)]
+    rest = [list(s) for s in plain]
     more = len(rest[0]) // b2
-    laid += [rest[r][t * b2 : (t + 1) * b2] for t in range(more) for r in range(w2)]
-    flat = [i for batch in laid for i in batch]
-    at = [t * w1 * b1 if t <= steps else steps * w1 * b1 + (t - steps) * w2 * b2
-          for t, _ in weights]  # fmt: skip
-    whole = MixtureSampler(sizes, [(p, w) for p, (_, w) in zip(at, weights)], 1, 1, 0, seed=seed)
-    assert flat == [whole.batch_at(p)[0][0] for p in range(len(flat))]
-    assert len(flat) >= length  # the epoch read to its end: the last step starts before it
+    flat = laid_out(reads, b1) + laid_out(rest, b2)
+    grids = [(w1, b1, steps), (w2, b2, more)] if (w1, b1) != (w2, b2) else [(w1, b1, steps + more)]
+    assert flat == decoded(plain[0], reference_reads(sizes, weights, grids))
+    assert rest == [[i for t in range(steps, steps + more) for i in plain[0].batch_at(t)[r]]
+                    for r in range(w2)]  # fmt: skip
+    assert steps * w1 * b1 + more * w2 * b2 >= length  # the epoch read to its end
 
 
 def test_an_elastic_resume_mid_micro_batch_is_refused_with_the_position():
@@ -403,18 +519,25 @@ def test_the_plain_dataloader_resumes_at_the_loops_batch_with_consumed():
 
 
 def test_a_state_of_another_configuration_is_refused_naming_the_field():
-    """Invariant: a state of other sizes, weights, seed, shuffle or epoch length is refused,
-    naming the field; a field out of range too. The weights are fingerprinted by their exact
-    fractions: 0.5 and 1/2 are one mix."""
-    state = MixtureSampler([9, 9], [1, 1], 2, 1, 0).state_dict()
-    assert state == {"kind": "MixtureSampler", "version": 2, "sizes": [9, 9],
-                     "weights": "0bbe5618755d6fb0", "seed": 0, "shuffle": True, "epoch_length": 18,
-                     "epoch": 0, "num_replicas": 1, "batch_size": 2, "origin": 0, "step": 0,
-                     "changes": [0], "position": 0, "before": 0}  # fmt: skip
+    """Invariant: a state of other sizes, seed, shuffle or epoch length is refused, naming the
+    field; a field out of range too. The state holds what was read, in words: each source's
+    count at the grid's first step, and the schedule's past as exact shares (0.5 and 1/2 are
+    one mix)."""
+    s = MixtureSampler([9, 9], [1, 1], 2, 1, 0)
+    list(islice(iter(s), 10))  # 5 steps
+    state = s.state_dict()
+    assert state == {"kind": "MixtureSampler", "version": 3, "sizes": [9, 9], "seed": 0,
+                     "shuffle": True, "epoch_length": 18, "epoch": 0, "num_replicas": 1,
+                     "batch_size": 2, "origin": 0, "step": 0, "read": [0, 0],
+                     "past": [[0, ["1/2", "1/2"]]], "position": 10, "before": 0}  # fmt: skip
     MixtureSampler([9, 9], [0.5, Fraction(1, 2)], 2, 1, 0).load_state_dict(state)
+    MixtureSampler([9, 9], [1, 2], 2, 1, 0).load_state_dict(  # nothing read: any mix
+        MixtureSampler([9, 9], [1, 1], 2, 1, 0).state_dict()
+    )
     refused = [
-        ({}, [9, 9], [1, 2], {}, "state does not match this sampler: weights was "
-         "'0bbe5618755d6fb0' when saved, but is 'bc830a22ad54c816' now"),
+        ({}, [9, 9], [1, 2], {}, "weights should agree with the mix read before step 5, where "
+         "this state was saved, but from step 0 it read shares 0.5, 0.5 and these weights give "
+         "0.3333333333, 0.6666666667; change the mix at step 5 or later"),
         ({}, [9, 8], [1, 1], {}, "state does not match this sampler: sizes was [9, 9] when saved, "
          "but is [9, 8] now"),
         ({}, [9, 9], [1, 1], {"seed": 1}, "state does not match this sampler: seed was 0 when "
@@ -431,31 +554,19 @@ def test_a_state_of_another_configuration_is_refused_naming_the_field():
          "num_replicas=0"),
         ({"batch_size": 0}, [9, 9], [1, 1], {}, "batch_size should be >= 1, but got batch_size=0"),
         ({"step": -1}, [9, 9], [1, 1], {}, "step should be >= 0, but got step=-1"),
-        ({"changes": [0, 4]}, [9, 9], [1, 1], {}, "changes should be a list of 1 positions, one "
-         "per entry of the schedule, but got changes=[0, 4]"),
-        ({"changes": 0}, [9, 9], [1, 1], {}, "changes should be a list of 1 positions, one "
-         "per entry of the schedule, but got changes=0"),
-        ({"changes": [-1]}, [9, 9], [1, 1], {}, "changes[0] should be >= 0, but got changes[0]=-1"),
-        ({"changes": [3], "step": 5}, [9, 9], [1, 1], {}, "changes should be positions "
-         "increasing from 0 that a sampler of this schedule saved, but got changes=[3] at step=5"),
+        ({"read": [0]}, [9, 9], [1, 1], {}, "read should be a list of 2 counts, one per source, "
+         "but got read=[0]"),
+        ({"read": 0}, [9, 9], [1, 1], {}, "read should be a list of 2 counts, one per source, "
+         "but got read=0"),
+        ({"read": [0, -1]}, [9, 9], [1, 1], {}, "read[1] should be >= 0, but got read[1]=-1"),
+        ({"past": "x"}, [9, 9], [1, 1], {}, "past should be the [step, shares] of a "
+         "MixtureSampler state, but got past='x'"),
         ({"before": -1}, [9, 9], [1, 1], {}, "before should be >= 0, but got before=-1"),
     ]  # fmt: skip
     for change, sizes, weights, kwargs, message in refused:
         sampler = MixtureSampler(sizes, weights, 2, 1, 0, **kwargs)
         with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
             sampler.load_state_dict({**state, **change})
-    plan = [(0, [1, 1]), (2, [1, 2]), (4, [2, 1])]  # changes at positions 0, 4, 8 on this grid
-    saved = MixtureSampler([9, 9], plan, 2, 1, 0).state_dict()
-    assert saved["changes"] == [0, 4, 8]
-    message = ("changes should be positions increasing from 0 that a sampler of this schedule "
-               "saved, but got changes=[0, 8, 8] at step=5")  # fmt: skip
-    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
-        MixtureSampler([9, 9], plan, 2, 1, 0).load_state_dict(
-            {**saved, "changes": [0, 8, 8], "step": 5, "origin": 10}
-        )
-    resumed = MixtureSampler([9, 9], plan, 4, 1, 0)  # another grid: step 5 at position 10
-    resumed.load_state_dict({**saved, "step": 5, "origin": 10})
-    assert resumed.state_dict()["changes"] == [0, 4, 8]  # both passed: where they were read
 
 
 # --- bad input ---------------------------------------------------------------------------------
@@ -576,20 +687,27 @@ def test_epochs_are_consecutive_stretches_of_one_stream():
 
 
 def test_positions_near_2_to_the_60_are_exact_through_batch_at_and_iteration():
-    """Invariant: past 2**53 nothing goes through a float: with weights 1:1 position n is source
-    n % 2's item n // 2 (no shuffle), in batch_at and in an epoch that starts there."""
+    """Invariant: past 2**53 nothing goes through a float: with weights 1:1 tree position u is
+    source u % 2, c_0(n) = ⌈n/2⌉, c_1(n) = ⌊n/2⌋; rank r at step t reads u = (t + r)b + i,
+    item C_k(t) + c_k(u) - c_k(tb), C_k(t) = Σ_{x<W} c_k((t+x)b) - c_k(xb) (no shuffle)."""
     size, b, W = 2**61, 3, 2
     s = MixtureSampler([size, size], [1, 1], b, W, 1, shuffle=False, epoch_length=2**60)
+
+    def c(k: int, n: int) -> int:
+        return (n + 1) // 2 if k == 0 else n // 2
+
+    def index(t: int, r: int, i: int) -> int:
+        u = (t + r) * b + i
+        k = u % 2
+        before = sum(c(k, (t + x) * b) - c(k, x * b) for x in range(W))
+        return k * size + before + c(k, u) - c(k, t * b)
+
     step = 2**60 // (b * W)
-    expected = [[(n % 2) * size + n // 2 for n in range(p, p + b)]
-                for p in range(step * b * W, (step + 1) * b * W, b)]  # fmt: skip
-    assert s.batch_at(step) == expected
+    assert s.batch_at(step) == [[index(step, r, i) for i in range(b)] for r in range(W)]
     s.set_epoch(1)  # starts at step ceil(2**60 / 6)
     first = -(-(2**60) // (b * W))
     mine = list(islice(iter(s), 10 * b))
-    assert mine == [i for t in range(first, first + 10) for i in s.batch_at(t)[1]]
-    assert all((n % 2) * size + n // 2 == i for n, i in zip(
-        (first * b * W + b + t * b * W + j for t in range(10) for j in range(b)), mine))  # fmt: skip
+    assert mine == [index(t, 1, i) for t in range(first, first + 10) for i in range(b)]
 
 
 def test_when_read_defaults_to_the_first_pass_and_counts_steps_on_the_resumed_grid():
@@ -602,23 +720,25 @@ def test_when_read_defaults_to_the_first_pass_and_counts_steps_on_the_resumed_gr
     list(islice(iter(old), 6))  # 3 steps of 4: position 12 next
     new = MixtureSampler([50, 50], [1, 3], 3, 1, 0, epoch_length=40)
     new.load_state_dict(old.state_dict())
-    k, j = stream(MixtureSampler([50, 50], [1, 3], 1, 1, 0), 14)[0][13], stream(
-        MixtureSampler([50, 50], [1, 3], 1, 1, 0), 14)[1][13]  # fmt: skip
-    i = index_unshuffle_of(new, k, j)
-    assert new.when_read(k, i, j // 50) == Read(13, 3, 0, 1)
+    ks, js = new.sources([12, 13, 14, 15, 16, 17])
+    for p, k, j in zip(range(12, 18), ks.tolist(), js.tolist()):
+        i = index_unshuffle_of(new, k, j)
+        assert new.when_read(k, i, j // 50) == Read(p, 3 + (p - 12) // 3, 0, (p - 12) % 3)
     assert new.batch_at(4)[0] == [stream_index(new, p) for p in (15, 16, 17)]
     message = ("step should be >= 3, the first step of this grid (num_replicas=1, batch_size=3); "
                "the earlier ones were read on another grid, but got step=2")  # fmt: skip
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         new.batch_at(2)
-    k, j = (x[0] for x in stream(MixtureSampler([50, 50], [1, 3], 1, 1, 0), 1))
+    k, j = (int(x[0]) for x in old.sources([0]))
     i = index_unshuffle_of(new, k, j)
     message = (
-        f"sample {i} of source {k} in its pass 0 was read at position 0, before step 3 "
-        "(position 12), the first of this grid: ask a sampler of the grid it was read on"
+        f"sample {i} of source {k} in its pass 0 was read before step 3 (position 12), the "
+        "first of this grid: ask a sampler of the grid it was read on"
     )
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         new.when_read(k, i)
+    with pytest.raises(ValueError, match=r"^positions should be >= 12, the first of this grid, "):
+        new.sources([11])
 
 
 def stream_index(s: MixtureSampler, position: int) -> int:
@@ -640,45 +760,40 @@ def test_a_state_without_a_field_is_refused_naming_it():
 
 
 @given(schedule=mixture_schedules(gap=6), worlds=st.lists(st.tuples(elastic_world_sizes,
-       mixture_batch_sizes, st.integers(0, 3)), min_size=2, max_size=3), seed=seeds)  # fmt: skip
+       mixture_batch_sizes, st.integers(0, 3)), min_size=2, max_size=3))  # fmt: skip
 def test_resumes_chained_over_several_grids_in_a_later_epoch_read_every_position_once(
-    schedule, worlds, seed
+    schedule, worlds
 ):
     """Invariant: in epoch 1, runs on grids (W, b) one after another, each loading the last
-    one's state after some steps, read the stream's positions of the epoch once each, and the
-    epoch ends with the first step that starts at or after its end. Each change of the
-    schedule falls at its training step on the grid that reached it."""
+    one's state after some steps, read the reference's reads of those grids (a grid goes on
+    with its trees when the state comes from its own grid), and the epoch ends with the first
+    step that starts at or after its end."""
     sizes, weights = schedule
     length = 40
-    laid, state, last_step = [], None, 0
-    grids = []  # (first position, first step, global batch) of each grid, in order
+    laid, state, grids, last_step = [], None, [], 0
     for k, (world, b, steps) in enumerate(worlds):
-        ranks = [MixtureSampler(sizes, weights, b, world, r, seed=seed, epoch_length=length)
+        ranks = [MixtureSampler(sizes, weights, b, world, r, shuffle=False, epoch_length=length)
                  for r in range(world)]  # fmt: skip
         for s in ranks:
             s.set_epoch(1)
             if state is not None:
                 s.load_state_dict(state)
-        grids.append((ranks[0]._origin, ranks[0]._step0, world * b))
         left = len(ranks[0]) - ranks[0]._before  # len() counts the epoch's earlier grids too
         steps = left // b if k == len(worlds) - 1 else min(steps, left // b)
         reads = [list(islice(iter(s), steps * b)) for s in ranks]
-        laid += [
-            i for t in range(steps) for r in range(world) for i in reads[r][t * b : (t + 1) * b]
-        ]
-        state = json.loads(json.dumps(ranks[0].state_dict()))
+        laid, steps = laid + laid_out(reads, b), len(reads[0]) // b  # (a resumed grid: fewer)
+        state = roundtrip(ranks[0].state_dict())
         last_step = world * b if steps else last_step
-
-    def position(step: int) -> int:  # where the trainer's step began: on the grid that ran it
-        origin, step0, B = next(g for g in reversed(grids) if g[1] <= step)
-        return origin + (step - step0) * B
-
-    at = [(position(step), w) for step, w in weights]
-    whole = MixtureSampler(sizes, at, 1, 1, 0, seed=seed)
-    first = -(-length // (worlds[0][0] * worlds[0][1])) * worlds[0][0] * worlds[0][1]  # epoch 1
-    assert grids[0][:2] == (0, 0) and state["changes"] == [p for p, _ in at]
-    assert laid == [whole.batch_at(p)[0][0] for p in range(first, first + len(laid))]
-    assert first + len(laid) >= 2 * length > first + len(laid) - last_step
+        if grids and grids[-1][:2] == (world, b):  # its own grid's state: the same grid
+            grids[-1] = (world, b, grids[-1][2] + steps)
+        else:
+            grids.append((world, b, steps))
+    first = -(-length // (worlds[0][0] * worlds[0][1]))  # epoch 1's first step
+    grids[0] = (*grids[0][:2], first + grids[0][2])
+    whole = decoded(ranks[0], reference_reads(sizes, weights, grids))
+    skip = first * worlds[0][0] * worlds[0][1]
+    assert laid == whole[skip:]
+    assert skip + len(laid) >= 2 * length > skip + len(laid) - last_step
 
 
 def test_a_long_epoch_is_read_whole_in_growing_blocks():
@@ -701,3 +816,137 @@ def test_a_micro_batch_longer_than_the_first_few_reads_its_head_then_arrays_seam
     resumed.load_state_dict(first.state_dict())
     assert list(resumed) == whole[skip:]
     assert list(make()) == whole
+
+
+# --- changing the mix on resume ------------------------------------------------------------------
+
+
+def test_a_state_saved_at_step_20_loads_into_a_schedule_that_changes_at_step_30():
+    """Example (the request Megatron users make): saved at step 20 with weights w, loaded into
+    [(0, w), (30, w2)] on the same grid and on another: each continues as that schedule's
+    uninterrupted run on those grids."""
+    sizes, w, w2 = [40, 30, 20], [0.5, 0.3, 0.2], [0.2, 0.3, 0.5]
+    plan = [(0, w), (30, w2)]
+    for W2, b2 in [(2, 3), (3, 2)]:
+        old = [MixtureSampler(sizes, w, 3, 2, r, shuffle=False, epoch_length=10**6)
+               for r in range(2)]  # fmt: skip
+        reads = [list(islice(iter(s), 20 * 3)) for s in old]
+        new = [MixtureSampler(sizes, plan, b2, W2, r, shuffle=False, epoch_length=10**6)
+               for r in range(W2)]  # fmt: skip
+        for s in new:
+            s.load_state_dict(roundtrip(old[0].state_dict()))
+        more = [list(islice(iter(s), 20 * b2)) for s in new]
+        grids = [(2, 3, 40)] if (W2, b2) == (2, 3) else [(2, 3, 20), (W2, b2, 20)]
+        whole = decoded(new[0], reference_reads(sizes, plan, grids))
+        assert laid_out(reads, 3) + laid_out(more, b2) == whole
+        if (W2, b2) == (2, 3):  # the same grid: the schedule's own run, no resume at all
+            fresh = [MixtureSampler(sizes, plan, 3, 2, r, shuffle=False, epoch_length=10**6)
+                     for r in range(2)]  # fmt: skip
+            assert laid_out([list(islice(iter(s), 40 * 3)) for s in fresh], 3) == whole
+
+
+@given(schedule=mixture_schedules(gap=4), change=st.integers(0, 3), weights=st.lists(
+       st.integers(0, 5), min_size=4, max_size=4), w1=elastic_world_sizes, w2=elastic_world_sizes,
+       b1=mixture_batch_sizes, b2=mixture_batch_sizes, steps=st.integers(0, 6), extra=st.integers(0, 4))  # fmt: skip
+def test_a_schedule_that_agrees_with_the_past_continues_as_its_own_uninterrupted_run(
+    schedule, change, weights, w1, w2, b1, b2, steps, extra
+):
+    """Invariant: saved after some steps (and, on the same grid, part of a step) under one
+    schedule, loaded into another that agrees with it before the step reached and changes at it
+    or later: the reads are the reference's for the new schedule on those grids, each source's
+    items numbered on (every pass intact); one that changes before it is refused, naming the
+    step of the change and the step reached."""
+    sizes, plan = schedule
+    new_weights = weights[: len(sizes)] if any(weights[: len(sizes)]) else [1] * len(sizes)
+    old = [MixtureSampler(sizes, plan, b1, w1, r, shuffle=False, epoch_length=10**6)
+           for r in range(w1)]  # fmt: skip
+    extra = extra % b1 if (w1, b1) == (w2, b2) else 0  # mid-step: the same grid only
+    reads = [list(islice(iter(s), steps * b1 + extra)) for s in old]
+    state = roundtrip(old[0].state_dict())
+    reached = steps + (extra > 0)  # a step begun is read
+    at = reached + change
+    later = [(step, w) for step, w in plan if step < at] + [(at, new_weights)]
+    new = [MixtureSampler(sizes, later, b2, w2, r, shuffle=False, epoch_length=10**6)
+           for r in range(w2)]  # fmt: skip
+    for s in new:
+        s.load_state_dict(state)
+    more = [list(islice(iter(s), 6 * b2 - extra)) for s in new]
+    for r in range(w2 if extra else 0):  # mid-step: each rank ends its micro-batch, goes on
+        reads[r], more[r] = reads[r] + more[r][: (b1 - extra) % b1], more[r][(b1 - extra) % b1 :]
+    same = (w1, b1) == (w2, b2)
+    grids = [(w1, b1, reached + 6 - (extra > 0))] if same else [(w1, b1, steps), (w2, b2, 6)]
+    got = laid_out(reads, b1) + laid_out(more, b2)
+    assert got == decoded(new[0], reference_reads(sizes, later, grids))
+
+    def shares(w: list) -> list[Fraction]:
+        units = MixtureSampler(sizes, w, 1, 1, 0).units[0]
+        return [Fraction(u, sum(units)) for u in units]
+
+    x = reached - 1  # a change at the last step read rewrites it
+    if reached and shares([w for step, w in plan if step <= x][-1]) != shares(new_weights):
+        bad = [(step, w) for step, w in plan if step < x] + [(x, new_weights)]
+        with pytest.raises(
+            ValueError,
+            match=f"before step {reached}, where this state was "
+            f"saved, but from step {x} it read shares ",
+        ):
+            MixtureSampler(sizes, bad, b2, w2, 0, shuffle=False,
+                           epoch_length=10**6).load_state_dict(state)  # fmt: skip
+
+
+def test_a_change_before_the_saved_step_is_refused_naming_both_steps():
+    """Example: saved at step 10; a change at step 7 rewrites what steps 7 to 9 read; a change
+    at step 10 is the future. A step begun (mid micro-batch) is read: a change at it is refused
+    too."""
+    s = MixtureSampler([50, 50], [1, 1], 2, 2, 0)
+    it = iter(s)
+    list(islice(it, 20))  # 10 steps of a micro-batch of 2
+    state = s.state_dict()
+    MixtureSampler([50, 50], [(0, [1, 1]), (10, [3, 1])], 2, 2, 0).load_state_dict(state)
+    message = ("weights should agree with the mix read before step 10, where this state was "
+               "saved, but from step 7 it read shares 0.5, 0.5 and these weights give 0.75, "
+               "0.25; change the mix at step 10 or later")  # fmt: skip
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        MixtureSampler([50, 50], [(0, [1, 1]), (7, [3, 1])], 2, 2, 0).load_state_dict(state)
+    message = ("weights should agree with the mix read before step 10, where this state was "
+               "saved, but from step 4 it read shares 0.5, 0.5 and these weights give 0.5, 0.5 "
+               "(a change of the mix there); change the mix at step 10 or later")  # fmt: skip
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        MixtureSampler([50, 50], [(0, [1, 1]), (4, [1, 1])], 2, 2, 0).load_state_dict(state)
+    next(it)  # step 10 begun
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "before step 11, where this state was saved, but from step 10 it read "
+            "shares 0.5, 0.5 and these weights give 0.75, 0.25"
+        ),
+    ):
+        MixtureSampler([50, 50], [(0, [1, 1]), (10, [3, 1])], 2, 2, 0).load_state_dict(
+            s.state_dict()
+        )
+
+
+def test_weights_as_a_float32_tensor_are_the_mix_they_print_as_or_refused_in_words():
+    """Invariant: a float32 tensor of 0.5, 0.3, 0.2 is read as the decimals it prints, the mix
+    of the list [0.5, 0.3, 0.2]: a state of one loads into the other and goes on alike. Weights
+    computed in float32 (n / total) differ from the float64 list past 2**-31: refused, the shares
+    in words."""
+    import torch
+
+    sizes = [40, 30, 20]
+    listed = MixtureSampler(sizes, [0.5, 0.3, 0.2], 2, 2, 0)
+    list(islice(iter(listed), 8))
+    tensor = MixtureSampler(sizes, torch.tensor([0.5, 0.3, 0.2]), 2, 2, 0)
+    tensor.load_state_dict(listed.state_dict())
+    assert tensor.units == listed.units and list(tensor) == list(listed)[8:]
+    assert MixtureSampler(sizes, torch.tensor([0.5, 0.3, 0.2], dtype=torch.bfloat16), 1, 1, 0)
+    computed = [n / sum(sizes) for n in sizes]
+    listed = MixtureSampler(sizes, computed, 2, 2, 0)
+    list(islice(iter(listed), 8))
+    with pytest.raises(
+        ValueError,
+        match=r"^weights should agree with the mix read before step 4"
+        r", where this state was saved, but from step 0 it read shares "
+        r"0\.4444444444, 0\.3333333333, 0\.2222222222 and these weights give ",
+    ):
+        MixtureSampler(sizes, torch.tensor(computed), 2, 2, 0).load_state_dict(listed.state_dict())

@@ -34,7 +34,7 @@ from .inference import InferenceSampler, inference_shard
 from .infinite import InfiniteSampler, shared_random_seed
 from .iteration import IterationBasedBatchSampler
 from .launch import run_nodes, run_world
-from .mixture import MixtureSampler, Read
+from .mixture import MixtureBatchSampler, MixtureSampler, Read
 from .pipeline import (
     aspect_ratio_groups,
     aspect_ratios,
@@ -70,6 +70,7 @@ __all__ = [
     "IndexShuffleSampler",
     "IterationBasedBatchSampler",
     "ManifestError",
+    "MixtureBatchSampler",
     "MixtureSampler",
     "NodeFeed",
     "OrderAhead",

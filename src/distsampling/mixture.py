@@ -1,46 +1,58 @@
-r"""MixtureSampler: datasets mixed by weight across ranks, exact on every prefix, with no index.
+r"""MixtureSampler: datasets mixed by weight across ranks, every batch and every rank at its
+share, with no index.
 
 ``sizes`` are the lengths of ``K`` datasets in the order of a ``ConcatDataset``; ``weights`` their
-shares. One global stream of positions is read by every rank (rank ``r`` reads positions
-``[s*B + r*b, s*B + (r+1)*b)`` of step ``s``, ``B = b * num_replicas``: Megatron's layout), and
-position ``n``'s source and sample are computed from ``n`` alone: no index, no replay.
+shares. Reads are numbered step by step, rank by rank (global position ``s*B + r*b + i`` is rank
+``r``'s slot ``i`` of step ``s``, ``B = b * num_replicas``), and each read's source and sample are
+computed from its position alone: no index, no replay.
 
 Which source: a weight tree. The positive weights (exact rationals: a float is the decimal it
-prints as, ``0.3`` is ``3/10``) are merged as Huffman merges, the two lightest first, so a leaf's
-ancestors at least double in weight every two levels. A node of children ``L``, ``R`` (integer
-weights ``a``, ``b``) gives ``L`` as many of its first ``n`` positions as
+prints as, ``0.3`` is ``3/10``; a float32 array's, the decimal float32 prints) become integers
+(over their common denominator; past ``2**31`` in all, rounded to a sum of ``2**31`` by largest
+remainder, so each share moves by less than ``2**-31``, a positive one stays positive, and all
+arithmetic stays in int64). They are merged as Huffman merges, the two lightest first (ties to
+the older node), so a leaf's ancestors at least double in weight every two levels. A node of
+children ``L``, ``R`` (weights ``a``, ``b``) gives ``L`` as many of its first ``n`` positions as
 
-    c_L(n) = ⌊n·a/(a+b) + 1/2⌋     (position n is L's iff c_L(n+1) > c_L(n))
+    c_L(n) = ⌊n·a/(a+b) + 1/2⌋ = q·a + ⌊(2ρa + a + b) / 2(a+b)⌋,   n = q(a+b) + ρ
 
-and ``R`` the rest: the divisor (Sainte-Laguë/Webster) merge of two, ``L``'s ``j``-th item at time
-``(j + 1/2)/a``, ``R``'s at ``(i + 1/2)/b``, ties to ``L``. A position descends the tree in
-O(depth) integer steps (numpy, int64, or Python ints where a product could pass 2**63), and an
-item climbs back up by the inverse, ``⌈(2j+1)(a+b)/2a⌉ - 1`` on the left, ``⌊(2j+1)(a+b)/2b⌋``
-on the right.
+(position n is L's iff ``c_L(n+1) > c_L(n)``) and ``R`` the rest: the divisor (Sainte-Laguë)
+merge of two, ``L``'s ``j``-th item at time ``(j + 1/2)/a``, ``R``'s at ``(i + 1/2)/b``, ties to
+``L``. A tree position descends in O(depth) int64 steps; an item climbs back up by the inverse,
+``⌈(2j+1)(a+b)/2a⌉ - 1`` on the left, ``⌊(2j+1)(a+b)/2b⌋`` on the right.
 
-The bound, proven. ``c_L(n) - n·a/(a+b)`` lies in ``(-1/2, 1/2]`` (a rounding), so on any window
-of consecutive positions in ``(-1, 1)``. Source ``k`` under the nodes ``v_1, ..., v_d = k`` (root
-excluded) has ``c_k(n) = w_k·n + Σ_i (w_k / w_{v_i})·e_i``, ``e_i`` the rounding error of ``v_i``
-at its parent's count, so
+The tree's bound. ``c_L(n) - n·a/(a+b)`` lies in ``(-1/2, 1/2]``. Source ``k`` under the nodes
+``v_1, ..., v_d = k`` (root excluded) has ``c_k(n) = w_k·n + Σ_i (w_k / w_{v_i})·e_i``, so
+``|c_k(n) - w_k·n| <= β_k / 2`` with ``β_k = Σ_i w_k / w_{v_i} < 4`` (the ratios halve every two
+levels), and any window of the tree's positions is within ``< β_k``. ``bound()`` is
+``max β_k / 2``; with up to 3 sources ``β_k < 2``.
 
-    |c_k(n) - w_k·n| <= β_k / 2,   β_k = Σ_i w_k / w_{v_i}  (< 4: the ratios halve every 2 levels)
+The layout: every rank reads a window of the tree. Rank ``r`` at step ``s`` reads tree positions
+``[(s + r)·b, (s + r + 1)·b)``. So
 
-on every prefix, and ``< β_k`` on every window (a global batch). With up to 3 sources ``β_k < 2``:
-every prefix within 1; with 2, every window within 1. ``bound()`` gives ``max β_k / 2``. A flat
-divisor merge of all ``K`` promises only ``1/2 + (K-2)·w_k/2`` (it reads one heavy source many
-times while ``K - 1`` light ones wait for the same instant); Tijdeman's chairman assignment
-reaches ``1 - 1/(2K-2)`` but only sequentially, as Megatron's greedy does (its index is built).
+- rank ``r``'s reads are the tree's window ``[r·b, r·b + m)``: on every prefix, each source is
+  within ``β_k`` of its share (``< 2·bound()``), whatever ``W``, ``b`` and the weights' periods;
+- step ``s``'s ``W`` micro-batches are the tree's window ``[s·b, s·b + B)``: every global batch
+  within ``β_k`` of ``B·w_k``, as with Megatron's layout;
+- the run's count after ``S`` steps is the sum of its ranks', within ``W·β_k`` (a light source,
+  below one a micro-batch, is read by the ranks in turn, on ``W`` consecutive steps).
 
-Which sample: source ``k``'s ``j``-th item overall (counted across schedule changes and epochs)
-is sample ``index_shuffle(j % size_k, size_k, key)`` of its pass ``j // size_k``, the key drawn
-from ``(seed, k, pass)``: all of a source once, in a new order, before any of it twice.
+Megatron's layout (rank ``r`` at ``[s·B + r·b, ...)`` of one stream) aliases: with weights
+``[1, 63]`` and ``b = 8``, one rank reads every sample of source 0.
 
-A weight of 0 leaves the source out of the tree; a tiny weight (below ``1/B``) is read less than
-once a batch, at the rate it asks. A schedule ``[(0, w), (s1, w1), ...]`` changes the weights at
-the training steps ``s1, ...``, step ``s`` starting at position ``s*B``: each segment is merged
-afresh, each source goes on from its count, so nothing is lost or read twice within its pass.
-After an elastic resume (another ``B``), the changes already passed stay where they were read and
-the later ones fall at their step on the new grid (the state carries both).
+Which sample: source ``k``'s reads are numbered ``j = 0, 1, 2, ...`` step by step, rank by rank
+(item ``j`` is in the steps before ``s`` iff ``j < C_k(s) = Σ_{x<W} c_k((s+x)·b) - c_k(x·b)``);
+item ``j`` is sample ``index_shuffle(j % size_k, size_k, key)`` of its pass ``j // size_k``,
+the key drawn from ``(seed, k, pass)``: all of a source once, in a new order, before any twice.
+
+Schedules and resume. ``[(0, w), (s1, w1), ...]`` changes the weights at training steps: from
+step ``s1`` a new tree starts at its position 0, each source going on from its count, so nothing
+is lost or read twice within its pass (each stretch keeps its bounds; a rank's error adds up
+over the stretches). A ``state_dict`` holds what was read: the grid (``W``, ``b``) and its first
+step, each source's count there, and the schedule up to the saved step, as shares. It loads into
+any schedule that agrees with that past: a change at the saved step or later continues exactly
+as that schedule's uninterrupted run; on another grid (an elastic resume, at a step boundary)
+the new grid starts its trees at that step.
 
 References:
     megatron/core/datasets/helpers.cpp (build_blending_indices: the greedy, sequential)
@@ -51,11 +63,11 @@ References:
 from __future__ import annotations
 
 import bisect
-import hashlib
 import heapq
 import math
 import numbers
 from collections.abc import Iterator, Sequence
+from decimal import Decimal
 from fractions import Fraction
 from itertools import pairwise
 from typing import Any, NamedTuple
@@ -65,12 +77,21 @@ import torch
 from torch.utils.data import Sampler
 
 from ._validate import check_bool, check_int, check_seed, resolve_world
-from .cipher import epoch_key, index_shuffle, index_unshuffle
+from .cipher import (
+    _M1,
+    _M2,
+    _MIN_BITS,
+    _ROUNDS,
+    _round_keys,
+    epoch_key,
+    index_shuffle,
+    index_unshuffle,
+)
 from .resume import CountingIterator, check_consumed, check_state
 
-__all__ = ["MixtureSampler", "Read"]
+__all__ = ["MixtureBatchSampler", "MixtureSampler", "Read"]
 
-Node = Any  # a leaf: the source k (int); a node: (a_L, a_R, L, R), integer weights
+UNITS = 2**31  # integer weights past this sum are rounded to it: every product fits int64
 
 
 class Read(NamedTuple):
@@ -83,7 +104,12 @@ class Read(NamedTuple):
 
 
 def _weights(name: str, weights: object, sizes: list[int]) -> list[Fraction]:
-    if hasattr(weights, "tolist"):  # a tensor or a numpy array
+    texts = None
+    if isinstance(weights, torch.Tensor):  # bfloat16 has no numpy twin: float32 holds it exactly
+        weights = weights.detach().cpu()
+        weights = (weights.float() if weights.dtype == torch.bfloat16 else weights).numpy()
+    if isinstance(weights, np.ndarray):  # a float32 0.3 is "0.3", as float32 prints it
+        texts = [str(x) for x in weights.reshape(-1)] if weights.dtype.kind == "f" else None
         weights = weights.tolist()
     if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence):
         raise TypeError(
@@ -104,93 +130,161 @@ def _weights(name: str, weights: object, sizes: list[int]) -> list[Fraction]:
             raise ValueError(
                 f"{name}[{k}]={w!r} should be 0 for a source of length 0: sizes[{k}]=0"
             )
-        out.append(Fraction(w) if isinstance(w, numbers.Rational) else Fraction(repr(float(w))))
+        if isinstance(w, numbers.Rational):
+            out.append(Fraction(w))
+        else:  # the decimal it prints as (Decimal parses it in C)
+            out.append(Fraction(*Decimal(texts[k] if texts else repr(float(w))).as_integer_ratio()))
     if not any(out):
         raise ValueError(f"{name} should have a positive sum, but got {name}={weights!r}")
     return out
 
 
-def _tree(weights: list[Fraction]) -> Node:
-    """The Huffman tree of the positive weights, as integers (the lightest two merged first)."""
+def _units(weights: list[Fraction]) -> list[int]:
+    """The integer weights the tree uses: exact below ``UNITS`` in all, else rounded to ``UNITS``
+    by largest remainder (each share within ``2**-31``), a positive weight kept positive."""
     scale = math.lcm(*(w.denominator for w in weights))
-    heap = [(int(w * scale), k, k) for k, w in enumerate(weights) if w > 0]
+    ints = [w.numerator * (scale // w.denominator) for w in weights]
+    common = math.gcd(*ints)  # the smallest integers of these shares: 1/3, 1/3, 1/3 is 1, 1, 1
+    ints = [n // common for n in ints]
+    total = sum(ints)
+    if total <= UNITS:
+        return ints
+    out = [n * UNITS // total for n in ints]  # floors; the remainders n * UNITS % total
+    ahead = sorted(range(len(ints)), key=lambda k: (-(ints[k] * UNITS % total), k))
+    for k in ahead[: UNITS - sum(out)]:
+        out[k] += 1
+    for k in range(len(ints)):  # below one unit: one, from the source rounded up the most
+        if ints[k] and not out[k]:
+            j = max((j for j in range(len(ints)) if out[j] > 1),
+                    key=lambda j: (out[j] * total - ints[j] * UNITS, -j))  # fmt: skip
+            out[j], out[k] = out[j] - 1, 1
+    return out
+
+
+def _cipher(x: np.ndarray, keys: np.ndarray, bits: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """:func:`index_shuffle` of values ``x`` in ``[0, n)``, each its own ``n``, ``bits`` and round
+    ``keys`` (``(8, P)``): its Feistel rounds and cycle walking, line for line, on arrays."""
+    out, todo = x.copy(), np.arange(len(x))
+    while len(todo):  # cycle walking: encrypt again those that land at n or past it
+        v, k, w_lo = out[todo], keys[:, todo], bits[todo] - bits[todo] // 2
+        hi, lo = (v >> w_lo).astype(np.uint32), (v & ((1 << w_lo) - 1)).astype(np.uint32)
+        for i in range(_ROUNDS):
+            w = (bits[todo] // 2 if i % 2 == 0 else w_lo).astype(np.uint32)  # L's width
+            t = (lo ^ k[i]) * np.uint32(_M1)  # uint32 products wrap modulo 2**32
+            t ^= t >> np.uint32(15)
+            hi ^= (t * np.uint32(_M2)) >> (np.uint32(32) - w)
+            hi, lo = lo, hi
+        out[todo] = (hi.astype(np.int64) << w_lo) | lo
+        todo = todo[out[todo] >= n[todo]]
+    return out
+
+
+class _Tree(NamedTuple):
+    """A Huffman tree as arrays over nodes (leaf ``k`` is node ``k``: ``a = 1, b = 0``, its own
+    children), its internal nodes level by level, and each source's path from the root."""
+
+    a: np.ndarray
+    b: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    root: int
+    levels: list[np.ndarray]
+    paths: dict[int, list[tuple[int, int, bool]]]  # k: [(a, b, k is under the left child)]
+
+
+def _tree(units: list[int]) -> _Tree:
+    """The Huffman tree of the positive weights (the lightest two merged first, ties to the
+    older node: the smaller id)."""
+    K = len(units)
+    a, b = [1] * (2 * K), [0] * (2 * K)
+    left, right = list(range(2 * K)), list(range(2 * K))
+    heap = [(w, k) for k, w in enumerate(units) if w > 0]
     heapq.heapify(heap)
-    made = len(weights)
+    made = K
     while len(heap) > 1:
-        (a, _, left), (b, _, right) = heapq.heappop(heap), heapq.heappop(heap)
-        heapq.heappush(heap, (a + b, made, (a, b, left, right)))
+        (wa, x), (wb, y) = heapq.heappop(heap), heapq.heappop(heap)
+        a[made], b[made], left[made], right[made] = wa, wb, x, y
+        heapq.heappush(heap, (wa + wb, made))
         made += 1
-    return heap[0][2]
+    root = heap[0][1]
+    levels, paths, todo = [], {}, [(root, [])]
+    while todo:  # breadth first: each level's internal nodes, each leaf's path
+        levels.append([v for v, _ in todo if v >= K])
+        nxt = []
+        for v, path in todo:
+            if v < K:
+                paths[v] = path
+            else:
+                nxt += [(left[v], [*path, (a[v], b[v], True)]),
+                        (right[v], [*path, (a[v], b[v], False)])]  # fmt: skip
+        todo = nxt
+    arrays = (np.array(x, np.int64) for x in (a, b, left, right))
+    return _Tree(*arrays, root, [np.array(v, np.int64) for v in levels if v], paths)
 
 
-def _left(a: int, b: int, n: Any) -> Any:
-    """How many of a node's first ``n`` items are its left child's: ``⌊n·a/(a+b) + 1/2⌋``."""
-    return (2 * n * a + a + b) // (2 * (a + b))
+def _split(a: Any, b: Any, n: Any) -> tuple[Any, Any]:
+    """``(c_L(n), position n is the left's)`` in int64: ``n = q(a+b) + ρ``, ``2ρa < 2**63``."""
+    s = a + b
+    q, rho = divmod(n, s)
+    c, z = divmod(2 * rho * a + s, 2 * s)
+    return q * a + c, z >= 2 * b
 
 
-def _route(node: Node, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(source, its item number)`` at the node's positions ``n`` (any order), each ``(P,)``."""
-    if not isinstance(node, tuple):
-        return np.full(len(n), node, np.int64), n.astype(np.int64)
-    a, b, left, right = node
-    c = _left(a, b, n)  # (P,) left items before each position
-    is_left = (_left(a, b, n + 1) > c).astype(bool)  # (P,) position n is the left's c-th item
-    ks, js = np.empty(len(n), np.int64), np.empty(len(n), np.int64)
-    ks[is_left], js[is_left] = _route(left, c[is_left])
-    ks[~is_left], js[~is_left] = _route(right, (n - c)[~is_left])
+def _route(t: _Tree, u: np.ndarray, node: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(source, its count before)`` at tree positions ``u`` (any order), each ``(P,)``: node
+    by node, each position only as deep as its leaf."""
+    node = t.root if node is None else node
+    if node < len(t.a) // 2:  # a leaf: the source itself
+        return np.full(len(u), node, np.int64), u
+    c, is_left = _split(int(t.a[node]), int(t.b[node]), u)  # (P,) (P,)
+    ks, js = np.empty(len(u), np.int64), np.empty(len(u), np.int64)
+    ks[is_left], js[is_left] = _route(t, c[is_left], int(t.left[node]))
+    ks[~is_left], js[~is_left] = _route(t, (u - c)[~is_left], int(t.right[node]))
     return ks, js
 
 
-def _pick(node: Node, n: int) -> tuple[int, int]:
-    """:func:`_route` of one position on Python ints: no array's fixed cost for a first step."""
-    while isinstance(node, tuple):
-        a, b, left, right = node
-        c = _left(a, b, n)
-        node, n = (left, c) if _left(a, b, n + 1) > c else (right, n - c)
-    return node, n
+def _counts(t: _Tree, n: np.ndarray, K: int) -> np.ndarray:
+    """Each source's count in tree positions ``[0, n)``, ``(G, K)``, level by level."""
+    cnt = np.zeros((len(t.a), len(n)), np.int64)
+    cnt[t.root] = n
+    for ids in t.levels:
+        m = cnt[ids]  # (m, G)
+        c, _ = _split(t.a[ids, None], t.b[ids, None], m)
+        cnt[t.left[ids]], cnt[t.right[ids]] = c, m - c
+    return cnt[:K].T
 
 
-def _count(node: Node, k: int, n: int) -> int:
-    """How many of the node's first ``n`` items are source ``k``'s."""
-    while isinstance(node, tuple):
-        a, b, left, right = node
-        c = _left(a, b, n)
-        node, n = (left, c) if _has(left, k) else (right, n - c)
-    return n if node == k else 0
+def _count(t: _Tree, k: int, n: Any) -> Any:
+    """Source ``k``'s count in tree positions ``[0, n)`` (an int or an array): down its path."""
+    if k not in t.paths:
+        return n * 0
+    for a, b, is_left in t.paths[k]:
+        c, _ = _split(a, b, n)
+        n = c if is_left else n - c
+    return n
 
 
-def _has(node: Node, k: int) -> bool:
-    return node == k if not isinstance(node, tuple) else _has(node[2], k) or _has(node[3], k)
+def _position(t: _Tree, k: int, j: int) -> int:
+    """The tree position of source ``k``'s ``j``-th item: up its path by the inverse."""
+    for a, b, is_left in reversed(t.paths[k]):
+        j = ((2 * j + 1) * (a + b) + 2 * a - 1) // (2 * a) - 1 if is_left else (
+            (2 * j + 1) * (a + b) // (2 * b))  # fmt: skip
+    return j
 
 
-def _position(node: Node, k: int, j: int) -> int | None:
-    """The node position of source ``k``'s ``j``-th item (None if ``k`` is not under it): the
-    first ``n`` whose count passes ``j``, ``⌈(2j+1)(a+b)/2a⌉ - 1`` on the left, ``⌊(2j+1)(a+b)/2b⌋``
-    on the right."""
-    if not isinstance(node, tuple):
-        return j if node == k else None
-    a, b, left, right = node
-    if (at := _position(left, k, j)) is not None:
-        return ((2 * at + 1) * (a + b) + 2 * a - 1) // (2 * a) - 1
-    at = _position(right, k, j)
-    return None if at is None else (2 * at + 1) * (a + b) // (2 * b)
-
-
-def _beta(node: Node, out: dict[int, Fraction], path: tuple[int, ...] = ()) -> None:
-    if not isinstance(node, tuple):
-        out[node] = sum((Fraction(path[-1], w) for w in path), Fraction(0)) if path else Fraction(0)
-        return
-    a, b, left, right = node
-    _beta(left, out, (*path, a))
-    _beta(right, out, (*path, b))
+def _text(shares: Sequence[Fraction]) -> str:
+    return ", ".join(f"{float(x):.10g}" for x in shares)
 
 
 class MixtureSampler(Sampler[int]):
     r"""Yield this rank's indices into ``ConcatDataset(datasets)``: ``K`` sources mixed by weight.
 
-    Rank ``r`` reads ``batch_size`` consecutive positions of every step's global batch of
-    ``B = batch_size * num_replicas``; an epoch is the steps that start in global positions
-    ``[e*L, (e+1)*L)``, ``L = epoch_length``, and the next epoch goes on with the stream.
+    Rank ``r`` reads ``batch_size`` indices a step, every rank a window of one weight tree (the
+    module docstring): each global batch and each rank's reads keep every source within
+    ``2 * bound()`` of its share. An epoch is the steps that start in global positions
+    ``[e*L, (e+1)*L)``, ``L = epoch_length``; with ``L`` below the global batch some epochs hold
+    no step (``len()`` 0). With a ``DataLoader``, give ``batch_size=batch_size`` (one step a
+    batch) or use :class:`MixtureBatchSampler`.
 
     Args:
         sizes: the sources' lengths, in ``ConcatDataset`` order (sample ``i`` of source ``k`` is
@@ -225,43 +319,34 @@ class MixtureSampler(Sampler[int]):
         shuffle: bool = True,
         epoch_length: int | None = None,
     ) -> None:
+        if isinstance(sizes, (np.ndarray, torch.Tensor)):
+            sizes = sizes.tolist()
         if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence) or not sizes:
             raise TypeError(
                 f"sizes should be a non-empty sequence of lengths, but got sizes={sizes!r}"
             )
         self.sizes = [check_int(f"sizes[{k}]", n, low=0) for k, n in enumerate(sizes)]
         self.offsets = [sum(self.sizes[:k]) for k in range(len(self.sizes))]
-        self.schedule = self._schedule(weights)  # [(start, weights)], starts increasing from 0
+        self.schedule = self._schedule(weights)  # [(step, weights)], steps increasing from 0
         self.batch_size = check_int("batch_size", batch_size, low=1)
         self.num_replicas, self.rank = resolve_world(num_replicas, rank)
         self.seed, self.shuffle = check_seed(seed), check_bool("shuffle", shuffle)
         length = sum(self.sizes) if epoch_length is None else epoch_length
         self.epoch_length = check_int("epoch_length", length, low=1)
-        self._trees = [_tree(w) for _, w in self.schedule]
-        self._totals = [t[0] + t[1] if isinstance(t, tuple) else 1 for t in self._trees]
-        self.epoch, self._skip = 0, 0
-        self._origin, self._step0 = 0, 0  # the grid starts at position _origin, step _step0
-        self._before = 0  # indices this rank read of the epoch on an earlier grid (a resume)
+        self.units = [_units(w) for _, w in self.schedule]  # the integer weights in use
+        self._trees = [_tree(u) for u in self.units]
+        self.epoch, self._skip, self._before = 0, 0, 0
+        self._origin, self._step0 = 0, 0  # this grid's first position and training step
+        self._read0 = [0] * len(self.sizes)  # each source's count at the grid's first step
         self._counter: CountingIterator | None = None
-        self._place(self._resolve(0, 0, []))
+        self._place()
 
-    def _resolve(self, origin: int, step0: int, passed: list[int]) -> list[int]:
-        """Each change's global position on a grid that starts at ``origin``, step ``step0``:
-        ``passed`` (where earlier grids read it) for the steps before, ``origin + (step -
-        step0) * B`` for the others."""
-        B = self.batch_size * self.num_replicas
-        return [passed[g] if step < step0 else origin + (step - step0) * B
-                for g, (step, _) in enumerate(self.schedule)]  # fmt: skip
-
-    def _place(self, starts: list[int]) -> None:
-        """The changes at ``starts``; each source's count at each segment's start."""
-        self._starts = starts
-        self._bases = [[0] * len(self.sizes)]
-        for g, start in enumerate(self._starts[1:]):
-            n = start - self._starts[g]
-            self._bases.append(
-                [c + _count(self._trees[g], k, n) for k, c in enumerate(self._bases[g])]
-            )
+    def __repr__(self) -> str:
+        plan = [(s, [float(x) for x in w]) for s, w in self.schedule]
+        w = plan[0][1] if len(plan) == 1 else plan
+        return (f"MixtureSampler(sizes={self.sizes}, weights={w}, batch_size={self.batch_size}, "
+                f"num_replicas={self.num_replicas}, rank={self.rank}, seed={self.seed}, "
+                f"shuffle={self.shuffle}, epoch_length={self.epoch_length})")  # fmt: skip
 
     def _schedule(self, weights: object) -> list[tuple[int, list[Fraction]]]:
         items = list(weights) if isinstance(weights, Sequence) else weights
@@ -283,48 +368,100 @@ class MixtureSampler(Sampler[int]):
             last = start
         return out
 
+    # --- the pieces of this grid: a tree each, from a step on ------------------------------
+
+    def _place(self) -> None:
+        """The pieces ``(first step, tree)`` from the grid's first step on, and each source's
+        count at each piece's first step."""
+        g0 = max(g for g, (step, _) in enumerate(self.schedule) if step <= self._step0)
+        later = [(step, g) for g, (step, _) in enumerate(self.schedule) if step > self._step0]
+        self._pieces = [(self._step0, g0), *later]
+        self._bases = [np.array(self._read0, np.int64)]
+        for (s, g), (s2, _) in pairwise(self._pieces):
+            self._bases.append(self._bases[-1] + self._before_step(g, [s2 - s])[0])
+        self._firsts = [s for s, _ in self._pieces]
+
+    def _before_step(self, g: int, taus: Sequence[int]) -> np.ndarray:
+        """``C(τ)``: each source's reads in tree ``g``'s first ``τ`` steps, ``(T, K)``:
+        ``Σ_{x<W} c((τ+x)·b) - c(x·b)``, from the counts of one grid of tree positions."""
+        W, b, K = self.num_replicas, self.batch_size, len(self.sizes)
+        x, tree = np.arange(W, dtype=np.int64), self._trees[g]
+        zero = _counts(tree, x * b, K).sum(0)  # (K,)
+        out, chunk = [np.zeros((0, K), np.int64)], max(1, (1 << 16) // W)
+        for c in range(0, len(taus), chunk):  # grids of at most 2**16 positions
+            grid = (np.array(taus[c : c + chunk], np.int64)[:, None] + x).ravel() * b
+            out.append(_counts(tree, grid, K).reshape(-1, W, K).sum(1) - zero)
+        return np.concatenate(out)
+
+    def _locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(piece, τ: its step, u: its tree position)`` of global positions, each ``(P,)``."""
+        b, B = self.batch_size, self.batch_size * self.num_replicas
+        t, within = np.divmod(positions - self._origin, B)  # within = r*b + i
+        steps = self._step0 + t
+        piece = np.searchsorted(np.array(self._firsts), steps, side="right") - 1
+        tau = steps - np.array(self._firsts)[piece]
+        return piece, tau, tau * b + within
+
     # --- the stream -----------------------------------------------------------------------
 
     def _sources(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(source, item number overall)`` at global ``positions`` (int64), each ``(P,)``."""
-        starts = self._starts
-        segment = np.searchsorted(starts, positions, side="right") - 1  # (P,)
         ks, js = np.empty(len(positions), np.int64), np.empty(len(positions), np.int64)
-        for g in np.flatnonzero(np.bincount(segment)).tolist():  # (np.unique imports numpy.ma)
-            at = segment == g
-            local = positions[at] - starts[g]  # (P_g,) positions within the segment
-            tree, base = self._trees[g], np.array(self._bases[g], np.int64)
-            if 2 * (int(local.max()) + 2) * self._totals[g] >= 2**63:  # Python ints, exact
-                local = local.astype(object)
-            k, j = _route(tree, local)
-            ks[at], js[at] = k, base[k] + j
+        piece, tau, u = self._locate(positions)
+        for p in np.flatnonzero(np.bincount(piece)).tolist():
+            at = np.flatnonzero(piece == p)
+            g, b = self._pieces[p][1], self.batch_size
+            k, c = _route(self._trees[g], u[at])
+            steps, which = np.unique(tau[at], return_inverse=True)
+            before = self._before_step(g, steps.tolist())  # (T, K)
+            start = _counts(self._trees[g], steps * b, len(self.sizes))  # (T, K)
+            which = which.reshape(-1)
+            ks[at] = k
+            js[at] = self._bases[p][k] + before[which, k] + c - start[which, k]
         return ks, js
 
     def _key(self, k: int, pass_: int) -> int:
         return epoch_key(epoch_key(self.seed, k), pass_)
 
     def _indices(self, ks: np.ndarray, js: np.ndarray) -> np.ndarray:
-        """Indices into the ConcatDataset of sources ``ks``'s items ``js``, each ``(P,)``."""
+        """Indices into the ConcatDataset of sources ``ks``'s items ``js``, each ``(P,)``: every
+        source and pass in one cipher call (:func:`index_shuffle`'s, a key per value)."""
         sizes = np.array(self.sizes, np.int64)[ks]  # (P,)
         passes, local = js // np.maximum(sizes, 1), js % np.maximum(sizes, 1)  # (P,) (P,)
-        out = np.array(self.offsets, np.int64)[ks] + local  # (P,) without shuffle
-        if self.shuffle:  # one call per source and pass
-            for k in np.flatnonzero(np.bincount(ks)).tolist():
-                of_k = np.flatnonzero(ks == k)  # (P_k,)
-                first = int(passes[of_k].min())  # a block spans few passes of a source
-                for pass_ in (np.flatnonzero(np.bincount(passes[of_k] - first)) + first).tolist():
-                    at = of_k[passes[of_k] == pass_]
-                    shuffled = index_shuffle(local[at], self.sizes[k], self._key(k, pass_))
-                    out[at] = self.offsets[k] + shuffled.numpy()
-        return out
+        if self.shuffle and len(ks):
+            low, span = int(passes.min()), int(passes.max() - passes.min()) + 1  # a few passes
+            groups, which = np.unique(ks * span + passes - low, return_inverse=True)  # (P,)
+            keys, bits = [], []
+            for pair in groups.tolist():  # each (source, pass): its round keys and width
+                k, pass_ = pair // span, pair % span + low
+                keys.append(_round_keys(self._key(k, pass_)))
+                bits.append(max(_MIN_BITS, (self.sizes[k] - 1).bit_length()))
+            which = which.reshape(-1)
+            local = _cipher(local, np.array(keys, np.uint32).T[:, which], np.array(bits)[which],
+                            sizes)  # fmt: skip
+        return np.array(self.offsets, np.int64)[ks] + local
 
     def _few(self, positions: list[int]) -> list[int]:
-        """``_indices(*_sources(positions))`` on Python ints: a first step costs microseconds."""
-        out = []
-        for p in positions:
-            g = bisect.bisect_right(self._starts, p) - 1
-            k, j = _pick(self._trees[g], p - self._starts[g])
-            pass_, i = divmod(self._bases[g][k] + j, self.sizes[k])
+        """``_indices(*_sources(positions))`` of a few positions of one step, down one path
+        each: the first index at once."""
+        out, W, b, B = [], self.num_replicas, self.batch_size, self.batch_size * self.num_replicas
+        for n in positions:
+            step, within = divmod(n - self._origin, B)
+            step += self._step0
+            p = bisect.bisect_right(self._firsts, step) - 1
+            tau, tree = step - self._firsts[p], self._trees[self._pieces[p][1]]
+            u = tau * b + within
+            node, c = tree.root, u
+            while node >= len(self.sizes):  # down the tree, on Python ints
+                a_, b_ = int(tree.a[node]), int(tree.b[node])
+                left, is_left = _split(a_, b_, c)
+                node, c = (
+                    (int(tree.left[node]), left) if is_left else (int(tree.right[node]), c - left)
+                )
+            k, x = node, np.arange(W, dtype=np.int64) * b
+            before = int((_count(tree, k, x + tau * b) - _count(tree, k, x)).sum()) if tau else 0
+            j = int(self._bases[p][k]) + before + c - _count(tree, k, tau * b)
+            pass_, i = divmod(j, self.sizes[k])
             if self.shuffle:
                 i = int(index_shuffle(i, self.sizes[k], self._key(k, pass_)))
             out.append(self.offsets[k] + i)
@@ -350,15 +487,22 @@ class MixtureSampler(Sampler[int]):
         return np.arange(first, first + b, dtype=np.int64)
 
     def sources(self, positions: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        r"""``(source, item number overall)`` at global ``positions``, each ``(P,)`` int64: item
-        ``j`` of source ``k`` is in its pass ``j // sizes[k]``, at ``j % sizes[k]`` of that pass.
+        r"""``(source, item number overall)`` at global ``positions`` of this grid, each ``(P,)``
+        int64: item ``j`` of source ``k`` is in its pass ``j // sizes[k]``, at ``j % sizes[k]``
+        of that pass.
 
         Examples:
             >>> s = MixtureSampler([6, 4], [1, 1], batch_size=2, num_replicas=2, rank=0)
             >>> [a.tolist() for a in s.sources(range(4))]
             [[0, 1, 0, 1], [0, 0, 1, 1]]
         """
-        return self._sources(np.asarray(positions, dtype=np.int64).reshape(-1))
+        positions = np.asarray(positions, dtype=np.int64).reshape(-1)
+        if len(positions) and int(positions.min()) < self._origin:
+            raise ValueError(
+                f"positions should be >= {self._origin}, the first of this grid, but got "
+                f"{int(positions.min())}"
+            )
+        return self._sources(positions)
 
     def batch_at(self, step: int) -> list[list[int]]:
         r"""The ``num_replicas`` micro-batches of training step ``step``, rank by rank."""
@@ -382,29 +526,44 @@ class MixtureSampler(Sampler[int]):
         pass_ = check_int("pass_", pass_, low=0)
         local = index_unshuffle([i], size, self._key(k, pass_)).item() if self.shuffle else i
         j = pass_ * size + local
-        for g in reversed(range(len(self.schedule))):
-            if self._bases[g][k] <= j and self.schedule[g][1][k] > 0:
-                n = self._starts[g] + _position(self._trees[g], k, j - self._bases[g][k])
-                if g + 1 == len(self.schedule) or n < self._starts[g + 1]:
-                    if n < self._origin:
-                        raise ValueError(
-                            f"sample {i} of source {k} in its pass {pass_} was read at position "
-                            f"{n}, before step {self._step0} (position {self._origin}), the first "
-                            "of this grid: ask a sampler of the grid it was read on"
-                        )
-                    step, at = divmod(n - self._origin, self.batch_size * self.num_replicas)
-                    return Read(n, self._step0 + step, *divmod(at, self.batch_size))
-        return None
+        if j < self._read0[k]:
+            raise ValueError(
+                f"sample {i} of source {k} in its pass {pass_} was read before step {self._step0} "
+                f"(position {self._origin}), the first of this grid: ask a sampler of the grid it "
+                "was read on"
+            )
+        p = max(p for p in range(len(self._pieces)) if self._bases[p][k] <= j)
+        g = self._pieces[p][1]
+        if self.units[g][k] == 0:
+            return None
+        j -= int(self._bases[p][k])
+
+        def before(tau: int) -> int:
+            return int(self._before_step(g, [tau])[0, k])
+
+        lo, hi = 0, 1  # the step: the last τ with C(τ) <= j, searched by doubling, then halving
+        while before(hi) <= j:
+            lo, hi = hi, 2 * hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if before(mid) <= j else (lo, mid)
+        b, tree = self.batch_size, self._trees[g]
+        u = _position(tree, k, int(_count(tree, k, lo * b)) + j - before(lo))
+        step = self._firsts[p] + lo
+        n = self._origin + (step - self._step0) * b * self.num_replicas + u - lo * b
+        return Read(n, step, *divmod(u - lo * b, b))
 
     def bound(self) -> Fraction:
-        r"""The prefix bound this mixture promises: ``max_k β_k / 2`` over the schedule's segments."""
-        betas: dict[int, Fraction] = {}
+        r"""The tree's prefix bound ``max_k β_k / 2`` over the schedule's segments: every global
+        batch and every rank's reads keep each source within twice it of its share."""
+        out = Fraction(0)
         for tree in self._trees:
-            seg: dict[int, Fraction] = {}
-            _beta(tree, seg)
-            for k, v in seg.items():
-                betas[k] = max(betas.get(k, Fraction(0)), v)
-        return max(betas.values()) / 2
+            for path in tree.paths.values():
+                if path:
+                    w = path[-1][0] if path[-1][2] else path[-1][1]
+                    out = max(out, sum((Fraction(w, a if left else b) for a, b, left in path),
+                                       Fraction(0)) / 2)  # fmt: skip
+        return out
 
     # --- epochs: DistributedSampler's contract --------------------------------------------
 
@@ -425,22 +584,60 @@ class MixtureSampler(Sampler[int]):
         return self._before + len(self._steps(self.epoch)) * self.batch_size
 
     def _blocks(self, steps: range, skip: int) -> Iterator[torch.Tensor]:
-        """This rank's indices of ``steps`` less the first ``skip``: a few on Python ints first
-        (the first index at once), then blocks of steps doubling up to about 2**14 indices."""
-        b, B, size = self.batch_size, self.batch_size * self.num_replicas, 1
+        """This rank's indices of ``steps`` (of the grid) less the first ``skip``: a few down
+        their paths first (the first index at once), then blocks of steps doubling up to about
+        2**14 indices. A block routes the tree positions of its steps and the ``W`` after them
+        (every rank's reads), once each: their sources give each source's count at each step's
+        tree position and, summed, its reads in the steps before."""
+        W, b, K = self.num_replicas, self.batch_size, len(self.sizes)
         s = steps.start + skip // b
-        first = self._origin + s * B + self.rank * b + skip % b  # the first position to read
-        if s < steps.stop:  # up to 16 of the first step: no array's fixed cost
-            head = range(first, min(first + 16, self._origin + s * B + (self.rank + 1) * b))
+        first = self._origin + s * (W * b) + self.rank * b + skip % b  # the first to read
+        if s < steps.stop:  # up to 16 of the first step
+            head = range(first, min(first + 16, self._origin + s * W * b + (self.rank + 1) * b))
             yield torch.tensor(self._few(list(head)), dtype=torch.int64)
-            first = head.stop  # the rest of the step, and those after, in arrays
-        while s < steps.stop:
-            t = np.arange(s, min(steps.stop, s + size), dtype=np.int64)  # (T,) steps
-            mine = (self._origin + t * B + self.rank * b)[:, None] + np.arange(b)  # (T, b)
-            positions = mine.ravel()
-            positions = positions[positions >= first]
-            yield torch.from_numpy(self._indices(*self._sources(positions)))
-            s, size = s + size, min(2 * size, max(1, (1 << 14) // b))
+            first = head.stop
+        s, stop = s + self._step0, steps.stop + self._step0
+        for p, (start, g) in enumerate(self._pieces):
+            end = self._firsts[p + 1] if p + 1 < len(self._pieces) else stop
+            if end <= s or start >= stop:
+                continue
+            tree, base = self._trees[g], self._bases[p]
+            tau, tau_end = max(s, start) - start, min(stop, end) - start
+            done = self._before_step(g, [tau])[0] if tau else np.zeros(K, np.int64)  # C(τ)
+            lo = tau  # routed: tree positions [lo*b, ...): sources, counts; counts at x*b
+            ks, cs = np.zeros(0, np.int64), np.zeros(0, np.int64)
+            at_x, size = _counts(tree, np.array([tau * b]), K).T, 1  # (K, X) x = lo, lo + 1, ...
+            while tau < tau_end:
+                T = min(size, tau_end - tau)
+                hi = lo + len(ks) // b  # routed up to hi*b: route on to (tau + T + W - 1)*b
+                if hi < tau + T + W - 1:
+                    k, c = _route(tree, np.arange(hi * b, (tau + T + W - 1) * b, dtype=np.int64))
+                    ks, cs = np.concatenate([ks, k]), np.concatenate([cs, c])
+                    n = len(k) // b  # new grid points: each block's sources, counted
+                    grow = np.bincount(k * n + np.arange(len(k)) // b, minlength=K * n)
+                    grow = np.cumsum(grow.reshape(K, n), 1)  # (K, n)
+                    at_x = np.concatenate([at_x, at_x[:, -1:] + grow], 1)
+                x0 = tau - lo  # sums of the counts at x*b, from the block's first step on:
+                sums = np.zeros((K, T + W + 1), np.int64)  # (K, T + W + 1) sums[:, y] of y
+                np.cumsum(at_x[:, x0 : x0 + T + W], 1, out=sums[:, 1:])
+                mine = ((np.arange(T) + tau + self.rank - lo) * b)[:, None] + np.arange(b)
+                k, c = ks[mine.ravel()], cs[mine.ravel()]  # (T b,) this rank's reads
+                row = np.repeat(np.arange(T), b)  # (T b,) their step in the block
+                # C(τ + row) = C(τ) + Σ_{y<row} c((τ+y+W)b) - c((τ+y)b): a difference of sums
+                j = (base[k] + done[k] + sums[k, row + W] - sums[k, W] - sums[k, row]
+                     + c - at_x[k, x0 + row])  # fmt: skip
+                done = done + sums[:, T + W] - sums[:, W] - sums[:, T]
+                at = (
+                    self._origin
+                    + (start + tau + np.arange(T) - self._step0)[:, None] * W * b
+                    + self.rank * b
+                    + np.arange(b)
+                ).ravel()  # (T b,) their global positions
+                keep = at >= first
+                yield torch.from_numpy(self._indices(k[keep], j[keep]))
+                cut = T  # what the next block no longer needs
+                ks, cs, at_x, lo = ks[cut * b :], cs[cut * b :], at_x[:, cut:], lo + cut
+                tau, size = tau + T, min(2 * size, max(1, (1 << 14) // b))
 
     def __iter__(self) -> Iterator[int]:
         steps, skip = self._steps(self.epoch), self._skip  # read now: a later set_epoch waits
@@ -450,34 +647,43 @@ class MixtureSampler(Sampler[int]):
     # --- resume ---------------------------------------------------------------------------
 
     def _identity(self) -> dict[str, Any]:
-        shares = [(n, [w / sum(ws) for w in ws]) for n, ws in self.schedule]  # 1:1 is 0.5:0.5
-        mix = repr([(n, [(w.numerator, w.denominator) for w in ws]) for n, ws in shares])
-        return {"sizes": list(self.sizes), "weights": hashlib.sha1(mix.encode()).hexdigest()[:16],
-                "seed": self.seed, "shuffle": self.shuffle, "epoch_length": self.epoch_length}  # fmt: skip
+        return {"sizes": list(self.sizes), "seed": self.seed, "shuffle": self.shuffle,
+                "epoch_length": self.epoch_length}  # fmt: skip
+
+    def _past(self, step: int, begun: bool) -> list[list[Any]]:
+        """The schedule's entries read before ``step`` (and at it, ``begun``): ``[step, shares]``,
+        the shares of the integer weights in use, as exact fractions in text."""
+        return [[s, [str(Fraction(u, sum(units))) for u in units]]
+                for (s, _), units in zip(self.schedule, self.units)
+                if s < step or (begun and s == step)]  # fmt: skip
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
-        r"""Where this rank is: the grid's first position (``origin``) and training step
-        (``step``), the indices of the epoch read since (``position``; ``before``: read on
-        earlier grids), and where the schedule's changes fell (``changes``); ``consumed``: what
-        the loop used of the latest ``iter()`` (a plain DataLoader with workers reads ahead;
+        r"""What this rank has read: the grid (``num_replicas``, ``batch_size``) and its first
+        position and step (``origin``, ``step``), each source's count there (``read``), the
+        indices of the epoch read since (``position``; ``before``: on earlier grids), and the
+        schedule up to the step reached (``past``: ``[step, shares]``); ``consumed``: what the
+        loop used of the latest ``iter()`` (a plain DataLoader with workers reads ahead;
         StatefulDataLoader needs none)."""
         handed_out = 0 if self._counter is None else self._counter.yielded
         if consumed is not None:
             handed_out = check_consumed(
                 consumed, handed_out, f"the latest iter() handed out {handed_out}"
             )
-        return {"kind": type(self).__name__, "version": 2, **self._identity(), "epoch": self.epoch,
-                "num_replicas": self.num_replicas, "batch_size": self.batch_size,
-                "origin": self._origin, "step": self._step0, "changes": list(self._starts),
-                "position": self._skip + handed_out, "before": self._before}  # fmt: skip
+        position, b = self._skip + handed_out, self.batch_size
+        reached = self._step0 + self._steps(self.epoch).start + position // b
+        return {"kind": type(self).__name__, "version": 3, **self._identity(), "epoch": self.epoch,
+                "num_replicas": self.num_replicas, "batch_size": b, "origin": self._origin,
+                "step": self._step0, "read": [int(n) for n in self._read0],
+                "past": self._past(reached, position % b > 0), "position": position,
+                "before": self._before}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        r"""Resume at ``state``. With another ``num_replicas`` or ``batch_size`` the state must be
-        at a step boundary: the rest of the stream from there is read once on this grid, and the
-        schedule's later changes fall at their steps on it."""
-        fields = ("epoch", "num_replicas", "batch_size", "origin", "step", "changes", "position",
-                  "before")  # fmt: skip
-        state = check_state(state, type(self).__name__, 2, self._identity(), required=fields)
+        r"""Resume at ``state``, with this sampler's schedule from the step reached on (it must
+        agree with the one read before it). With another ``num_replicas`` or ``batch_size`` the
+        state must be at a step boundary: the rest is read on this grid from that step."""
+        fields = ("epoch", "num_replicas", "batch_size", "origin", "step", "read", "past",
+                  "position", "before")  # fmt: skip
+        state = check_state(state, type(self).__name__, 3, self._identity(), required=fields)
         epoch, origin, step0 = (
             check_int("epoch", state["epoch"], low=0),
             check_int("origin", state["origin"], low=0),
@@ -487,33 +693,109 @@ class MixtureSampler(Sampler[int]):
             check_int("num_replicas", state["num_replicas"], low=1),
             check_int("batch_size", state["batch_size"], low=1),
         )
-        changes = state["changes"]
-        if not isinstance(changes, (list, tuple)) or len(changes) != len(self.schedule):
+        read = state["read"]
+        if not isinstance(read, (list, tuple)) or len(read) != len(self.sizes):
             raise ValueError(
-                f"changes should be a list of {len(self.schedule)} positions, one per entry of "
-                f"the schedule, but got changes={changes!r}"
+                f"read should be a list of {len(self.sizes)} counts, one per source, but got "
+                f"read={read!r}"
             )
-        changes = [check_int(f"changes[{g}]", n, low=0) for g, n in enumerate(changes)]
+        read = [check_int(f"read[{k}]", n, low=0) for k, n in enumerate(read)]
         saved = MixtureSampler.__new__(MixtureSampler)
-        saved.__dict__.update(self.__dict__, num_replicas=W, batch_size=b, _origin=origin, _skip=0)
+        saved.__dict__.update(self.__dict__, num_replicas=W, batch_size=b, _origin=origin,
+                              _step0=step0, _read0=read, _skip=0)  # fmt: skip
         steps = saved._steps(epoch)
         position = check_int("position", state["position"], low=0, high=len(steps) * b)
         before = check_int("before", state["before"], low=0)
+        reached = step0 + steps.start + position // b
+        self._check_past(state["past"], reached, position % b > 0)
         if (W, b) == (self.num_replicas, self.batch_size):
             skip = position
         elif position % b:
             raise ValueError(
                 f"position should be at a step boundary (a multiple of batch_size={b}) to resume on another grid, but got position={position}"
             )
-        else:  # the new grid starts at the next step: its step number and position go on
-            done, skip, before = steps.start + position // b, 0, before + position
-            origin, step0 = origin + done * W * b, step0 + done
-        starts = self._resolve(origin, step0, changes)
-        if starts[0] != 0 or any(x >= y for x, y in pairwise(starts)):
-            raise ValueError(
-                f"changes should be positions increasing from 0 that a sampler of this schedule "
-                f"saved, but got changes={changes} at step={step0}"
-            )
+        else:  # the new grid starts at the step reached, each source at its count there
+            saved._place()
+            p = bisect.bisect_right(saved._firsts, reached) - 1
+            tau = reached - saved._firsts[p]
+            at = saved._bases[p] + (saved._before_step(saved._pieces[p][1], [tau])[0] if tau else 0)
+            skip, before, read = 0, before + position, [int(n) for n in at]
+            origin, step0 = origin + (reached - step0) * W * b, reached
         self.epoch, self._counter, self._skip, self._before = epoch, None, skip, before
-        self._origin, self._step0 = origin, step0
-        self._place(starts)
+        self._origin, self._step0, self._read0 = origin, step0, read
+        self._place()
+
+    def _check_past(self, past: object, step: int, begun: bool) -> None:
+        """Refuse a schedule that rewrites what was read before ``step``, in words."""
+        ours = [(s, [Fraction(x) for x in w]) for s, w in self._past(step, begun)]
+        try:
+            theirs = [(check_int("step", s, low=0), [Fraction(x) for x in w]) for s, w in past]
+        except (TypeError, ValueError, ZeroDivisionError):
+            raise ValueError(
+                f"past should be the [step, shares] of a MixtureSampler state, but got past={past!r}"
+            ) from None
+        if theirs == ours:
+            return
+        differ = (
+            [a for a, b in zip(theirs, ours) if a != b] + theirs[len(ours) :] + ours[len(theirs) :]
+        )
+        x = min(s for s, _ in differ)
+        before = next((w for s, w in reversed(theirs) if s <= x), None)
+        now = next((w for s, w in reversed(ours) if s <= x), None)
+        raise ValueError(
+            f"weights should agree with the mix read before step {step + begun}, where this state was "
+            f"saved, but from step {x} it read shares {_text(before) if before else 'none'} "
+            f"and these weights give {_text(now) if now else 'none'}"
+            + (" (a change of the mix there)" if before == now else "")
+            + f"; change the mix at step {step + begun} or later"
+        )
+
+
+class MixtureBatchSampler(Sampler[list[int]]):
+    r"""Each step's micro-batch of a :class:`MixtureSampler`, for ``DataLoader(batch_sampler=)``:
+    a batch is one training step, whatever the loader's settings (Megatron's form). It resumes
+    as the sampler does; ``state_dict(consumed=...)`` counts batches.
+
+    Args:
+        sampler: the rank's :class:`MixtureSampler`.
+
+    Examples:
+        >>> s = MixtureSampler([6, 4], [0.5, 0.5], batch_size=2, num_replicas=2, rank=0)
+        >>> list(MixtureBatchSampler(s))
+        [[3, 6], [1, 7], [0, 9]]
+    """
+
+    def __init__(self, sampler: MixtureSampler) -> None:
+        if not isinstance(sampler, MixtureSampler):
+            raise TypeError(f"sampler should be a MixtureSampler, but got sampler={sampler!r}")
+        self.sampler, self._sizes = sampler, []  # the latest iter()'s batches: their lengths
+
+    def __iter__(self) -> Iterator[list[int]]:
+        s = self.sampler
+        it, b, sizes = iter(s), s.batch_size, []
+        self._sizes = sizes
+        first = b - s._skip % b  # a resume mid-step: the rest of that micro-batch first
+        while batch := [i for _, i in zip(range(first), it)]:
+            sizes.append(len(batch))
+            yield batch
+            first = b
+
+    def __len__(self) -> int:
+        return -(-len(self.sampler) // self.sampler.batch_size)
+
+    def set_epoch(self, epoch: int) -> None:
+        r"""The sampler's epoch."""
+        self.sampler.set_epoch(epoch)
+
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        r"""The sampler's state; ``consumed``: the batches the loop used of the latest
+        ``iter()`` (a plain DataLoader with workers reads ahead)."""
+        if consumed is None:
+            return self.sampler.state_dict()
+        n = len(self._sizes)
+        consumed = check_consumed(consumed, n, f"the latest iter() handed out {n}", "batches")
+        return self.sampler.state_dict(sum(self._sizes[:consumed]))
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        r"""Resume the sampler at ``state``."""
+        self.sampler.load_state_dict(state)
