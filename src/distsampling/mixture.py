@@ -62,7 +62,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-from torch.utils.data import Sampler
+from torch.utils.data import DistributedSampler
 
 from ._validate import check_bool, check_int, check_seed, resolve_world
 from .index_shuffle import epoch_key, index_shuffle, index_unshuffle
@@ -185,8 +185,11 @@ def _beta(node: Node, out: dict[int, Fraction], path: tuple[int, ...] = ()) -> N
     _beta(right, out, (*path, b))
 
 
-class MixtureSampler(Sampler[int]):
+class MixtureSampler(DistributedSampler):
     r"""Yield this rank's indices into ``ConcatDataset(datasets)``: ``K`` sources mixed by weight.
+
+    One rank's share, so a torch ``DistributedSampler`` (torch's ``__init__`` is not run: the
+    split is this class's): Lightning's default leaves it alone and calls its ``set_epoch``.
 
     Rank ``r`` reads ``batch_size`` consecutive positions of every step's global batch of
     ``B = batch_size * num_replicas``; an epoch is the steps that start in global positions
