@@ -8,23 +8,24 @@ the settings the framework offers, one after the other, until one does. It retur
 and per run, what every epoch read on this rank, or the first line of the error it raised,
 for the parent to compare with the plan and to write the page's notes from.
 
-A split whose ranks read unequal counts (``Entry.even`` false) would hang a step's all-reduce
-without DDP's ``join()``: that run cannot share a launch with the others, so
-:func:`unjoined_rank` runs it alone, and shows the hang within a few seconds.
+A split whose ranks read unequal counts (``Entry.even`` false) hangs a step's all-reduce
+without DDP's ``join()``: :func:`unjoined_train` runs it so, its gradients on a group with a
+short timeout, and shows the hang within seconds.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
-import time
 import warnings
 from contextlib import nullcontext
+from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms import Join
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.utils.data import DataLoader
 
 import distsampling as ds
@@ -42,9 +43,10 @@ from loops import (
 
 EPOCHS = 2
 DEFAULT = "default"  # the key of the run with the framework's defaults
+UNJOINED = "without join"  # the key of an uneven split's run without join()
 #: the settings Lightning offers, tried in turn where its defaults read another plan
 LIGHTNING_SETTINGS = [(NO_SPLIT,), (EPOCH_HOOK,), (NO_SPLIT, EPOCH_HOOK)]
-HANG_PATIENCE = 8.0  # seconds a finished rank waits for the others before it calls it a hang
+HANG_SECONDS = 5  # how long the rank with a step more waits in its all-reduce, shown
 
 
 def setting_name(parts: tuple[str, ...]) -> str:
@@ -248,6 +250,8 @@ def accelerate_rank(names: list[str]) -> dict[str, dict[str, Any]]:
         runs = {DEFAULT: accelerate_train(accelerator, entry, prepare_loader=True)}
         if judge(entry, everyone(runs[DEFAULT]), EPOCHS, pad=2 * BATCH) is not None:
             setting = UNPREPARED if entry.even else f"{UNPREPARED}, {JOIN_ACCELERATE}"
+            if not entry.even:  # the route without the join first: it hangs
+                runs[UNJOINED] = unjoined_train(entry, accelerator)
             runs[setting] = accelerate_train(accelerator, entry, prepare_loader=False)
         out[name] = runs
     return out
@@ -285,64 +289,54 @@ def ddp_train(entry: Entry, join: bool) -> dict[str, Any]:
 
 
 def ddp_rank(names: list[str]) -> dict[str, dict[str, Any]]:
-    """On each rank of a torchrun world of 2: every entry trained by :func:`ddp_train`, as
-    written (an uneven split with ``join()``: its run without is :func:`unjoined_rank`'s)."""
+    """On each rank of a torchrun world of 2: every entry trained by :func:`ddp_train`; an
+    uneven split by :func:`unjoined_train` (its hang), then with ``join()``."""
     out = {}
     for name in names:
         entry = BY_NAME[name]
-        key = DEFAULT if entry.even else JOIN_DDP
-        out[name] = {key: ddp_train(entry, join=not entry.even)}
+        if entry.even:
+            out[name] = {DEFAULT: ddp_train(entry, join=False)}
+        else:  # without join() first: it hangs
+            out[name] = {UNJOINED: unjoined_train(entry), JOIN_DDP: ddp_train(entry, join=True)}
     return out
 
 
 # --- an uneven split without join: the hang, shown within seconds -------------------------------
 
 
-def unjoined_rank(framework: str, name: str, folder: str) -> dict[str, Any]:
-    """One epoch of the entry through a DDP model (torch's, or ``accelerator.prepare``'s)
-    without ``join()``, each rank writing to ``folder`` when it begins and ends each step and
-    when it is through. A rank that is through waits ``HANG_PATIENCE`` seconds for the others,
-    without a collective; if one is still inside a step (its all-reduce has no partner), it
-    ends itself, and the launch with it: the hang, in the files."""
-    rank, world = dist.get_rank(), dist.get_world_size()
-    subject = BY_NAME[name].build(world, rank)
+# --8<-- [start:unjoined_train]
+def unjoined_train(entry: Entry, accelerator: Any = None) -> dict[str, Any]:
+    """One epoch of an uneven split through a DDP model (``accelerator.prepare``'s, or
+    torch's), without ``join()``. Its gradients are all-reduced on a group of their own whose
+    timeout is ``HANG_SECONDS`` (torch's ``allreduce_hook`` on it): the rank with a step more
+    waits there for a partner that never comes, and the wait ends with gloo's timeout error
+    instead of never. The steps each rank took, and the error where it waited."""
+    group = dist.new_group(backend="gloo", timeout=timedelta(seconds=HANG_SECONDS))
+    subject = entry.build(2, dist.get_rank())
     subject.set_epoch(0)
-    loader = user_loader(subject)
     model = torch.nn.Linear(1, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    if framework == "accelerate":
-        from accelerate import Accelerator
-
-        accelerator = Accelerator(cpu=True)
+    if accelerator is not None:
         model, optimizer = accelerator.prepare(model, optimizer)
-        backward = accelerator.backward
     else:
         model = torch.nn.parallel.DistributedDataParallel(model)
-        backward = torch.Tensor.backward
-    with open(os.path.join(folder, f"rank{rank}"), "w", buffering=1) as log:
-        steps = 0
-        for steps, batch in enumerate(loader, 1):
-            log.write(f"begin {steps}\n")
-            optimizer.zero_grad()
-            backward(model(batch.float().reshape(-1, 1)).pow(2).mean())
-            optimizer.step()
-            log.write(f"end {steps}\n")
-        log.write(f"through {steps}\n")
-    deadline = time.monotonic() + HANG_PATIENCE
-    while time.monotonic() < deadline:
-        logs = [_read(os.path.join(folder, f"rank{r}")) for r in range(world)]
-        if all("through" in text for text in logs):
-            return {"steps": steps}
-        time.sleep(0.05)
-    os._exit(3)  # another rank is stuck in a step: end this one (the launch ends the rest)
-
-
-def _read(path: str) -> str:
+    model.register_comm_hook(group, allreduce_hook)
+    steps, error = 0, None
     try:
-        with open(path) as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
+        for batch in user_loader(subject):
+            steps += 1  # the step it is in: where it waits, if it does
+            optimizer.zero_grad()
+            model(batch.float().reshape(-1, 1)).pow(2).mean().backward()
+            optimizer.step()
+    except RuntimeError as e:  # the all-reduce that found no partner, after HANG_SECONDS
+        error = _error(e)
+    finally:
+        if accelerator is not None:
+            accelerator.free_memory()
+    return {"steps": steps, "error": error}
+
+
+# --8<-- [end:unjoined_train]
 
 
 # --- the rank check: set_epoch with another value on another rank ------------------------------

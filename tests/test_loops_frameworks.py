@@ -12,8 +12,6 @@ much of its plan it trained on, or the hang of an uneven split without ``join()`
 
 from __future__ import annotations
 
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -31,7 +29,7 @@ from loops import (
     Entry,
     judge,
 )
-from loops_frameworks import BATCH, DEFAULT, EPOCHS, HANG_PATIENCE
+from loops_frameworks import BATCH, DEFAULT, EPOCHS, HANG_SECONDS, UNJOINED
 
 TESTS = str(Path(__file__).resolve().parent)
 EPOCHAL = [e.name for e in ENTRIES if e.kind != "endless"]  # a framework's epochs end
@@ -40,7 +38,6 @@ EPOCHAL = [e.name for e in ENTRIES if e.kind != "endless"]  # a framework's epoc
 TRAINED = [name for name in EPOCHAL if BY_NAME[name].even]
 RESUMABLE = [name for name in TRAINED if BY_NAME[name].resumable]
 DDP = [e.name for e in ENTRIES if e.kind != "global"]  # the same epoch on every rank: no DDP
-UNEVEN = [e.name for e in ENTRIES if not e.even]
 # what has an epoch to set (an endless stream has none; maskrcnn's iterations set their own)
 CHECKED = [e.name for e in ENTRIES if e.kind != "endless" and e.build(1, 0).epoch_takers != []]
 
@@ -145,62 +142,34 @@ def accelerate_world() -> list[dict]:
                         pythonpath=[TESTS])  # fmt: skip
 
 
-def _unjoined(case: tuple[str, str]) -> dict | str:
-    """One uneven entry trained without ``join()`` (``unjoined_rank``): where each rank's log
-    stops, or how the launch ended where no rank was left stuck."""
-    framework, name = case
-    with tempfile.TemporaryDirectory(prefix="loops-unjoined-") as folder:
-        args = ("loops_frameworks:unjoined_rank",)
-        try:
-            if framework == "accelerate":
-                ds.run_world(*args, 2, framework, name, folder, timeout=120, pythonpath=[TESTS])
-            else:
-                ds.run_nodes(*args, 1, 2, framework, name, folder, timeout=120, pythonpath=[TESTS])
-        except (RuntimeError, TimeoutError) as e:
-            ended = f"{type(e).__name__}"
-        else:
-            return "finished: no rank was stuck"
-        logs = [(Path(folder) / f"rank{r}").read_text().split("\n")[:-1] for r in range(2)]
-    return {"ended": ended, "last": [log[-1] if log else "" for log in logs]}
-
-
-@pytest.fixture(scope="module")
-def unjoined() -> dict[tuple[str, str], dict | str]:
-    """Every uneven entry under accelerate and torchrun without ``join()``: all at once (each
-    launch waits most of its time)."""
-    cases = [(f, n) for f in ("accelerate", "torchrun") for n in UNEVEN]
-    with ThreadPoolExecutor(len(cases)) as pool:
-        return dict(zip(cases, pool.map(_unjoined, cases)))
-
-
-def hang_note(record: dict | str, what: str) -> str:
+def hang_note(runs: list[dict], what: str) -> str:
     """The hang an uneven split's run without ``join()`` showed: one rank through its epoch,
-    another inside a step whose all-reduce never found a partner."""
-    assert isinstance(record, dict), record
-    through = [r for r, line in enumerate(record["last"]) if line.startswith("through")]
-    stuck = [r for r, line in enumerate(record["last"]) if line.startswith("begin")]
-    assert through and stuck, record
-    steps = int(record["last"][through[0]].split()[1])
-    step = int(record["last"][stuck[0]].split()[1])
-    assert step > steps, record
-    return (f"; without {what}, rank {stuck[0]} hangs in its step {step}'s all-reduce (rank "
-            f"{through[0]} took {steps}), stopped after {HANG_PATIENCE:g} s")  # fmt: skip
+    another waiting in the all-reduce of a step more until the group's timeout ended it."""
+    through = [r for r, run in enumerate(runs) if run["error"] is None]
+    stuck = [r for r, run in enumerate(runs) if run["error"] is not None]
+    assert through and stuck, runs
+    assert runs[stuck[0]]["steps"] > runs[through[0]]["steps"], runs
+    assert "Timed out" in runs[stuck[0]]["error"], runs
+    return (f"; without {what}, rank {stuck[0]} waits for ever in its step "
+            f"{runs[stuck[0]]['steps']}'s all-reduce (rank {through[0]} took "
+            f"{runs[through[0]]['steps']}): here a {HANG_SECONDS} s timeout ended it")  # fmt: skip
 
 
 @pytest.mark.parametrize("name", EPOCHAL)
 def test_under_accelerate_each_rank_trains_on_exactly_its_plan_by_default_or_with_a_setting(
-    name, accelerate_world, unjoined, loop_cell
+    name, accelerate_world, loop_cell
 ):
     """Invariant: on 2 real processes, a model trained through ``accelerator.prepare(model,
     optimizer, loader)`` reads exactly the plan (a sampler that yields the same epoch
     everywhere: split by accelerate, the ranks together read it whole, each index once but
     one round of padding); or it does not, and the model and optimizer prepared with the
     loader left as built train each rank on exactly its plan (an uneven split under
-    torch's ``Join``, without which a rank hangs: shown in its own launch)."""
-    entry = BY_NAME[name]
-    status, note = cell(entry, by_setting(accelerate_world, name), pad=2 * BATCH)
+    torch's ``Join``, without which a rank hangs: shown in the same launch)."""
+    entry, runs = BY_NAME[name], by_setting(accelerate_world, name)
+    hang = runs.pop(UNJOINED, None)
+    status, note = cell(entry, runs, pad=2 * BATCH)
     if not entry.even:
-        note += hang_note(unjoined[("accelerate", name)], "Join([model])")
+        note += hang_note(hang, "Join([model])")
     loop_cell(name, ACCELERATE, status, note or "accelerator.prepare(model, optimizer, loader)")
 
 
@@ -215,12 +184,12 @@ def ddp_world() -> list[dict]:
 
 @pytest.mark.parametrize("name", DDP)
 def test_under_torchrun_ddp_every_rank_takes_as_many_steps_and_reads_its_plan(
-    name, ddp_world, unjoined, loop_cell
+    name, ddp_world, loop_cell
 ):
     """Invariant: two torchrun ranks train a ``DistributedDataParallel`` model through the
     entry's loader for two epochs: each reads exactly its plan, whole and once, and every rank
     takes as many steps; an uneven split's ranks take unequal steps, which DDP's ``join()``
-    holds, and without which one rank hangs in an all-reduce (shown in its own launch)."""
+    holds, and without which one rank hangs in an all-reduce (shown in the same launch)."""
     entry = BY_NAME[name]
     runs = by_setting(ddp_world, name)
     if entry.even:
@@ -230,7 +199,7 @@ def test_under_torchrun_ddp_every_rank_takes_as_many_steps_and_reads_its_plan(
         return
     assert judge(entry, runs[JOIN_DDP], EPOCHS) is None, runs
     assert len({tuple(run["steps"]) for run in runs[JOIN_DDP]}) == 2  # unequal: join() needed
-    note = JOIN_DDP + hang_note(unjoined[("torchrun", name)], "join()")
+    note = JOIN_DDP + hang_note(runs[UNJOINED], "join()")
     loop_cell(name, TORCHRUN, "setting", note)
 
 

@@ -12,12 +12,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 RESULTS = ROOT / "docs" / "generated" / "loops.json"
 MARK = "<!-- loop-matrix -->"
+#: docs/frameworks.md: one framework column's outcomes, every sampler and dataset a row
+OUTCOMES = re.compile(r"<!-- loop-outcomes: (.+?) -->")
+#: why a kind has no cell in a framework's column (a Trainer's, accelerate's)
+NO_CELL = {
+    "endless": "not run: an endless stream has no epoch to end (detectron2's and mmengine's "
+    "loops take it)",
+    "uneven": "not run: an evaluation split's ranks read unequal counts, which hang a "
+    "Trainer's collectives (torchrun's column trains it under join())",
+}
 SYMBOLS = {"passed": "✓", "setting": "⚙", "silent": "⚠", "refused": "✗", "failed": "‼",
            "not run": "∅"}  # fmt: skip
 
@@ -40,7 +50,7 @@ LOOPS = [
     ("plain DataLoader resume, 2 workers", "tests/test_loops.py", "loop_plain_resume"),
     ("Lightning Trainer, 2 processes", "tests/loops_frameworks.py", "lightning_fit"),
     ("Lightning resume from its checkpoint", "tests/loops_frameworks.py", "lightning_resume"),
-    ("accelerate, 2 processes", "tests/loops_frameworks.py", "accelerate_rank"),
+    ("accelerate, 2 processes", "tests/loops_frameworks.py", "accelerate_train"),
     ("torchrun DDP, 2 ranks", "tests/loops_frameworks.py", "ddp_rank"),
     ("rank check: set_epoch differs on one rank", "tests/loops_frameworks.py", "rank_check_rank"),
     ("detectron2's training loader", "tests/test_detection_loaders.py", "detectron2"),
@@ -125,22 +135,42 @@ def _order(name: str) -> tuple[int, str]:
     return (order.index(name) if name in order else len(order), name)
 
 
-def on_page_markdown(markdown: str, page, config, files) -> str:
-    if MARK not in markdown:
-        return markdown
-    pending = os.environ.get("DISTSAMPLING_LOOPS_PENDING") == "1"
-    cells = load(RESULTS) if RESULTS.exists() else []  # a changed cell refuses, pending or not
-    missing = expected_cells() - {(c["sampler"], c["loop"]) for c in cells}
-    not_run = sorted((c["sampler"], c["loop"]) for c in cells if c["status"] == "not run")
-    if (missing or not_run) and pending:
-        # a build inside `make test` itself (tests/test_site.py): the results come at its end
-        note = '!!! warning "The results are due"\n    Run `make loops` to fill this table.\n'
-        return markdown.replace(MARK, note + (render(cells) if cells else ""))
+def render_outcomes(cells: list[dict], loop: str) -> str:
+    """One framework column as a table: every row of the matrix, what the framework's
+    defaults did with it, and the setting that holds where they did not."""
+    loops = _loops_module()
+    by = {(c["sampler"], c["loop"]): c for c in cells}
+    lines = ["| sampler or dataset | with the defaults | |", "| --- | :-: | --- |"]
+    for entry in loops.ENTRIES:
+        cell = by.get((entry.name, loop))
+        if cell is None:
+            why = NO_CELL["endless" if entry.kind == "endless" else "uneven"]
+            lines.append(f"| `{entry.name}` | · | {why} |")
+            continue
+        note = cell["note"].replace("|", "/")
+        if cell["status"] == "passed":
+            note = "each rank trains on exactly its plan, every epoch"
+        elif cell["status"] in ("setting", "silent"):
+            setting, _, default = note.partition("; ")
+            note = f"{default[0].upper()}{default[1:]}. Holds with: {setting}"
+        lines.append(f"| `{entry.name}` | {SYMBOLS[cell['status']]} | {note} |")
+    return "\n".join(lines)
+
+
+def _results(pending: bool) -> tuple[list[dict], str | None]:
+    """The cells of the results, and why the pages cannot show them yet (None: they can)."""
     if not RESULTS.exists():
+        if pending:
+            return [], "missing"
         raise RuntimeError(
             f"{RESULTS.relative_to(ROOT)} is missing: the loop matrix is rendered from the "
             "results of its tests; run `make loops` (or `make test`) first"
         )
+    cells = load(RESULTS)  # a changed cell refuses, pending or not
+    missing = expected_cells() - {(c["sampler"], c["loop"]) for c in cells}
+    not_run = sorted((c["sampler"], c["loop"]) for c in cells if c["status"] == "not run")
+    if (missing or not_run) and pending:
+        return cells, "due"
     if missing:
         raise RuntimeError(
             f"the loop matrix's results lack {len(missing)} cells the tests run (e.g. "
@@ -152,4 +182,24 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
             f"did not run (deselected, skipped, or a fixture failed; e.g. {not_run[0]}): run "
             "`make loops` (or `make test`) whole"
         )
-    return markdown.replace(MARK, render(cells))
+    return cells, None
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    if MARK not in markdown and not OUTCOMES.search(markdown):
+        return markdown
+    # a build inside `make test` itself (tests/test_site.py): the results come at its end
+    pending = os.environ.get("DISTSAMPLING_LOOPS_PENDING") == "1"
+    cells, due = _results(pending)
+    note = '!!! warning "The results are due"\n    Run `make loops` to fill this table.\n'
+    if MARK in markdown:
+        table = render(cells) if cells else ""
+        markdown = markdown.replace(MARK, note + table if due else table)
+    return OUTCOMES.sub(
+        lambda m: (
+            note
+            if due and not cells
+            else (note if due else "") + render_outcomes(cells, m.group(1))
+        ),
+        markdown,
+    )
