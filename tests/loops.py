@@ -14,6 +14,11 @@ and what else it promises: ``resumable`` (``state_dict`` / ``load_state_dict``, 
 ``elastic`` (a state loads on another number of ranks). ``build(world, rank)`` makes a
 :class:`Subject`: the object, the dataset the loader reads and how a user hands it over.
 Every sample of the small datasets is its own index, so what a loop yields is what it read.
+
+A new row needs nothing else: the single-process loops (``tests/test_loops.py``) and the
+framework launches (``tests/test_loops_frameworks.py``) run every entry, first as the user
+writes it, with the framework's defaults, and :func:`judge` compares each rank's whole read
+with its whole plan. The matrix's results are one run's, whole (:func:`results`).
 """
 
 from __future__ import annotations

@@ -148,7 +148,8 @@ def lightning_resume(entry: Entry, setting: tuple[str, ...], stop_after: int) ->
     rank = dist.get_rank()
     kwargs = {"use_distributed_sampler": False} if NO_SPLIT in setting else {}
     path = os.path.join(tempfile.gettempdir(), f"loops-{os.environ['MASTER_PORT']}.ckpt")
-    runs = []
+    runs: list[list[list[list[int]]]] = []
+    model = None
     try:
         for ckpt in (None, path):
             subject = entry.build(2, rank)
@@ -156,8 +157,10 @@ def lightning_resume(entry: Entry, setting: tuple[str, ...], stop_after: int) ->
             loader = user_loader(subject, StatefulDataLoader)
             _trainer(**kwargs).fit(model, loader, ckpt_path=ckpt)
             runs.append([model.epochs.get(e, []) for e in range(EPOCHS)])
-    except Exception as e:
-        return {"error": _error(e)}
+    except Exception as e:  # the steps both runs trained before it
+        steps = sum(len(epoch) for run in runs for epoch in run)
+        steps += sum(map(len, model.epochs.values())) if model is not None else 0
+        return {"error": _error(e), "steps_before": steps}
     finally:
         dist.barrier()
         if rank == 0 and os.path.exists(path):

@@ -58,19 +58,20 @@ def by_setting(world: list[dict], name: str, part: str | None = None) -> dict[st
 def cell(entry: Entry, runs: dict[str, list[dict]], pad: int | None = None) -> tuple[str, str]:
     """The status and note of a cell from its runs: ✓ where the default held; else the first
     setting that held, and what the default did instead, in the words its runs give. The
-    default is loud where it raised before its first step (``setting``), silent where it
-    trained on another plan without a word (``silent``)."""
+    default is loud where it raised (``setting``: the note says whether before its first
+    step), silent where it trained on another plan without a word (``silent``)."""
     default = judge(entry, runs[DEFAULT], EPOCHS, pad)
     if default is None:
         return "passed", ""
     held = [k for k in runs if k != DEFAULT and judge(entry, runs[k], EPOCHS, pad) is None]
     tried = {k: judge(entry, runs[k], EPOCHS, pad) for k in runs}
     assert held, f"{entry.name}: no setting reads the plan: {tried}"
-    errors = [r["error"] for r in runs[DEFAULT] if "error" in r]
-    if errors:  # the note quotes the error the real run raised, no other
-        assert default == f"raises {errors[0]}"
-        assert all(r.get("steps_before", 0) == 0 for r in runs[DEFAULT] if "error" in r)
-        return "setting", f"{held[0]}; the default {default}, before its first step"
+    errors = [r for r in runs[DEFAULT] if "error" in r]
+    if errors:  # the note quotes the error the real run raised, no other, and when
+        assert default == f"raises {errors[0]['error']}"
+        steps = max(r["steps_before"] for r in errors)
+        when = "before its first step" if steps == 0 else f"after {steps} steps"
+        return "setting", f"{held[0]}; the default {default}, {when}"
     return "silent", f"{held[0]}; the default {default}, without a word"
 
 
