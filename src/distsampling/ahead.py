@@ -307,3 +307,6 @@ class _OrderAheadShare(OrderAhead, DistributedSampler):
     @property
     def rank(self) -> int:  # type: ignore[override]
         return self.sampler.rank  # type: ignore[attr-defined]
+
+
+_OrderAheadShare.__name__ = "OrderAhead"  # what users see; pickle finds it by its __qualname__
