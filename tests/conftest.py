@@ -121,9 +121,10 @@ _cells: dict[tuple[str, str], dict] = {}
 
 @pytest.fixture
 def loop_cell(request):
-    """``loop_cell(sampler, loop, status, note)``: what a matrix cell showed (``passed``,
-    ``setting`` with the setting it needs, or ``refused`` with the error's words). Recorded
-    on the report, so the controller sees it under ``pytest -n``."""
+    """``loop_cell(sampler, loop, status, note)``: what a matrix cell showed (``passed``;
+    ``setting``: the setting it needs, the default loud; ``silent``: the setting it needs, the
+    default trains on another plan without a word; ``refused`` with the error's words).
+    Recorded on the report, so the controller sees it under ``pytest -n``."""
 
     def record(sampler: str, loop: str, status: str, note: str = "") -> None:
         cell = {"sampler": sampler, "loop": loop, "status": status, "note": note,
@@ -155,20 +156,20 @@ def _collect_cells(report) -> None:
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """On the controller (or a run without xdist): merge this run's cells into
-    ``docs/generated/loops.json``, which ``docs/hooks/loops.py`` renders as the matrix."""
+    """On the controller (or a run without xdist), after a run that ran any cell: write this
+    run's results whole to ``docs/generated/loops.json`` (``docs/hooks/loops.py`` renders it):
+    every cell it did not run is marked ``not run``, and the page refuses those."""
     if hasattr(session.config, "workerinput") or not _cells:
         return
     import json
+    import sys
 
+    sys.path.insert(0, os.path.dirname(__file__))
+    try:
+        from loops import expected_cells, results
+    finally:
+        sys.path.pop(0)
     path = os.path.normpath(LOOP_RESULTS)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    cells = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            cells = {(c["sampler"], c["loop"]): c for c in json.load(f)["cells"]}
-    cells.update(_cells)
     with open(path, "w") as f:
-        json.dump(
-            {"cells": sorted(cells.values(), key=lambda c: (c["sampler"], c["loop"]))}, f, indent=1
-        )
+        json.dump(results(_cells, expected_cells()), f, indent=1)

@@ -14,10 +14,18 @@ and what else it promises: ``resumable`` (``state_dict`` / ``load_state_dict``, 
 ``elastic`` (a state loads on another number of ranks). ``build(world, rank)`` makes a
 :class:`Subject`: the object, the dataset the loader reads and how a user hands it over.
 Every sample of the small datasets is its own index, so what a loop yields is what it read.
+
+A new row needs nothing else: the single-process loops (``tests/test_loops.py``) and the
+framework launches (``tests/test_loops_frameworks.py``) run every entry, first as the user
+writes it, with the framework's defaults, and :func:`judge` compares each rank's whole read
+with its whole plan. The matrix's results are one run's, whole (:func:`results`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
@@ -84,8 +92,6 @@ class Entry:
     resumable: bool = False
     elastic: bool = False
     even: bool = True  #: every rank reads as many (False: the unpadded split, one fewer at most)
-    #: the settings a loop needs with this entry, named for the reader: loop -> the setting
-    settings: dict[str, str] = field(default_factory=dict)
     #: the loops this entry refuses, with what it raises: loop -> (exception, message regex)
     refusals: dict[str, tuple[type[Exception], str]] = field(default_factory=dict)
     #: what the reads must be, given how many of each source they hold, for an entry whose epoch
@@ -163,6 +169,57 @@ def _windows(world: int, rank: int, **_: Any) -> Subject:
     return Subject(Starts(), windows, {"sampler": sampler}, [windows, sampler])
 
 
+class _Reading:
+    """A plan read through a sampler: ``dataset[i]`` for each index ``i`` the sampler yields
+    (what the loader reads, as a list)."""
+
+    def __init__(self, dataset: Any, sampler: Any) -> None:
+        self.dataset, self.sampler = dataset, sampler
+
+    def __iter__(self):
+        return (_as_int(self.dataset[i]) for i in self.sampler)
+
+
+def _as_int(x: Any) -> int:
+    return int(x.reshape(-1)[0]) if isinstance(x, torch.Tensor) else int(x)
+
+
+def _from_sampler(world: int, rank: int, **_: Any) -> Subject:
+    """A weighted sampler's epoch as a dataset (item ``i``: its ``i``-th draw), split by
+    DistributedSampler: catalyst's pattern. A loop must ``set_epoch`` both (the draw is the
+    dataset's epoch, the split the sampler's)."""
+    epoch = ds.DatasetFromSampler(_weighted(ds.WeightedBalanceClassSampler))
+    sampler = ds.DistributedSampler(epoch, world, rank, seed=5)
+    return Subject(_Reading(epoch, sampler), epoch, {"sampler": sampler}, [epoch, sampler])
+
+
+_SNAPSHOT: list[Any] = []  # one snapshot a process, written once
+
+
+def _snapshot(world: int, rank: int, **_: Any) -> Subject:
+    """One epoch's snapshot of a growing cache (shards of 4, 6 and 3 rows, row ``i`` holding
+    ``i``), read memory-mapped through ResumableDistributedSampler, as tests/growing trains."""
+    if not _SNAPSHOT:
+        import atexit
+        import shutil
+        import tempfile
+
+        import numpy as np
+
+        root = tempfile.mkdtemp(prefix="loops-snapshot-")
+        atexit.register(shutil.rmtree, root, True)
+        shards, start = [], 0
+        for k, n in enumerate([4, 6, 3]):
+            path = f"{root}/shard-{k}.npy"
+            np.save(path, np.arange(start, start + n, dtype=np.float32).reshape(n, 1))
+            shards.append((path, n))
+            start += n
+        _SNAPSHOT.append(ds.Snapshot(0, tuple(shards)))
+    dataset = ds.SnapshotDataset(_SNAPSHOT[0])
+    sampler = ds.ResumableDistributedSampler(dataset, world, rank, seed=5)
+    return Subject(sampler, dataset, {"sampler": None, "collate_fn": ds.collate_batch})
+
+
 def _sharded(world: int, rank: int, batch_size: int | None = None, **_: Any) -> Subject:
     dataset = ds.ShardedIterableDataset(
         list(range(len(SHARDS))), SHARDS, read_shard, num_replicas=world, rank=rank, seed=6,
@@ -171,7 +228,7 @@ def _sharded(world: int, rank: int, batch_size: int | None = None, **_: Any) -> 
     return Subject(dataset, dataset, {})
 
 
-# the framework loops, and the settings the matrix names for them
+# the framework loops (tests/test_loops_frameworks.py), and the settings they may try
 LIGHTNING = "Lightning Trainer, 2 processes"
 LIGHTNING_RESUME = "Lightning resume from its checkpoint"
 ACCELERATE = "accelerate, 2 processes"
@@ -180,11 +237,10 @@ RANK_CHECK = "rank check: set_epoch differs on one rank"
 NO_SPLIT = "Trainer(use_distributed_sampler=False)"
 EPOCH_HOOK = "set_epoch(self.current_epoch) in on_train_epoch_start"
 UNPREPARED = "prepare the model and optimizer, not the loader"
-WRAP_RESUMABLE = (
-    "ResumableDistributedSamplerWrapper(sampler) (Lightning's own wrapper has no state)"
-)
+#: accelerate's join_uneven_inputs wraps torch's Join on GPUs only: on CPUs it warns and does nothing
+JOIN_ACCELERATE = "under torch's Join([model]) (accelerator.join_uneven_inputs([model]) on GPUs)"
+JOIN_DDP = "with model.join()"
 
-_SHARDED_SETTING = "ShardedIterableDataset(batch_size=...) with the loader's batch size"
 _SHARDED_MAIN = (RuntimeError, r"state_dict\(\) was called in the main process, but DataLoader")
 
 #: every sampler and dataset of ``distsampling.__all__`` that decides which rank reads what
@@ -212,35 +268,25 @@ ENTRIES: list[Entry] = [
     Entry("IterationBasedBatchSampler", "batch", _iterations),
     Entry("TokenBudgetBatchSampler", "batch", _batch(lambda w, r: ds.TokenBudgetBatchSampler([1 + i % 5 for i in range(N)], 8, num_buckets=3, num_replicas=w, rank=r, seed=5)), resumable=True, elastic=True),
     Entry("ShardedIterableDataset", "iterable", _sharded, resumable=True, elastic=True,
-          settings={"DataLoader, 2 workers, batch_size": _SHARDED_SETTING},
           refusals={"plain DataLoader resume, 2 workers": _SHARDED_MAIN}),
     Entry("MixtureSampler", "share", _share(lambda w, r: _mixture(w, r, BATCH)), resumable=True, elastic=True,
           stream=lambda read: _mixture_items(read)),
     Entry("MixtureBatchSampler", "batch", _batch(lambda w, r: ds.MixtureBatchSampler(_mixture(w, r, BATCH))), resumable=True, elastic=True,
           stream=lambda read: _mixture_items(read)),
+    Entry("DatasetFromSampler", "share", _from_sampler, limits={
+        "set_epoch after the first batch":
+            "dataset.set_epoch before iter(): the draw is read when an item is fetched",
+        "persistent workers":
+            "persistent_workers=False, or DistributedSamplerWrapper (it draws in the main "
+            "process): a persistent worker keeps its copy of the dataset, and the first draw"}),
+    Entry("SnapshotDataset", "share", _snapshot, resumable=True, elastic=True),
     Entry("InfiniteSampler", "endless", _share(lambda w, r: ds.InfiniteSampler(range(N), w, r, seed=5)), resumable=True),
     Entry("RepeatFactorSampler", "endless", _share(lambda w, r: ds.RepeatFactorSampler([1.0, 2.5, 0.5] * 4 + [1.0], w, r, seed=5)), resumable=True),
 ]  # fmt: skip
-# Lightning: it leaves a torch DistributedSampler alone and wraps any other sampler (splitting
-# a rank's share again); it injects its own into a batch sampler (or refuses); it calls
-# set_epoch on the loader's sampler and batch_sampler.sampler only, never on a dataset
-for _e in ENTRIES:
-    if _e.kind == "batch" or _e.name in ("OrderAhead", "MixtureSampler"):
-        _e.settings[LIGHTNING] = NO_SPLIT
-    elif _e.kind == "iterable" or _e.name == "SequentialWindowedDataset":
-        _e.settings[LIGHTNING] = EPOCH_HOOK
-    # accelerate: prepare(loader) splits the loader's batches over the processes, whatever the
-    # sampler: right for one that yields the same epoch everywhere, twice split for the others
-    if _e.kind != "global":
-        _e.settings[ACCELERATE] = UNPREPARED
-    else:  # Lightning's own wrapper splits it, but has no state: a resume needs ours
-        _e.settings[LIGHTNING_RESUME] = WRAP_RESUMABLE
 BY_NAME = {e.name: e for e in ENTRIES}
 
 #: exported classes that are datasets or parts, not a split of their own, and where each is proven
 NOT_ENTRIES = {
-    "DatasetFromSampler": "the wrapper's view of its inner sampler (DistributedSamplerWrapper's row)",
-    "SnapshotDataset": "a growing dataset's epoch, read through DistributedSampler: tests/growing",
     "Resumable": "the resume layer itself: every Resumable* class has its row",
 }
 
@@ -249,3 +295,105 @@ def is_sampler_or_dataset(obj: object) -> bool:
     """A class of ``distsampling.__all__`` that the matrix must hold (or NOT_ENTRIES explain)."""
     bases = (torch.utils.data.Sampler, torch.utils.data.Dataset)
     return isinstance(obj, type) and (issubclass(obj, bases) or obj is ds.Resumable)
+
+
+# --- what a run read, against the plan: whole and once ------------------------------------------
+
+
+def as_read(entry: Entry, batches: list[list[int]]) -> list:
+    """A run's batches as the plan reads: batches for a batch sampler, indices otherwise."""
+    return batches if entry.kind == "batch" else [i for b in batches for i in b]
+
+
+def _flat(items: list) -> list[int]:
+    return [i for b in items for i in b] if items and isinstance(items[0], list) else items
+
+
+def judge(entry: Entry, runs: list[dict], epochs: int, pad: int | None = None) -> str | None:
+    """``None`` where every rank of the run read exactly its plan in every epoch, whole and
+    once, nothing beyond; else what the run did instead, in words: the first line of its
+    error, or how much of its plan it trained on.
+
+    ``runs`` holds each rank's record (``{"epochs": [batches of epoch 0, ...]}`` or
+    ``{"error": ...}``). An entry whose epoch is the same on every rank (``global``) is split
+    by the framework: the ranks' reads together are the epoch, each index once but the
+    ``pad`` repeats that even the ranks out (default: the padding of a split by sample).
+    """
+    errors = [r["error"] for r in runs if "error" in r]
+    if errors:
+        return f"raises {errors[0]}"
+    world, exact, got, planned, extra = len(runs), True, 0, 0, 0
+    for e in range(epochs):
+        if entry.kind == "global":
+            whole = Counter(entry.plan(1, 0, e))
+            read = Counter(i for r in runs for i in as_read(entry, r["epochs"][e]))
+            lengths = {len(as_read(entry, r["epochs"][e])) for r in runs}
+            allowed = -whole.total() % world if pad is None else pad
+            exact &= not whole - read and (read - whole).total() <= allowed and len(lengths) == 1
+            got, planned = got + (whole & read).total(), planned + whole.total()
+            extra += max(0, (read - whole).total() - allowed)
+            continue
+        for rank, r in enumerate(runs):
+            plan, read = entry.plan(world, rank, e), as_read(entry, r["epochs"][e])
+            exact &= read == plan
+            plan_c, read_c = Counter(_flat(plan)), Counter(_flat(read))
+            got, planned = got + (plan_c & read_c).total(), planned + plan_c.total()
+            extra += (read_c - plan_c).total()
+    if exact:
+        return None
+    if got < planned:
+        return f"trains on {got} of the {planned} samples of its plan" + (
+            f" and {extra} others" if extra else ""
+        )
+    if extra:
+        return f"trains on all {planned} samples of its plan and {extra} more"
+    return f"trains on all {planned} samples of its plan, in another order"
+
+
+# --- the matrix's results: one run's, whole (docs/generated/loops.json) ---------------------------
+
+NOT_RUN = "not run"
+
+
+def expected_cells() -> set[tuple[str, str]]:
+    """Every (sampler, loop) cell the matrix's tests run, from the tests themselves."""
+    import test_detection_loaders as detection
+    import test_loops
+    import test_loops_frameworks as fw
+
+    cells = set(test_loops.CELLS)
+    cells |= {(n, LIGHTNING) for n in fw.TRAINED} | {(n, LIGHTNING_RESUME) for n in fw.RESUMABLE}
+    cells |= {(n, ACCELERATE) for n in fw.EPOCHAL} | {(n, TORCHRUN) for n in fw.DDP}
+    cells |= {(n, RANK_CHECK) for n in fw.CHECKED}
+    for kind, *_ in detection.LOADER_CASES:
+        cells.add((kind, "detectron2's training loader"))
+    for kind, *_ in detection.RESUME_CASES:
+        cells.add((kind, "detectron2's loader, resumed"))
+    return cells | {("InfiniteSampler", "mmengine Runner")}
+
+
+def digest(cells: list[dict]) -> str:
+    """The cells' fingerprint: the page refuses results whose cells no longer match it."""
+    return hashlib.sha256(json.dumps(cells, sort_keys=True).encode()).hexdigest()
+
+
+def results(recorded: dict[tuple[str, str], dict], expected: set[tuple[str, str]]) -> dict:
+    """One run's results, whole: the cells it recorded, and every other cell of the matrix
+    marked ``not run`` (deselected, skipped, or its fixture failed), with their digest."""
+    cells = dict(recorded)
+    for sampler, loop in expected - set(recorded):
+        cells[(sampler, loop)] = {"sampler": sampler, "loop": loop, "status": NOT_RUN,
+                                  "note": "", "test": ""}  # fmt: skip
+    ordered = sorted(cells.values(), key=lambda c: (c["sampler"], c["loop"]))
+    return {"cells": ordered, "digest": digest(ordered)}
+
+
+def verified(payload: dict) -> list[dict]:
+    """The cells of ``results()``'s payload, if no cell changed since the run wrote them."""
+    cells = payload.get("cells", [])
+    if payload.get("digest") != digest(cells):
+        raise RuntimeError(
+            "docs/generated/loops.json was changed after the run that wrote it (its digest does "
+            "not match its cells): the page shows only what the tests saw; run `make loops`"
+        )
+    return cells

@@ -2,8 +2,15 @@
 
 One launch per framework runs every entry of ``tests/loops.py`` (``test_loops_frameworks.py``
 starts them): a Lightning ``Trainer`` (gloo, CPU, under torchrun), accelerate's ``prepare``
-(a live gloo group) and a plain DDP loop under torchrun. Each returns, per entry, what every
-epoch read on this rank, or the error the loop raised, for the parent to compare with the plan.
+(a live gloo group) and a plain DDP loop under torchrun. Each runs the entry with the
+framework's defaults first; where the ranks together did not read exactly their plans, it runs
+the settings the framework offers, one after the other, until one does. It returns, per entry
+and per run, what every epoch read on this rank, or the first line of the error it raised,
+for the parent to compare with the plan and to write the page's notes from.
+
+A split whose ranks read unequal counts (``Entry.even`` false) hangs a step's all-reduce
+without DDP's ``join()``: :func:`unjoined_train` runs it so, its gradients on a group with a
+short timeout, and shows the hang within seconds.
 """
 
 from __future__ import annotations
@@ -12,21 +19,38 @@ import os
 import tempfile
 import warnings
 from contextlib import nullcontext
+from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms import Join
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.utils.data import DataLoader
 
 import distsampling as ds
-from loops import BATCH, BY_NAME, EPOCH_HOOK, LIGHTNING, NO_SPLIT, Entry
+from loops import (
+    BATCH,
+    BY_NAME,
+    EPOCH_HOOK,
+    JOIN_ACCELERATE,
+    JOIN_DDP,
+    NO_SPLIT,
+    UNPREPARED,
+    Entry,
+    judge,
+)
 
 EPOCHS = 2
+DEFAULT = "default"  # the key of the run with the framework's defaults
+UNJOINED = "without join"  # the key of an uneven split's run without join()
+#: the settings Lightning offers, tried in turn where its defaults read another plan
+LIGHTNING_SETTINGS = [(NO_SPLIT,), (EPOCH_HOOK,), (NO_SPLIT, EPOCH_HOOK)]
+HANG_SECONDS = 5  # how long the rank with a step more waits in its all-reduce, shown
 
 
-def hints(entry: Entry) -> dict[str, int]:
-    """What the loops ask of an iterable dataset: batches of the loader's size per worker."""
-    return {"batch_size": BATCH} if entry.kind == "iterable" else {}
+def setting_name(parts: tuple[str, ...]) -> str:
+    return ", and ".join(parts) if parts else DEFAULT
 
 
 def user_loader(subject: Any, cls: type = DataLoader) -> Any:
@@ -43,6 +67,13 @@ def _flat(batch: Any) -> list[int]:
 
 def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+
+
+def everyone(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every rank's record of one run, on every rank (so that all ranks judge it alike)."""
+    runs: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(runs, run)
+    return runs
 
 
 # --- Lightning ---------------------------------------------------------------------------------
@@ -89,18 +120,17 @@ def _trainer(**kwargs: Any):
 
 
 # --8<-- [start:lightning_fit]
-def lightning_fit(entry: Entry, setting: str) -> dict[str, Any]:
-    """One ``Trainer.fit`` over the entry, with the setting's parts (``""``: the default)."""
-    rank = dist.get_rank()
-    subject = entry.build(2, rank, **hints(entry))
+def lightning_fit(entry: Entry, setting: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One ``Trainer.fit`` over the entry: ``Trainer``'s defaults (``setting=()``), or with the
+    setting's parts. What each epoch trained on, or the error and whether a step ran first."""
+    subject = entry.build(2, dist.get_rank())
     kwargs = {"use_distributed_sampler": False} if NO_SPLIT in setting else {}
     model = _recorder(subject, EPOCH_HOOK in setting)
     try:
-        loader = user_loader(subject)
         trainer = _trainer(**kwargs)
-        trainer.fit(model, loader)
+        trainer.fit(model, user_loader(subject))
     except Exception as e:  # the default may refuse: the page quotes it
-        return {"error": _error(e)}
+        return {"error": _error(e), "steps_before": sum(map(len, model.epochs.values()))}
     epochs = [model.epochs.get(e, []) for e in range(EPOCHS)]
     return {"epochs": epochs, "len": trainer.num_training_batches}  # what Lightning counts
 
@@ -109,7 +139,7 @@ def lightning_fit(entry: Entry, setting: str) -> dict[str, Any]:
 
 
 # --8<-- [start:lightning_resume]
-def lightning_resume(entry: Entry, setting: str, stop_after: int) -> dict[str, Any]:
+def lightning_resume(entry: Entry, setting: tuple[str, ...], stop_after: int) -> dict[str, Any]:
     """A run preempted after ``stop_after`` steps (Lightning's own checkpoint, saved in
     ``on_train_batch_end``), then a new ``Trainer`` fitted from that checkpoint, through
     torchdata's ``StatefulDataLoader`` (Lightning saves and restores its state)."""
@@ -118,148 +148,198 @@ def lightning_resume(entry: Entry, setting: str, stop_after: int) -> dict[str, A
     rank = dist.get_rank()
     kwargs = {"use_distributed_sampler": False} if NO_SPLIT in setting else {}
     path = os.path.join(tempfile.gettempdir(), f"loops-{os.environ['MASTER_PORT']}.ckpt")
-    runs = []
-    for ckpt in (None, path):
-        subject = entry.build(2, rank, **hints(entry))
-        if entry.kind == "global":  # the same epoch everywhere: split by our resumable wrapper
-            subject = resumable_split(subject, rank)
-        model = _recorder(subject, EPOCH_HOOK in setting, None if ckpt else stop_after, path)
-        _trainer(**kwargs).fit(model, user_loader(subject, StatefulDataLoader), ckpt_path=ckpt)
-        runs.append([model.epochs.get(e, []) for e in range(EPOCHS)])
-    dist.barrier()
-    if rank == 0:
-        os.remove(path)
-    return {"before": runs[0], "after": runs[1]}
+    runs: list[list[list[list[int]]]] = []
+    model = None
+    try:
+        for ckpt in (None, path):
+            subject = entry.build(2, rank)
+            model = _recorder(subject, EPOCH_HOOK in setting, None if ckpt else stop_after, path)
+            loader = user_loader(subject, StatefulDataLoader)
+            _trainer(**kwargs).fit(model, loader, ckpt_path=ckpt)
+            runs.append([model.epochs.get(e, []) for e in range(EPOCHS)])
+    except Exception as e:  # the steps both runs trained before it
+        steps = sum(len(epoch) for run in runs for epoch in run)
+        steps += sum(map(len, model.epochs.values())) if model is not None else 0
+        return {"error": _error(e), "steps_before": steps}
+    finally:
+        dist.barrier()
+        if rank == 0 and os.path.exists(path):
+            os.remove(path)
+    before, after = runs
+    return {"epochs": [before[0] + after[0], after[1]], "before": before[0]}
 
 
 # --8<-- [end:lightning_resume]
 
 
-def resumable_split(subject: Any, rank: int) -> Any:
-    """A sampler that yields the same epoch on every rank, split by our resumable wrapper."""
-    import distsampling as ds
-
-    split = ds.ResumableDistributedSamplerWrapper(subject.obj, 2, rank, shuffle=False)
-    return type(subject)(split, subject.dataset, {"sampler": None})
-
-
 def lightning_rank(names: list[str]) -> dict[str, dict[str, Any]]:
-    """On each rank of a torchrun world of 2: every entry under a real ``Trainer`` with the
-    default settings or the setting the entry names, and resumed mid-epoch."""
+    """On each rank of a torchrun world of 2: every entry under a real ``Trainer`` with its
+    default settings; where the ranks did not read exactly their plans, the settings Lightning
+    offers in turn, until one does. A resumable entry is also preempted and resumed, by
+    default and (where the default did not hold) with the setting that held."""
     warnings.filterwarnings("ignore")  # Lightning's advice on workers and logging
     out = {}
     for name in names:
         entry = BY_NAME[name]
-        setting = entry.settings.get(LIGHTNING, "")
         print(f"rank {dist.get_rank()}: {name}", flush=True)  # where a slow run is, in its log
-        out[name] = {"setting" if setting else "default": lightning_fit(entry, setting)}
+        runs = {DEFAULT: lightning_fit(entry)}
+        chosen: tuple[str, ...] = ()
+        if judge(entry, everyone(runs[DEFAULT]), EPOCHS) is not None:
+            for setting in LIGHTNING_SETTINGS:
+                runs[setting_name(setting)] = lightning_fit(entry, setting)
+                if judge(entry, everyone(runs[setting_name(setting)]), EPOCHS) is None:
+                    chosen = setting
+                    break
+        out[name] = {"fit": runs}
         if entry.resumable:
-            out[name]["resume"] = lightning_resume(entry, setting, stop_after=1)
+            resumes = {DEFAULT: lightning_resume(entry, (), stop_after=1)}
+            if chosen and judge(entry, everyone(resumes[DEFAULT]), EPOCHS) is not None:
+                resumes[setting_name(chosen)] = lightning_resume(entry, chosen, stop_after=1)
+            out[name]["resume"] = resumes
     return out
 
 
 # --- accelerate --------------------------------------------------------------------------------
 
 
-# --8<-- [start:accelerate_rank]
+# --8<-- [start:accelerate_train]
+def accelerate_train(accelerator: Any, entry: Entry, prepare_loader: bool) -> dict[str, Any]:
+    """Train a model through the entry's loader for two epochs, ``set_epoch`` first: the model
+    and optimizer prepared by ``accelerator.prepare``, and the loader too (accelerate's way) or
+    not (the loader left as built); an uneven split's steps under ``join_uneven_inputs``."""
+    subject = entry.build(2, dist.get_rank())
+    model = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    try:
+        loader = user_loader(subject)
+        if prepare_loader:
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        else:
+            model, optimizer = accelerator.prepare(model, optimizer)
+        epochs = []
+        for epoch in range(EPOCHS):
+            subject.set_epoch(epoch)
+            read = []
+            uneven = not prepare_loader and not entry.even
+            with Join([model]) if uneven else nullcontext():  # join_uneven_inputs, on a CPU
+                for batch in loader:
+                    read.append(_flat(batch))
+                    optimizer.zero_grad()
+                    accelerator.backward(model(batch.float().reshape(-1, 1)).pow(2).mean())
+                    optimizer.step()
+            epochs.append(read)
+    except Exception as e:
+        return {"error": _error(e)}
+    finally:
+        accelerator.free_memory()
+    return {"epochs": epochs}
+
+
+# --8<-- [end:accelerate_train]
+
+
 def accelerate_rank(names: list[str]) -> dict[str, dict[str, Any]]:
-    """On each rank of a live group of 2: every entry's loader prepared by accelerate, and
-    left unprepared (the model and optimizer prepared alone), two epochs each."""
+    """On each rank of a live group of 2: every entry trained with accelerate's way (model,
+    optimizer and loader prepared); where the ranks did not read exactly their plans, the
+    loader left unprepared. The padding accelerate's ``even_batches`` adds to the last round
+    of batches is part of its split of an epoch that is the same on every rank."""
     from accelerate import Accelerator
 
     accelerator = Accelerator(cpu=True)
     assert accelerator.num_processes == 2
     out = {}
     for name in names:
-        entry, out[name] = BY_NAME[name], {}
-        for prepare in (True, False):
-            subject = entry.build(2, dist.get_rank(), **hints(entry))
-            try:
-                loader = user_loader(subject)
-                if prepare:
-                    loader = accelerator.prepare(loader)
-                epochs = []
-                for epoch in range(EPOCHS):
-                    subject.set_epoch(epoch)
-                    epochs.append([_flat(b) for b in loader])
-                out[name]["prepared" if prepare else "unprepared"] = {"epochs": epochs}
-            except Exception as e:
-                out[name]["prepared" if prepare else "unprepared"] = {"error": _error(e)}
+        entry = BY_NAME[name]
+        runs = {DEFAULT: accelerate_train(accelerator, entry, prepare_loader=True)}
+        if judge(entry, everyone(runs[DEFAULT]), EPOCHS, pad=2 * BATCH) is not None:
+            setting = UNPREPARED if entry.even else f"{UNPREPARED}, {JOIN_ACCELERATE}"
+            if not entry.even:  # the route without the join first: it hangs
+                runs[UNJOINED] = unjoined_train(entry, accelerator)
+            runs[setting] = accelerate_train(accelerator, entry, prepare_loader=False)
+        out[name] = runs
     return out
-
-
-# --8<-- [end:accelerate_rank]
 
 
 # --- a plain DDP loop under torchrun ------------------------------------------------------------
 
 
 # --8<-- [start:ddp_rank]
-def ddp_rank(names: list[str]) -> dict[str, dict[str, Any]]:
-    """On each rank of a torchrun world of 2: a ``DistributedDataParallel`` model trained
-    through every entry's loader for two epochs, ``set_epoch`` first; each step all-reduces
-    the gradients, so ranks with unequal steps would hang (the launch's timeout ends it)."""
-    out = {}
-    for name in names:
-        entry = BY_NAME[name]
-        subject = entry.build(2, dist.get_rank(), **hints(entry))
-        loader = user_loader(subject)
-        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1, 1))
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-        epochs = []
-        for epoch in range(EPOCHS):
-            subject.set_epoch(epoch)
-            read = []
-            # an unpadded split gives ranks unequal steps: DDP's join() shadows the missing ones
-            with model.join() if not entry.even else nullcontext():
-                for step, batch in enumerate(loader):
-                    if entry.kind == "endless" and step == 4:
-                        break
-                    read.append(_flat(batch))
-                    optimizer.zero_grad()
-                    model(batch.float().reshape(-1, 1)).pow(2).mean().backward()
-                    optimizer.step()
-            epochs.append(read)
-        steps = torch.tensor([len(e) for e in epochs])
-        every = [torch.zeros_like(steps) for _ in range(dist.get_world_size())]
-        dist.all_gather(every, steps)
-        out[name] = {"epochs": epochs, "steps": [t.tolist() for t in every]}
-    return out
+def ddp_train(entry: Entry, join: bool) -> dict[str, Any]:
+    """A ``DistributedDataParallel`` model trained through the entry's loader for two epochs,
+    ``set_epoch`` first; each step all-reduces the gradients, so ranks with unequal steps need
+    DDP's ``join()`` (which shadows the missing steps) or hang."""
+    subject = entry.build(2, dist.get_rank())
+    loader = user_loader(subject)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    epochs = []
+    for epoch in range(EPOCHS):
+        subject.set_epoch(epoch)
+        read = []
+        with model.join() if join else nullcontext():
+            for step, batch in enumerate(loader):
+                if entry.kind == "endless" and step == 4:
+                    break
+                read.append(_flat(batch))
+                optimizer.zero_grad()
+                model(batch.float().reshape(-1, 1)).pow(2).mean().backward()
+                optimizer.step()
+        epochs.append(read)
+    return {"epochs": epochs, "steps": [len(e) for e in epochs]}
 
 
 # --8<-- [end:ddp_rank]
 
 
-def lightning_default(entry: Entry, rank: int) -> dict[str, Any]:
-    """What Lightning's default does to the entry's loader on ``rank`` of 2, in this process,
-    with Lightning's own functions (a ``Trainer`` would call them so): ``_requires_distributed_
-    sampler``, then ``_get_distributed_sampler`` and ``_update_dataloader`` (the loader it would
-    train on, or its error), and ``_set_sampler_epoch`` before each epoch."""
-    from types import SimpleNamespace
+def ddp_rank(names: list[str]) -> dict[str, dict[str, Any]]:
+    """On each rank of a torchrun world of 2: every entry trained by :func:`ddp_train`; an
+    uneven split by :func:`unjoined_train` (its hang), then with ``join()``."""
+    out = {}
+    for name in names:
+        entry = BY_NAME[name]
+        if entry.even:
+            out[name] = {DEFAULT: ddp_train(entry, join=False)}
+        else:  # without join() first: it hangs
+            out[name] = {UNJOINED: unjoined_train(entry), JOIN_DDP: ddp_train(entry, join=True)}
+    return out
 
-    from lightning_fabric.utilities.data import _set_sampler_epoch
-    from pytorch_lightning.trainer.connectors.data_connector import (
-        _DataConnector,
-        _get_distributed_sampler,
-    )
-    from pytorch_lightning.utilities.data import _is_dataloader_shuffled, _update_dataloader
 
-    subject = entry.build(2, rank, **hints(entry))
-    loader = user_loader(subject)
-    settings = SimpleNamespace(use_distributed_sampler=True, is_distributed=True)
-    connector = _DataConnector(SimpleNamespace(_accelerator_connector=settings))
+# --- an uneven split without join: the hang, shown within seconds -------------------------------
+
+
+# --8<-- [start:unjoined_train]
+def unjoined_train(entry: Entry, accelerator: Any = None) -> dict[str, Any]:
+    """One epoch of an uneven split through a DDP model (``accelerator.prepare``'s, or
+    torch's), without ``join()``. Its gradients are all-reduced on a group of their own whose
+    timeout is ``HANG_SECONDS`` (torch's ``allreduce_hook`` on it): the rank with a step more
+    waits there for a partner that never comes, and the wait ends with gloo's timeout error
+    instead of never. The steps each rank took, and the error where it waited."""
+    group = dist.new_group(backend="gloo", timeout=timedelta(seconds=HANG_SECONDS))
+    subject = entry.build(2, dist.get_rank())
+    subject.set_epoch(0)
+    model = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    if accelerator is not None:
+        model, optimizer = accelerator.prepare(model, optimizer)
+    else:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    model.register_comm_hook(group, allreduce_hook)
+    steps, error = 0, None
     try:
-        if connector._requires_distributed_sampler(loader):
-            shuffle = _is_dataloader_shuffled(loader)
-            sampler = _get_distributed_sampler(loader, shuffle, num_replicas=2, rank=rank)
-            loader = _update_dataloader(loader, sampler)
-        epochs = []
-        for epoch in range(EPOCHS):
-            _set_sampler_epoch(loader, epoch)
-            epochs.append([_flat(b) for b in loader])
-    except Exception as e:
-        return {"error": _error(e)}
-    return {"epochs": epochs, "len": len(loader)}
+        for batch in user_loader(subject):
+            steps += 1  # the step it is in: where it waits, if it does
+            optimizer.zero_grad()
+            model(batch.float().reshape(-1, 1)).pow(2).mean().backward()
+            optimizer.step()
+    except RuntimeError as e:  # the all-reduce that found no partner, after HANG_SECONDS
+        error = _error(e)
+    finally:
+        if accelerator is not None:
+            accelerator.free_memory()
+    return {"steps": steps, "error": error}
+
+
+# --8<-- [end:unjoined_train]
 
 
 # --- the rank check: set_epoch with another value on another rank ------------------------------
@@ -272,7 +352,7 @@ def rank_check_rank(names: list[str]) -> dict[str, dict[str, Any]]:
     epoch everywhere, checked again. Each check's error, or None where the ranks agree."""
     out = {}
     for name in names:
-        subject = BY_NAME[name].build(2, dist.get_rank(), **hints(BY_NAME[name]))
+        subject = BY_NAME[name].build(2, dist.get_rank())
         checked = subject.how.get("sampler") or subject.obj  # what the loader takes
         out[name] = {}
         for case, epoch in (("differs", dist.get_rank()), ("agrees", 1)):

@@ -561,3 +561,32 @@ def test_a_sampler_whose_state_dict_takes_no_argument_saves_through_order_ahead(
     ahead = OrderAhead(_NoConsumed(range(6), 2, 0))
     ahead.set_epoch(3)
     assert ahead.state_dict() == {"epoch": 3}
+
+
+def test_over_one_ranks_share_the_wrapper_is_a_share_too_and_over_anything_else_it_is_not():
+    """Invariant: OrderAhead over a torch ``DistributedSampler`` (one rank's share) is one too,
+    with the share's world and rank, so a framework that leaves shares alone leaves it alone
+    (Lightning's default: its own check, in this process); a copy and a pickle keep that; over a
+    sampler whose epoch is the same on every rank it is none (Lightning must split that one)."""
+    import copy
+    import pickle
+    from types import SimpleNamespace
+
+    import torch.utils.data
+    from pytorch_lightning.trainer.connectors.data_connector import _DataConnector
+
+    from distsampling import WeightedBalanceClassSampler
+
+    settings = SimpleNamespace(use_distributed_sampler=True, is_distributed=True)
+    connector = _DataConnector(SimpleNamespace(_accelerator_connector=settings))
+    share = OrderAhead(DistributedSampler(range(13), num_replicas=2, rank=1, seed=5))
+    for s in (share, copy.copy(share), pickle.loads(pickle.dumps(share))):
+        assert isinstance(s, torch.utils.data.DistributedSampler) and isinstance(s, OrderAhead)
+        assert (s.num_replicas, s.rank) == (2, 1)
+        assert list(s) == list(DistributedSampler(range(13), num_replicas=2, rank=1, seed=5))
+        loader = torch.utils.data.DataLoader(range(13), sampler=s)
+        assert not connector._requires_distributed_sampler(loader)
+    same = OrderAhead(WeightedBalanceClassSampler([0, 1] * 5, [1, 1], 10, seed=3))
+    assert not isinstance(same, torch.utils.data.DistributedSampler)
+    loader = torch.utils.data.DataLoader(range(10), sampler=same)
+    assert connector._requires_distributed_sampler(loader)

@@ -1,8 +1,10 @@
 """Our endless samplers where detection codebases train: inside detectron2's training loader,
 and inside an mmengine Runner.
 
-detectron2 cannot be installed here, so the parts that decide which sample is read are written
-out below from its source, as the oracle: its samplers' index streams (``TrainingSampler``,
+detectron2 cannot be installed here (no wheel on PyPI for any platform; it builds from its
+repository, with a compiler and the internet), so the parts that decide which sample is read
+are transcribed below from its source (facebookresearch/detectron2, detectron2/data/build.py
+and common.py), its defaults included (``drop_last=True``), as the oracle: its samplers' index streams (``TrainingSampler``,
 ``RepeatFactorTrainingSampler``) and its loading pattern, ``build_batch_data_loader`` without
 aspect grouping. That pattern wraps the sampler in ``ToIterableDataset(dataset, sampler,
 shard_chunk_size=batch_size)`` and reads it through a real torch ``DataLoader``: every worker
@@ -197,11 +199,12 @@ def worker_init_reset_seed(worker_id: int) -> None:
 
 def build_batch_data_loader(dataset, sampler: Sampler, batch_size: int, num_workers: int):
     """detectron2's ``build_batch_data_loader(..., aspect_ratio_grouping=False)`` for one rank's
-    ``batch_size``, with a timeout on every worker's batch."""
+    ``batch_size``, with its defaults (``drop_last=True``: every batch full; ``prefetch_factor=2``)
+    and a timeout on every worker's batch."""
     return DataLoader(
         ToIterableDataset(dataset, sampler, shard_chunk_size=batch_size),
         batch_size=batch_size,
-        drop_last=False,
+        drop_last=True,
         num_workers=num_workers,
         collate_fn=trivial_batch_collator,
         worker_init_fn=worker_init_reset_seed,
@@ -434,15 +437,16 @@ def test_mmengines_sampler_whose_iterators_share_one_generator_gives_other_batch
 
 
 def test_a_loader_asked_its_length_answers_the_images_over_the_batch_then_warns_past_them():
-    """Invariant: through detectron2's ToIterableDataset, len(loader) is ceil(len(sampler) /
-    batch), len(sampler) the number of images (as mmengine's InfiniteSampler answers), where
+    """Invariant: through detectron2's ToIterableDataset, len(loader) is len(sampler) // batch
+    (its drop_last=True), len(sampler) the number of images (as mmengine's InfiniteSampler
+    answers), where
     detectron2's own samplers have no len() and the loader's raises TypeError. Once asked, torch
     warns at every batch past len(sampler) batches (it counts batches against the dataset's
     length), and the stream goes on."""
     sampler = RepeatFactorSampler(FACTORS, WORLD, 0, seed=SEED)
     assert len(sampler) == len(FACTORS) == 7
     loader = build_batch_data_loader(dataset_of("RepeatFactorSampler"), sampler, 2, 0)
-    assert len(loader) == 4
+    assert len(loader) == 3  # 7 images in batches of 2, the short one dropped: detectron2's 3
     batches = iter(loader)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

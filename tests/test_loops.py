@@ -11,6 +11,7 @@ Every cell records its outcome (``loop_cell``); ``make test`` writes them to
 from __future__ import annotations
 
 from collections import Counter
+from itertools import islice
 
 import pytest
 import torch
@@ -67,14 +68,16 @@ def flat(batches: list[list[int]]) -> list[int]:
     return [i for b in batches for i in b]
 
 
-def check(entry: Entry, got: list[list[int]], epoch: int, *, ordered: bool = True, **hints):
+def check(entry: Entry, got: list[list[int]], epoch: int, *, ordered: bool = True):
     """What a loop read in ``epoch`` is the entry's plan: the same batches for a batch sampler,
     the same indices in order otherwise (in any order across an iterable dataset's workers)."""
-    plan = entry.plan(WORLD, RANK, epoch, **hints)
+    plan = entry.plan(WORLD, RANK, epoch)
     if entry.kind == "batch":
         assert got == plan
-    elif entry.kind == "endless":
-        assert flat(got)[:ENDLESS_STEPS] == plan
+    elif entry.kind == "endless":  # the stream's head, as long as the loop read
+        subject = entry.build(WORLD, RANK)
+        subject.set_epoch(epoch)
+        assert flat(got) == list(islice(subject.obj, len(flat(got))))
     elif ordered:
         assert flat(got) == plan
     else:
@@ -94,13 +97,12 @@ def check_len(entry: Entry, dl, got: list[list[int]]) -> None:
 def loop_batches(entry: Entry, workers: int, persistent: bool = False) -> None:
     """``DataLoader`` with a batch size (or the batch sampler), epochs 0 and 1, ``set_epoch``
     before each ``iter()``: each epoch is the plan, and ``len(loader)`` its batches."""
-    hints = {"batch_size": BATCH} if entry.kind == "iterable" and workers > 1 else {}
-    subject = entry.build(WORLD, RANK, **hints)
+    subject = entry.build(WORLD, RANK)
     dl = loader(entry, subject, num_workers=workers, persistent_workers=persistent)
     for epoch in (0, 1):
         subject.set_epoch(epoch)
         got = take(entry, dl)
-        check(entry, got, epoch, ordered=not (entry.kind == "iterable" and workers > 1), **hints)
+        check(entry, got, epoch, ordered=not (entry.kind == "iterable" and workers > 1))
         check_len(entry, dl, got)
 
 
@@ -125,7 +127,8 @@ def loop_batch_sampler(entry: Entry) -> None:
     """torch's ``BatchSampler`` around the sampler, as ``batch_sampler=``: the plan, batched."""
     subject = entry.build(WORLD, RANK)
     sampler = subject.how["sampler"] or subject.obj
-    dl = DataLoader(subject.dataset, batch_sampler=TorchBatchSampler(sampler, BATCH, False))
+    rest = {k: v for k, v in subject.how.items() if k != "sampler"}  # e.g. its collate_fn
+    dl = DataLoader(subject.dataset, batch_sampler=TorchBatchSampler(sampler, BATCH, False), **rest)
     for epoch in (0, 1):
         subject.set_epoch(epoch)
         got = take(entry, dl)
@@ -139,11 +142,11 @@ def loop_batch_sampler(entry: Entry) -> None:
 # --8<-- [start:loop_peek]
 def loop_peek(entry: Entry) -> None:
     """A peek at one batch (``next(iter(loader))``), then the epoch's loop: read whole."""
-    subject = entry.build(WORLD, RANK, **_hints(entry))
+    subject = entry.build(WORLD, RANK)
     dl = loader(entry, subject, num_workers=2)
     subject.set_epoch(0)
     next(iter(dl))
-    check(entry, take(entry, dl), 0, ordered=entry.kind != "iterable", **_hints(entry))
+    check(entry, take(entry, dl), 0, ordered=entry.kind != "iterable")
 
 
 # --8<-- [end:loop_peek]
@@ -152,11 +155,11 @@ def loop_peek(entry: Entry) -> None:
 # --8<-- [start:loop_iter_twice]
 def loop_iter_twice(entry: Entry) -> None:
     """Two ``iter()`` of one epoch, one after the other: each reads the whole epoch."""
-    subject = entry.build(WORLD, RANK, **_hints(entry))
+    subject = entry.build(WORLD, RANK)
     dl = loader(entry, subject, num_workers=2)
     subject.set_epoch(0)
     for _ in range(2):
-        check(entry, take(entry, dl), 0, ordered=entry.kind != "iterable", **_hints(entry))
+        check(entry, take(entry, dl), 0, ordered=entry.kind != "iterable")
 
 
 # --8<-- [end:loop_iter_twice]
@@ -165,14 +168,14 @@ def loop_iter_twice(entry: Entry) -> None:
 # --8<-- [start:loop_break]
 def loop_break(entry: Entry) -> None:
     """``break`` after 2 batches, then ``set_epoch(1)``: the next epoch is read whole."""
-    subject = entry.build(WORLD, RANK, **_hints(entry))
+    subject = entry.build(WORLD, RANK)
     dl = loader(entry, subject, num_workers=2)
     subject.set_epoch(0)
     for k, _ in enumerate(dl):
         if k == 1:
             break
     subject.set_epoch(1)
-    check(entry, take(entry, dl), 1, ordered=entry.kind != "iterable", **_hints(entry))
+    check(entry, take(entry, dl), 1, ordered=entry.kind != "iterable")
 
 
 # --8<-- [end:loop_break]
@@ -182,27 +185,22 @@ def loop_break(entry: Entry) -> None:
 def loop_late_set_epoch(entry: Entry, workers: int) -> None:
     """``set_epoch(1)`` after the first batch of epoch 0 (a loop that calls it late): the
     iterator reads the epoch it started with, whole and once; the next ``iter()`` is epoch 1."""
-    hints = {"batch_size": BATCH} if entry.kind == "iterable" and workers > 1 else {}
-    subject = entry.build(WORLD, RANK, **hints)
+    subject = entry.build(WORLD, RANK)
     dl = loader(entry, subject, num_workers=workers)
     subject.set_epoch(0)
     it = iter(dl)
     first = [as_list(next(it))]
     subject.set_epoch(1)
     ordered = not (entry.kind == "iterable" and workers > 1)
-    check(entry, first + take(entry, it), 0, ordered=ordered, **hints)
-    check(entry, take(entry, dl), 1, ordered=ordered, **hints)
+    check(entry, first + take(entry, it), 0, ordered=ordered)
+    check(entry, take(entry, dl), 1, ordered=ordered)
 
 
 # --8<-- [end:loop_late_set_epoch]
 
 
-def _hints(entry: Entry) -> dict[str, int]:
-    return {"batch_size": BATCH} if entry.kind == "iterable" else {}
-
-
 def _stateful(entry: Entry, workers: int, subject=None):
-    subject = subject or entry.build(WORLD, RANK, **_hints(entry))
+    subject = subject or entry.build(WORLD, RANK)
     return subject, loader(entry, subject, StatefulDataLoader, num_workers=workers)
 
 
@@ -226,11 +224,11 @@ def loop_stateful_resume(entry: Entry, workers: int) -> None:
         dl.load_state_dict(state)
         subject.set_epoch(0)  # at the top of the resumed epoch, as the loop does: kept
         rest = take(entry, dl)
-        check(entry, first + rest, 0, ordered=ordered, **_hints(entry))
+        check(entry, first + rest, 0, ordered=ordered)
         if entry.kind != "endless":  # a stream has no epochs: every iter() starts where it loaded
             assert len(first) + len(rest) == len(dl) == len(whole)
             subject.set_epoch(1)
-            check(entry, take(entry, dl), 1, ordered=ordered, **_hints(entry))
+            check(entry, take(entry, dl), 1, ordered=ordered)
 
 
 # --8<-- [end:loop_stateful_resume]
@@ -360,8 +358,7 @@ def test_every_sampler_reads_its_plan_inside_every_loop(name, loop, loop_cell):
         loop_cell(name, loop, "setting", entry.limits[loop])
     else:
         run(entry)
-        setting = entry.settings.get(loop)
-        loop_cell(name, loop, "setting" if setting else "passed", setting or "")
+        loop_cell(name, loop, "passed")
 
 
 def test_every_exported_sampler_and_dataset_has_its_row_in_the_matrix():
@@ -419,16 +416,44 @@ def test_lightnings_epoch_call_reaches_a_batch_sampler_that_draws_its_own_epoch(
         assert [as_list(b) for b in dl] == entry.plan(WORLD, RANK, 1)
 
 
-def test_a_sharded_loader_with_workers_needs_the_batch_size_for_len_to_be_true():
-    """Invariant: split sample by sample, two workers each end on a short batch, so the loader
-    yields one batch more than ``len(loader)`` (a Trainer stops at ``len`` and never reads it);
-    with ``batch_size=`` the workers' ranges are whole batches and ``len(loader)`` is exact."""
-    sizes = [4, 4, 3]  # a rank of 11 samples, batches of 4: workers of 5 and 6 samples
-    read = lambda shard, start=0: range(10 * shard + start, 10 * shard + sizes[shard])  # noqa: E731
-    for batch_size, extra in ((None, 1), (4, 0)):
-        dataset = ds.ShardedIterableDataset([0, 1, 2], sizes, read, num_replicas=1, rank=0,
-                                            batch_size=batch_size)  # fmt: skip
-        dl = DataLoader(dataset, batch_size=4, num_workers=2)
-        batches = list(dl)
-        assert len(batches) == len(dl) + extra == 3 + extra
-        assert sorted(i for b in batches for i in b.tolist()) == sorted(dataset)
+# --- the page is one run's results: a changed cell, or one not run, is refused ---------------------
+
+
+def test_the_page_refuses_results_with_a_cell_changed_by_hand_or_one_the_run_did_not_run(
+    tmp_path, monkeypatch
+):
+    """Invariant: ``docs/hooks/loops.py`` renders results written whole by one run; the same
+    results with one cell edited by hand (a failed cell made a pass) are refused, naming the
+    change; results where a cell did not run (marked so by the run) are refused, naming it."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from loops import expected_cells, results
+
+    spec = importlib.util.spec_from_file_location(
+        "loops_hook", Path(__file__).resolve().parent.parent / "docs" / "hooks" / "loops.py"
+    )
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    monkeypatch.setattr(hook, "RESULTS", tmp_path / "loops.json")
+    monkeypatch.delenv("DISTSAMPLING_LOOPS_PENDING", raising=False)
+    expected = expected_cells()
+    recorded = {(s, loop): {"sampler": s, "loop": loop, "status": "passed", "note": "",
+                            "test": "tests/test_loops.py"} for s, loop in expected}  # fmt: skip
+    first = min(recorded)
+    recorded[first]["status"] = "failed"
+
+    def build(payload: dict) -> str:
+        (tmp_path / "loops.json").write_text(json.dumps(payload))
+        return hook.on_page_markdown(hook.MARK, None, None, None)
+
+    payload = results(recorded, expected)
+    assert "| sampler |" in build(payload) and "1 failed, 0 not run" in build(payload)
+    edited = json.loads(json.dumps(payload))
+    next(c for c in edited["cells"] if (c["sampler"], c["loop"]) == first)["status"] = "passed"
+    with pytest.raises(RuntimeError, match="changed after the run that wrote it"):
+        build(edited)
+    del recorded[first]
+    with pytest.raises(RuntimeError, match=r"hold 1 cells that the run which wrote them did not"):
+        build(results(recorded, expected))

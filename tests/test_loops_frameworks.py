@@ -2,14 +2,16 @@
 Lightning ``Trainer``, accelerate's ``prepare`` and a plain DDP loop, each on 2 processes.
 
 One launch per framework runs every entry (``tests/loops_frameworks.py`` is what the ranks
-run); each test below reads one entry's record and compares it with the entry's plan on that
-rank. Where an entry needs a setting, the test checks that the setting gives the plan and that
-the default does not (so the page's advice is needed, not folklore).
+run): first with the framework's defaults, then, where the ranks did not read exactly their
+plans, with the settings the framework offers until one does. Each test below reads one
+entry's records and judges them against the entry's plan (``loops.judge``: whole and once).
+A cell is ✓ where the defaults hold; otherwise its note is written from what the runs did:
+the setting that held, and what the default did instead (the first line of its error, how
+much of its plan it trained on, or the hang of an uneven split without ``join()``).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -17,22 +19,22 @@ import pytest
 import distsampling as ds
 from loops import (
     ACCELERATE,
-    BATCH,
     BY_NAME,
-    ENDLESS_STEPS,
     ENTRIES,
+    JOIN_DDP,
     LIGHTNING,
     LIGHTNING_RESUME,
     RANK_CHECK,
     TORCHRUN,
     Entry,
+    judge,
 )
-from loops_frameworks import EPOCHS, hints, lightning_default, resumable_split
+from loops_frameworks import BATCH, DEFAULT, EPOCHS, HANG_SECONDS, UNJOINED
 
 TESTS = str(Path(__file__).resolve().parent)
 EPOCHAL = [e.name for e in ENTRIES if e.kind != "endless"]  # a framework's epochs end
 # a Trainer steps in step on every rank (a collective a step): an evaluation split, whose ranks
-# read unequal counts, would hang it; it runs in the plain DDP loop, under DDP's join()
+# read unequal counts, would hang it; it runs in the plain DDP loop and accelerate's, joined
 TRAINED = [name for name in EPOCHAL if BY_NAME[name].even]
 RESUMABLE = [name for name in TRAINED if BY_NAME[name].resumable]
 DDP = [e.name for e in ENTRIES if e.kind != "global"]  # the same epoch on every rank: no DDP
@@ -47,47 +49,30 @@ pytestmark = [
 ]
 
 
-def expected(entry: Entry, rank: int, epoch: int) -> list:
-    """What ``rank`` of 2 reads in ``epoch``: the entry's plan, or for a sampler that yields
-    the same epoch on every rank, its share as a torch split of that epoch gives it."""
-    if entry.kind == "global":
-        subject = entry.build(2, rank)
-        subject.set_epoch(epoch)
-        return list(ds.DistributedSamplerWrapper(subject.obj, 2, rank, shuffle=False))
-    plan = entry.plan(2, rank, epoch, **hints(entry))
-    return plan[:ENDLESS_STEPS] if entry.kind == "endless" else plan
+def by_setting(world: list[dict], name: str, part: str | None = None) -> dict[str, list[dict]]:
+    """One entry's runs, setting -> every rank's record of that run (rank order)."""
+    records = [rank[name] if part is None else rank[name][part] for rank in world]
+    return {key: [r[key] for r in records] for key in records[0]}
 
 
-def as_read(entry: Entry, batches: list[list[int]]) -> list:
-    """A run's batches as the plan reads: batches for a batch sampler, indices otherwise."""
-    return batches if entry.kind == "batch" else [i for b in batches for i in b]
-
-
-def covers_the_epoch(entry: Entry, runs: list[dict], epoch: int) -> bool:
-    """For a sampler that yields the same epoch on every rank, split by a framework: the two
-    ranks' reads of ``epoch`` hold every index of that epoch, and repeat at most one round of
-    batches (the padding that gives the ranks equal steps: Lightning's wrapper pads one index,
-    accelerate's ``even_batches`` a last round of batches from the epoch's head)."""
-    subject = entry.build(1, 0)
-    subject.set_epoch(epoch)
-    whole = Counter(subject.obj)
-    read = Counter(i for run in runs for i in as_read(entry, run["epochs"][epoch]))
-    return not whole - read and (read - whole).total() <= 2 * BATCH
-
-
-def reads_plan(entry: Entry, run: dict, rank: int) -> bool:
-    """Every epoch the run recorded (two; one ``validate`` for an evaluation split) read the
-    rank's plan of that epoch."""
-    return "error" not in run and all(
-        as_read(entry, read)[: len(expected(entry, rank, e))] == expected(entry, rank, e)
-        for e, read in enumerate(run["epochs"])
-    )
-
-
-def default_note(entry: Entry, runs: list[dict]) -> str:
-    """What the default did instead: the error it raised, or that it read another plan."""
-    errors = [r["error"] for r in runs if "error" in r]
-    return f"; the default raises {errors[0]}" if errors else "; the default reads another plan"
+def cell(entry: Entry, runs: dict[str, list[dict]], pad: int | None = None) -> tuple[str, str]:
+    """The status and note of a cell from its runs: ✓ where the default held; else the first
+    setting that held, and what the default did instead, in the words its runs give. The
+    default is loud where it raised (``setting``: the note says whether before its first
+    step), silent where it trained on another plan without a word (``silent``)."""
+    default = judge(entry, runs[DEFAULT], EPOCHS, pad)
+    if default is None:
+        return "passed", ""
+    held = [k for k in runs if k != DEFAULT and judge(entry, runs[k], EPOCHS, pad) is None]
+    tried = {k: judge(entry, runs[k], EPOCHS, pad) for k in runs}
+    assert held, f"{entry.name}: no setting reads the plan: {tried}"
+    errors = [r for r in runs[DEFAULT] if "error" in r]
+    if errors:  # the note quotes the error the real run raised, no other, and when
+        assert default == f"raises {errors[0]['error']}"
+        steps = max(r["steps_before"] for r in errors)
+        when = "before its first step" if steps == 0 else f"after {steps} steps"
+        return "setting", f"{held[0]}; the default {default}, {when}"
+    return "silent", f"{held[0]}; the default {default}, without a word"
 
 
 # --- Lightning ---------------------------------------------------------------------------------
@@ -101,29 +86,32 @@ def lightning_world() -> list[dict]:
 
 
 @pytest.mark.parametrize("name", TRAINED)
-def test_under_lightning_each_rank_trains_on_exactly_its_plan_every_epoch(
+def test_under_lightning_each_rank_trains_on_exactly_its_plan_by_default_or_with_a_setting(
     name, lightning_world, loop_cell
 ):
-    """Invariant: a real 2-process ``Trainer`` (gloo, CPU) trains each rank on exactly the
-    entry's plan for that rank, epoch 0 then epoch 1 (``set_epoch`` reaches what needs it), and
-    ``len(loader)`` is the steps it trained; by default, or with the setting the entry names,
-    in which case the default does not (it raises, or reads another plan: shown with the
-    functions a Trainer calls, in this process)."""
+    """Invariant: a real 2-process ``Trainer`` (gloo, CPU) with its defaults trains each rank
+    on exactly the entry's plan for that rank, epoch 0 then epoch 1, whole and once, and
+    ``len(loader)`` is the steps it trained; or it does not (the cell's note says what it did
+    instead, from that run), and a setting Lightning offers does, in the same launch."""
     entry = BY_NAME[name]
-    setting = entry.settings.get(LIGHTNING, "")
-    runs = [rank[name]["setting" if setting else "default"] for rank in lightning_world]
-    for rank, run in enumerate(runs):
-        if entry.kind == "global":  # Lightning's own wrapper splits it: a share each
-            assert all(covers_the_epoch(entry, runs, e) for e in range(EPOCHS)), run
-        else:
-            assert reads_plan(entry, run, rank), run
+    runs = by_setting(lightning_world, name, "fit")
+    status, note = cell(entry, runs)
+    held = DEFAULT if status == "passed" else note.split(";")[0]
+    for run in runs[held]:
         assert run["len"] == len(run["epochs"][0])
-    if not setting:
-        loop_cell(name, LIGHTNING, "passed")
-        return
-    defaults = [lightning_default(entry, rank) for rank in range(2)]  # Lightning's own code
-    assert not all(reads_plan(entry, run, r) for r, run in enumerate(defaults))
-    loop_cell(name, LIGHTNING, "setting", setting + default_note(entry, defaults))
+    loop_cell(name, LIGHTNING, status, note)
+
+
+@pytest.mark.parametrize("name", ["MixtureSampler", "OrderAhead"])
+def test_a_real_trainer_with_its_defaults_trains_a_share_that_is_not_plain_on_its_plan(
+    name, lightning_world
+):
+    """Invariant: ``MixtureSampler`` and ``OrderAhead`` over a rank's share are left alone by
+    a real ``Trainer`` with its defaults (``use_distributed_sampler=True``), which calls their
+    ``set_epoch``: each rank trains on exactly its plan, both epochs (not half of it, in
+    Lightning's order, as when they were not torch ``DistributedSampler``s)."""
+    runs = by_setting(lightning_world, name, "fit")[DEFAULT]
+    assert judge(BY_NAME[name], runs, EPOCHS) is None, runs
 
 
 @pytest.mark.parametrize("name", RESUMABLE)
@@ -132,22 +120,18 @@ def test_a_lightning_run_resumed_from_its_own_checkpoint_trains_on_the_rest_of_t
 ):
     """Invariant: a run preempted after its first step saves Lightning's checkpoint (with
     ``StatefulDataLoader``'s state); a new ``Trainer`` fitted from it trains on the rest of
-    epoch 0 (the first step not again) and then on epoch 1, each rank on its own plan."""
+    epoch 0 (the first step not again) and then on epoch 1: together exactly the plan, and
+    exactly what the uninterrupted run with the same setting trained on, rank by rank. By
+    default, or (the note says what the default did) with the setting the fit needed."""
     entry = BY_NAME[name]
-    for rank, record in enumerate(lightning_world):
-        before, after = record[name]["resume"]["before"], record[name]["resume"]["after"]
-        plans = [expected(entry, rank, e) for e in range(EPOCHS)]
-        if entry.kind == "global":  # what our resumable wrapper gives this rank
-            plans = []
-            for epoch in range(EPOCHS):
-                subject = resumable_split(entry.build(2, rank), rank)
-                subject.set_epoch(epoch)
-                plans.append(list(subject.obj))
-        assert len(before[0]) == 1
-        assert as_read(entry, before[0] + after[0]) == plans[0]
-        assert as_read(entry, after[1]) == plans[1]
-    setting = entry.settings.get(LIGHTNING_RESUME, entry.settings.get(LIGHTNING, ""))
-    loop_cell(name, LIGHTNING_RESUME, "setting" if setting else "passed", setting)
+    resumes = by_setting(lightning_world, name, "resume")
+    fits = by_setting(lightning_world, name, "fit")
+    status, note = cell(entry, resumes)
+    held = DEFAULT if status == "passed" else note.split(";")[0]
+    for resumed, whole in zip(resumes[held], fits[held]):
+        assert len(resumed["before"]) == 1  # preempted after one step
+        assert resumed["epochs"] == whole["epochs"]
+    loop_cell(name, LIGHTNING_RESUME, status, note)
 
 
 # --- accelerate ----------------------------------------------------------------------------------
@@ -159,25 +143,35 @@ def accelerate_world() -> list[dict]:
                         pythonpath=[TESTS])  # fmt: skip
 
 
+def hang_note(runs: list[dict], what: str) -> str:
+    """The hang an uneven split's run without ``join()`` showed: one rank through its epoch,
+    another waiting in the all-reduce of a step more until the group's timeout ended it."""
+    through = [r for r, run in enumerate(runs) if run["error"] is None]
+    stuck = [r for r, run in enumerate(runs) if run["error"] is not None]
+    assert through and stuck, runs
+    assert runs[stuck[0]]["steps"] > runs[through[0]]["steps"], runs
+    assert "Timed out" in runs[stuck[0]]["error"], runs
+    return (f"; without {what}, rank {stuck[0]} waits for ever in its step "
+            f"{runs[stuck[0]]['steps']}'s all-reduce (rank {through[0]} took "
+            f"{runs[through[0]]['steps']}): here a {HANG_SECONDS} s timeout ended it")  # fmt: skip
+
+
 @pytest.mark.parametrize("name", EPOCHAL)
-def test_under_accelerate_each_rank_reads_exactly_its_share(name, accelerate_world, loop_cell):
-    """Invariant: on 2 real processes, a sampler that yields the same epoch everywhere is split
-    by ``accelerator.prepare(loader)`` into disjoint shares that cover it; every other entry,
-    already one rank's share, reads its plan on each rank with the loader left unprepared (the
-    model and optimizer prepared alone), while ``prepare(loader)`` splits it a second time."""
-    entry = BY_NAME[name]
-    prepared = [rank[name]["prepared"] for rank in accelerate_world]
-    unprepared = [rank[name]["unprepared"] for rank in accelerate_world]
-    if entry.kind == "global":
-        assert all(covers_the_epoch(entry, prepared, e) for e in range(EPOCHS))
-        assert len(prepared[0]["epochs"][0]) == len(prepared[1]["epochs"][0])  # even steps
-        loop_cell(name, ACCELERATE, "passed", "accelerator.prepare(loader)")
-        return
-    for rank, run in enumerate(unprepared):
-        assert reads_plan(entry, run, rank), run
-    assert not all(reads_plan(entry, run, r) for r, run in enumerate(prepared))
-    setting = entry.settings[ACCELERATE]
-    loop_cell(name, ACCELERATE, "setting", setting + "; prepare(loader) splits the share again")
+def test_under_accelerate_each_rank_trains_on_exactly_its_plan_by_default_or_with_a_setting(
+    name, accelerate_world, loop_cell
+):
+    """Invariant: on 2 real processes, a model trained through ``accelerator.prepare(model,
+    optimizer, loader)`` reads exactly the plan (a sampler that yields the same epoch
+    everywhere: split by accelerate, the ranks together read it whole, each index once but
+    one round of padding); or it does not, and the model and optimizer prepared with the
+    loader left as built train each rank on exactly its plan (an uneven split under
+    torch's ``Join``, without which a rank hangs: shown in the same launch)."""
+    entry, runs = BY_NAME[name], by_setting(accelerate_world, name)
+    hang = runs.pop(UNJOINED, None)
+    status, note = cell(entry, runs, pad=2 * BATCH)
+    if not entry.even:
+        note += hang_note(hang, "Join([model])")
+    loop_cell(name, ACCELERATE, status, note or "accelerator.prepare(model, optimizer, loader)")
 
 
 # --- a plain DDP loop under torchrun -------------------------------------------------------------
@@ -185,8 +179,7 @@ def test_under_accelerate_each_rank_reads_exactly_its_share(name, accelerate_wor
 
 @pytest.fixture(scope="module")
 def ddp_world() -> list[dict]:
-    names = [e.name for e in ENTRIES]
-    return ds.run_nodes("loops_frameworks:ddp_rank", 1, 2, names, timeout=300,
+    return ds.run_nodes("loops_frameworks:ddp_rank", 1, 2, DDP, timeout=300,
                         pythonpath=[TESTS])  # fmt: skip
 
 
@@ -195,23 +188,20 @@ def test_under_torchrun_ddp_every_rank_takes_as_many_steps_and_reads_its_plan(
     name, ddp_world, loop_cell
 ):
     """Invariant: two torchrun ranks train a ``DistributedDataParallel`` model through the
-    entry's loader for two epochs: every rank takes as many steps in each epoch (or DDP's
-    all-reduce would hang: the launch's timeout would end it) and reads its plan."""
+    entry's loader for two epochs: each reads exactly its plan, whole and once, and every rank
+    takes as many steps; an uneven split's ranks take unequal steps, which DDP's ``join()``
+    holds, and without which one rank hangs in an all-reduce (shown in the same launch)."""
     entry = BY_NAME[name]
-    steps = ddp_world[0][name]["steps"]
-    for rank, record in enumerate(ddp_world):
-        assert reads_plan(entry, record[name], rank)
+    runs = by_setting(ddp_world, name)
     if entry.even:
-        assert len({tuple(s) for s in steps}) == 1
+        assert judge(entry, runs[DEFAULT], EPOCHS) is None, runs
+        assert len({tuple(run["steps"]) for run in runs[DEFAULT]}) == 1
         loop_cell(name, TORCHRUN, "passed")
-    else:  # evaluation's split: one step fewer on some ranks, so the training loop joins
-        assert len({tuple(s) for s in steps}) == 2
-        loop_cell(
-            name,
-            TORCHRUN,
-            "setting",
-            "with model.join(): an unpadded split's ranks take unequal steps",
-        )
+        return
+    assert judge(entry, runs[JOIN_DDP], EPOCHS) is None, runs
+    assert len({tuple(run["steps"]) for run in runs[JOIN_DDP]}) == 2  # unequal: join() needed
+    note = JOIN_DDP + hang_note(runs[UNJOINED], "join()")
+    loop_cell(name, TORCHRUN, "setting", note)
 
 
 # --- the rank check -----------------------------------------------------------------------------

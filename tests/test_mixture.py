@@ -950,3 +950,25 @@ def test_weights_as_a_float32_tensor_are_the_mix_they_print_as_or_refused_in_wor
         r"0\.4444444444, 0\.3333333333, 0\.2222222222 and these weights give ",
     ):
         MixtureSampler(sizes, torch.tensor(computed), 2, 2, 0).load_state_dict(listed.state_dict())
+
+
+def test_a_mixture_is_one_ranks_share_that_lightnings_check_leaves_alone():
+    """Invariant: a MixtureSampler is a torch ``DistributedSampler`` (one rank's share), so
+    Lightning's own check in a distributed Trainer with its default setting does not wrap it,
+    and Lightning's epoch call reaches it: epoch 1's indices after the call."""
+    from types import SimpleNamespace
+
+    import torch.utils.data
+    from lightning_fabric.utilities.data import _set_sampler_epoch
+    from pytorch_lightning.trainer.connectors.data_connector import _DataConnector
+
+    sampler = MixtureSampler([5, 5, 3], [0.5, 0.3, 0.2], 2, num_replicas=2, rank=1, seed=5)
+    assert isinstance(sampler, torch.utils.data.DistributedSampler)
+    loader = torch.utils.data.DataLoader(range(13), batch_size=2, sampler=sampler)
+    settings = SimpleNamespace(use_distributed_sampler=True, is_distributed=True)
+    connector = _DataConnector(SimpleNamespace(_accelerator_connector=settings))
+    assert not connector._requires_distributed_sampler(loader)
+    _set_sampler_epoch(loader, 1)
+    again = MixtureSampler([5, 5, 3], [0.5, 0.3, 0.2], 2, num_replicas=2, rank=1, seed=5)
+    again.set_epoch(1)
+    assert (sampler.epoch, list(sampler)) == (1, list(again))

@@ -1126,3 +1126,109 @@ def test_the_new_arguments_and_refusals_say_exactly_what_to_change():
     assert state["batch_size"] == 2 and state["before"] == 0
     with pytest.raises(ValueError, match=r"batch_size was 2 when saved, but is 1 now"):
         ShardedIterableDataset([0], [3], read, num_replicas=1, rank=0).load_state_dict(state)
+
+
+# --- DataLoader workers: len(loader), the batch_size warning, a late set_epoch ---------------------
+
+SIZES_11 = [4, 4, 3]  # a rank of 11 samples: batches of 4 split sample by sample end short twice
+
+
+def _read_11(shard: int, start: int = 0) -> range:
+    return range(10 * shard + start, 10 * shard + SIZES_11[shard])
+
+
+def test_a_sharded_loader_with_workers_needs_the_batch_size_for_len_to_be_true():
+    """Invariant: split sample by sample, two workers each end on a short batch, so the loader
+    yields one batch more than ``len(loader)`` (a Trainer stops at ``len`` and never reads it);
+    with ``batch_size=`` the workers' ranges are whole batches and ``len(loader)`` is exact."""
+    for batch_size, extra in ((None, 1), (4, 0)):
+        dataset = ShardedIterableDataset([0, 1, 2], SIZES_11, _read_11, num_replicas=1, rank=0,
+                                         batch_size=batch_size)  # fmt: skip
+        dl = DataLoader(dataset, batch_size=4, num_workers=2)
+        batches = list(dl)
+        assert len(batches) == len(dl) + extra == 3 + extra
+        assert sorted(i for b in batches for i in b.tolist()) == sorted(dataset)
+
+
+WARNED = """
+from torch.utils.data import DataLoader
+from distsampling import ShardedIterableDataset
+sizes = [4, 4, 3]
+read = lambda shard, start=0: range(10 * shard + start, 10 * shard + sizes[shard])
+dataset = ShardedIterableDataset([0, 1, 2], sizes, read, num_replicas=1, rank=0, batch_size=BATCH)
+loader = DataLoader(dataset, batch_size=4, num_workers=2)
+for epoch in range(2):
+    dataset.set_epoch(epoch)
+    print(len(loader), len(list(loader)))
+"""
+
+
+@pytest.mark.parametrize("batch_size", [None, 4])
+def test_workers_without_batch_size_warn_once_naming_it_and_the_batches_len_misses(batch_size):
+    """Invariant: without ``batch_size=``, worker 0 warns once over two epochs (in a program of
+    its own, as a user runs it: the warning is printed by the worker), naming ``batch_size=``,
+    the workers' ranges and how many batches ``len(loader)`` misses for the common sizes;
+    with it, nothing is said and ``len(loader)`` is what the loader yields."""
+    import subprocess
+    import sys
+
+    code = WARNED.replace("BATCH", repr(batch_size))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    said = done.stderr
+    if batch_size is None:
+        assert done.stdout.split() == ["3", "4", "3", "4"]
+        assert said.count("ShardedIterableDataset is read by 2 DataLoader workers") == 1
+        assert "without batch_size=: split sample by sample (5 + 6 of this rank's 11)" in said
+        assert "len(loader) misses up to 1 of them (0 with batch_size=2, 1 with " in said
+        assert "Pass ShardedIterableDataset(..., batch_size=B)" in said
+    else:
+        assert done.stdout.split() == ["3", "3", "3", "3"]
+        assert "ShardedIterableDataset" not in said
+
+
+def test_one_worker_or_a_split_that_cannot_miss_a_batch_is_not_warned_about():
+    """Invariant: one worker (its range is the rank's) and a rank whose split can never end on
+    two short batches (1 sample) draw no warning (the workers' warnings are recorded here)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as said:  # a forked worker records into its copy
+        warnings.simplefilter("always")
+        one = ShardedIterableDataset([0, 1, 2], SIZES_11, _read_11, num_replicas=1, rank=0)
+        one._warn_batches(1)
+        tiny = ShardedIterableDataset([0], [1], lambda shard: iter([7]), num_replicas=1, rank=0)
+        tiny._warn_batches(2)
+        two = ShardedIterableDataset([0, 1, 2], SIZES_11, _read_11, num_replicas=1, rank=0)
+        two._warn_batches(2)
+        two._warn_batches(2)  # once
+    assert [str(w.message)[:60] for w in said] == [
+        "ShardedIterableDataset is read by 2 DataLoader workers witho"
+    ]
+
+
+def _slow_start(worker_id: int) -> None:
+    import time
+
+    time.sleep(1.0 * worker_id)  # worker 1 starts its iter() a second after worker 0
+
+
+def test_a_set_epoch_after_the_loop_began_never_reaches_a_worker_slow_to_start():
+    """Invariant: ``set_epoch(1)`` after the first batch of epoch 0, while worker 1 has not yet
+    begun (it starts a second late): the loop reads epoch 0, whole and once, in every worker;
+    the next ``iter()`` reads epoch 1. A worker holds the epoch of its loader's ``iter()``."""
+    dataset = ShardedIterableDataset([0, 1, 2], SIZES_11, _read_11, num_replicas=1, rank=0,
+                                     batch_size=2, seed=1)  # fmt: skip
+    plans = []  # each epoch's batches: worker 0's and worker 1's in turn (the loader's order)
+    for epoch in (0, 1):
+        dataset.set_epoch(epoch)
+        chunks = [list(dataset.iter_worker(k, 2)) for k in range(2)]
+        chunks = [[c[i : i + 2] for i in range(0, len(c), 2)] for c in chunks]
+        plans.append([b for pair in zip_longest(*chunks) for b in pair if b])
+    assert plans[0] != plans[1]  # the test can tell the epochs apart
+    dl = DataLoader(dataset, batch_size=2, num_workers=2, worker_init_fn=_slow_start)
+    dataset.set_epoch(0)
+    it = iter(dl)
+    first = [next(it).tolist()]
+    dataset.set_epoch(1)  # late: worker 1 is still asleep
+    assert first + [b.tolist() for b in it] == plans[0]
+    assert [b.tolist() for b in dl] == plans[1]

@@ -4,20 +4,32 @@
 detection loaders) and writes every cell's outcome to docs/generated/loops.json. This hook
 replaces the page's ``<!-- loop-matrix -->`` with a table of those outcomes, the settings and
 refusals in words, and each loop's code (pulled from the test that runs it). Nothing on it is
-written by hand: a cell that no test ran is an error here, so the page is never stale.
+written by hand: the results are one run's, whole (a cell that run did not run is marked so,
+and refused here), and a digest of the cells refuses results changed after that run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 RESULTS = ROOT / "docs" / "generated" / "loops.json"
 MARK = "<!-- loop-matrix -->"
-SYMBOLS = {"passed": "✓", "setting": "⚙", "refused": "✗", "failed": "‼"}
+#: docs/frameworks.md: one framework column's outcomes, every sampler and dataset a row
+OUTCOMES = re.compile(r"<!-- loop-outcomes: (.+?) -->")
+#: why a kind has no cell in a framework's column (a Trainer's, accelerate's)
+NO_CELL = {
+    "endless": "not run: an endless stream has no epoch to end (detectron2's and mmengine's "
+    "loops take it)",
+    "uneven": "not run: an evaluation split's ranks read unequal counts, which hang a "
+    "Trainer's collectives (torchrun's column trains it under join())",
+}
+SYMBOLS = {"passed": "✓", "setting": "⚙", "silent": "⚠", "refused": "✗", "failed": "‼",
+           "not run": "∅"}  # fmt: skip
 
 #: the loops in the order of the table, with the test function that runs each (its snippet)
 LOOPS = [
@@ -38,7 +50,7 @@ LOOPS = [
     ("plain DataLoader resume, 2 workers", "tests/test_loops.py", "loop_plain_resume"),
     ("Lightning Trainer, 2 processes", "tests/loops_frameworks.py", "lightning_fit"),
     ("Lightning resume from its checkpoint", "tests/loops_frameworks.py", "lightning_resume"),
-    ("accelerate, 2 processes", "tests/loops_frameworks.py", "accelerate_rank"),
+    ("accelerate, 2 processes", "tests/loops_frameworks.py", "accelerate_train"),
     ("torchrun DDP, 2 ranks", "tests/loops_frameworks.py", "ddp_rank"),
     ("rank check: set_epoch differs on one rank", "tests/loops_frameworks.py", "rank_check_rank"),
     ("detectron2's training loader", "tests/test_detection_loaders.py", "detectron2"),
@@ -47,22 +59,27 @@ LOOPS = [
 ]
 
 
+def _loops_module():
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        import loops
+    finally:
+        sys.path.pop(0)
+    return loops
+
+
 def expected_cells() -> set[tuple[str, str]]:
     """Every (sampler, loop) the tests run, from the tests themselves."""
     sys.path.insert(0, str(ROOT / "tests"))
     try:
-        import test_loops
-        import test_loops_frameworks as fw
-        from loops import ACCELERATE, LIGHTNING, LIGHTNING_RESUME, RANK_CHECK, TORCHRUN
+        return _loops_module().expected_cells()
     finally:
         sys.path.pop(0)
-    cells = set(test_loops.CELLS)
-    cells |= {(n, LIGHTNING) for n in fw.TRAINED} | {(n, LIGHTNING_RESUME) for n in fw.RESUMABLE}
-    cells |= {(n, ACCELERATE) for n in fw.EPOCHAL} | {(n, TORCHRUN) for n in fw.DDP}
-    cells |= {(n, RANK_CHECK) for n in fw.CHECKED}
-    for kind in ("InfiniteSampler", "RepeatFactorSampler"):
-        cells |= {(kind, "detectron2's training loader"), (kind, "detectron2's loader, resumed")}
-    return cells | {("InfiniteSampler", "mmengine Runner")}
+
+
+def load(path: Path) -> list[dict]:
+    """The cells of one run's results, refused if changed since that run wrote them."""
+    return _loops_module().verified(json.loads(path.read_text()))
 
 
 def render(cells: list[dict]) -> str:
@@ -88,14 +105,18 @@ def render(cells: list[dict]) -> str:
     lines += ["", "</div>"]
     counts = {s: sum(c["status"] == s for c in cells) for s in SYMBOLS}
     lines += ["", f"{len(names)} samplers and datasets, {len(LOOPS)} loops, {len(cells)} cells: "
-              f"{counts['passed']} pass as written, {counts['setting']} with a named setting, "
-              f"{counts['refused']} refused with a clear error, {counts['failed']} failed."]  # fmt: skip
+              f"{counts['passed']} pass as written, {counts['setting']} with a named setting "
+              f"(the default fails loudly), {counts['silent']} with a named setting where the "
+              f"framework's default trains on another plan without a word, "
+              f"{counts['refused']} refused with a clear error, {counts['failed']} failed, "
+              f"{counts['not run']} not run."]  # fmt: skip
     lines += ["", "## What each setting and refusal says", ""]
     for name in names:
         notes = [(i, loop, by[(name, loop)]) for i, (loop, *_) in enumerate(LOOPS, 1)
-                 if (name, loop) in by and by[(name, loop)]["status"] in ("setting", "refused")]  # fmt: skip
+                 if (name, loop) in by and by[(name, loop)]["status"] in ("setting", "silent", "refused")]  # fmt: skip
         for i, loop, cell in notes:
-            what = "needs" if cell["status"] == "setting" else "refuses, saying"
+            what = "refuses, saying" if cell["status"] == "refused" else "needs"
+            what = f"{SYMBOLS[cell['status']]} {what}"
             lines.append(f"- `{name}` in [{loop}](#loop-{i}) {what}: {cell['note']}")
     lines += ["", "## The loops", ""]
     for i, (loop, path, section) in enumerate(LOOPS, 1):
@@ -114,23 +135,71 @@ def _order(name: str) -> tuple[int, str]:
     return (order.index(name) if name in order else len(order), name)
 
 
-def on_page_markdown(markdown: str, page, config, files) -> str:
-    if MARK not in markdown:
-        return markdown
-    cells = json.loads(RESULTS.read_text())["cells"] if RESULTS.exists() else []
-    missing = expected_cells() - {(c["sampler"], c["loop"]) for c in cells}
-    if missing and os.environ.get("DISTSAMPLING_LOOPS_PENDING") == "1":
-        # a build inside `make test` itself (tests/test_site.py): the results come at its end
-        note = '!!! warning "The results are due"\n    Run `make loops` to fill this table.\n'
-        return markdown.replace(MARK, note + (render(cells) if cells else ""))
+def render_outcomes(cells: list[dict], loop: str) -> str:
+    """One framework column as a table: every row of the matrix, what the framework's
+    defaults did with it, and the setting that holds where they did not."""
+    loops = _loops_module()
+    by = {(c["sampler"], c["loop"]): c for c in cells}
+    lines = ["| sampler or dataset | with the defaults | |", "| --- | :-: | --- |"]
+    for entry in loops.ENTRIES:
+        cell = by.get((entry.name, loop))
+        if cell is None:
+            why = NO_CELL["endless" if entry.kind == "endless" else "uneven"]
+            lines.append(f"| `{entry.name}` | · | {why} |")
+            continue
+        note = cell["note"].replace("|", "/")
+        if cell["status"] == "passed":
+            note = "each rank trains on exactly its plan, every epoch"
+        elif cell["status"] in ("setting", "silent"):
+            setting, _, default = note.partition("; ")
+            note = f"{default[0].upper()}{default[1:]}. Holds with: {setting}"
+        lines.append(f"| `{entry.name}` | {SYMBOLS[cell['status']]} | {note} |")
+    return "\n".join(lines)
+
+
+def _results(pending: bool) -> tuple[list[dict], str | None]:
+    """The cells of the results, and why the pages cannot show them yet (None: they can)."""
     if not RESULTS.exists():
+        if pending:
+            return [], "missing"
         raise RuntimeError(
             f"{RESULTS.relative_to(ROOT)} is missing: the loop matrix is rendered from the "
             "results of its tests; run `make loops` (or `make test`) first"
         )
+    cells = load(RESULTS)  # a changed cell refuses, pending or not
+    missing = expected_cells() - {(c["sampler"], c["loop"]) for c in cells}
+    not_run = sorted((c["sampler"], c["loop"]) for c in cells if c["status"] == "not run")
+    if (missing or not_run) and pending:
+        return cells, "due"
     if missing:
         raise RuntimeError(
             f"the loop matrix's results lack {len(missing)} cells the tests run (e.g. "
             f"{sorted(missing)[0]}): run `make loops` (or `make test`) again"
         )
-    return markdown.replace(MARK, render(cells))
+    if not_run:
+        raise RuntimeError(
+            f"the loop matrix's results hold {len(not_run)} cells that the run which wrote them "
+            f"did not run (deselected, skipped, or a fixture failed; e.g. {not_run[0]}): run "
+            "`make loops` (or `make test`) whole"
+        )
+    return cells, None
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    if MARK not in markdown and not OUTCOMES.search(markdown):
+        return markdown
+    # a build inside `make test` itself (tests/test_site.py): the results come at its end
+    pending = os.environ.get("DISTSAMPLING_LOOPS_PENDING") == "1"
+    cells, due = _results(pending)
+    note = '!!! warning "The results are due"\n    Run `make loops` to fill this table.\n'
+    if MARK in markdown:
+        table = render(cells) if cells else ""
+        markdown = markdown.replace(MARK, note + table if due else table)
+    return OUTCOMES.sub(
+        lambda m: (
+            note
+            if due and not cells
+            else (note if due else "") + render_outcomes(cells, m.group(1))
+        ),
+        markdown,
+    )

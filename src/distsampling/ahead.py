@@ -29,7 +29,7 @@ from itertools import chain, islice
 from typing import Any
 
 import torch
-from torch.utils.data import Sampler, SequentialSampler
+from torch.utils.data import DistributedSampler, Sampler, SequentialSampler
 
 from .resume import CountingIterator, check_consumed
 
@@ -149,6 +149,11 @@ class OrderAhead(Sampler[int]):
     Change the sampler only through this wrapper (or its own ``set_epoch`` and
     ``load_state_dict``): its settings are copied when a draw starts.
 
+    Over one rank's share (a torch ``DistributedSampler``, as this package's shares are), the
+    wrapper is a ``DistributedSampler`` too, with the share's ``num_replicas`` and ``rank``: a
+    framework that leaves a share alone (Lightning's default) leaves this one alone, and calls
+    its ``set_epoch``; over any other sampler it is none.
+
     Args:
         sampler: a sampler with ``set_epoch()``, ``indices()`` and ``epoch`` whose order depends
             on its settings, epoch and state only, as this package's samplers, plain or
@@ -163,7 +168,17 @@ class OrderAhead(Sampler[int]):
         >>> s.set_epoch(1)
         >>> list(s)  # the order drawn in the background: DistributedSampler's epoch 1
         [5, 1, 0, 9, 7]
+        >>> import torch.utils.data
+        >>> isinstance(s, torch.utils.data.DistributedSampler)  # a share: Lightning keeps it
+        True
     """
+
+    def __new__(cls, sampler: Any = None) -> OrderAhead:
+        # over one rank's share (a torch DistributedSampler), the wrapper is one too: Lightning's
+        # default then leaves it alone, as it leaves the share, where it would split it again
+        if cls is OrderAhead and isinstance(sampler, DistributedSampler):
+            cls = _OrderAheadShare
+        return super().__new__(cls)
 
     def __init__(self, sampler: Sampler[int]) -> None:
         _check_sampler(sampler)
@@ -278,3 +293,20 @@ class OrderAhead(Sampler[int]):
     def __getstate__(self) -> dict[str, Any]:
         # a thread cannot be pickled or copied: a copy draws its next epoch itself
         return {**vars(self), "_next": None}
+
+
+class _OrderAheadShare(OrderAhead, DistributedSampler):
+    """:class:`OrderAhead` over one rank's share: a torch ``DistributedSampler`` (what Lightning
+    and torch's own checks look for), whose world is the share's. torch's ``__init__`` is not
+    run: the share holds the split, this only hands out its indices."""
+
+    @property
+    def num_replicas(self) -> int:  # type: ignore[override]
+        return self.sampler.num_replicas  # type: ignore[attr-defined]
+
+    @property
+    def rank(self) -> int:  # type: ignore[override]
+        return self.sampler.rank  # type: ignore[attr-defined]
+
+
+_OrderAheadShare.__name__ = "OrderAhead"  # what users see; pickle finds it by its __qualname__

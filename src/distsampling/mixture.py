@@ -74,7 +74,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-from torch.utils.data import Sampler
+from torch.utils.data import DistributedSampler, Sampler
 
 from ._validate import check_bool, check_int, check_seed, resolve_world
 from .cipher import (
@@ -276,8 +276,11 @@ def _text(shares: Sequence[Fraction]) -> str:
     return ", ".join(f"{float(x):.10g}" for x in shares)
 
 
-class MixtureSampler(Sampler[int]):
+class MixtureSampler(DistributedSampler):
     r"""Yield this rank's indices into ``ConcatDataset(datasets)``: ``K`` sources mixed by weight.
+
+    One rank's share, so a torch ``DistributedSampler`` (torch's ``__init__`` is not run: the
+    split is this class's): Lightning's default leaves it alone and calls its ``set_epoch``.
 
     Rank ``r`` reads ``batch_size`` indices a step, every rank a window of one weight tree (the
     module docstring): each global batch and each rank's reads keep every source within

@@ -33,6 +33,8 @@ References:
 from __future__ import annotations
 
 import hashlib
+import os
+import warnings
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -224,6 +226,7 @@ class ShardedIterableDataset(IterableDataset[T]):
         self.drop_last = check_bool("drop_last", drop_last)
         self.seekable = check_bool("seekable", seekable)
         self.batch_size = 1 if batch_size is None else check_int("batch_size", batch_size, low=1)
+        self._batch_given = batch_size is not None
         self.total = sum(self.sizes)  # T: samples in one epoch's stream
         self._identity = {"shards": _digest(_names(self.shards, key)), "sizes": _digest(self.sizes),
                           "seed": self.seed, "shuffle": self.shuffle, "drop_last": self.drop_last,
@@ -233,6 +236,10 @@ class ShardedIterableDataset(IterableDataset[T]):
         self._before = 0  # samples this rank read of the epoch before a resume on another world
         # the epoch in shared memory: persistent DataLoader workers see every set_epoch
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+        # ... and in this object: a worker started by iter(loader) holds it as it was then, so a
+        # set_epoch after the loop began (a late call) never reaches a worker slow to start
+        self._set, self._pinned, self._pid = 0, None, None
+        self._warned = torch.zeros(1, dtype=torch.int64).share_memory_()  # the batch_size warning
         self._reset(0)
 
     # --- the split ---------------------------------------------------------------------------
@@ -347,18 +354,45 @@ class ShardedIterableDataset(IterableDataset[T]):
     def __iter__(self) -> Iterator[T]:
         info = get_worker_info()  # None in the main process (num_workers=0)
         if info is not None:
+            # the first iter() of a worker process reads the epoch of its start (iter(loader));
+            # a persistent worker's later ones, the epoch set_epoch shared since
+            self._pinned = self._set if self._pid != os.getpid() else None
+            self._pid = os.getpid()
             self._in_workers[0] = self.epoch + 1
+            if info.id == 0 and info.num_workers > 1 and not self._batch_given:
+                self._warn_batches(info.num_workers)
         return self.iter_worker(*((0, 1) if info is None else (info.id, info.num_workers)))
 
     def set_epoch(self, epoch: int) -> None:
         r"""Set the epoch: the shards' order is drawn from ``(seed, epoch)``; every rank alike."""
         epoch = check_int("epoch", epoch, low=0, high=2**63 - 1)
         check_seed(self.seed, epoch if self.shuffle else 0)
-        self._epoch[0] = epoch
+        self._epoch[0], self._set = epoch, epoch
 
     @property
     def epoch(self) -> int:
-        return int(self._epoch[0])
+        return int(self._epoch[0]) if self._pinned is None else self._pinned
+
+    def _warn_batches(self, num_workers: int) -> None:
+        # once per dataset (a flag the workers share): split sample by sample, the workers can
+        # end on several short batches, one batch more each than len(loader) counts
+        length = self._rank_length(self._current())
+        ranges = [b - a for a, b in (_part(length, k, num_workers) for k in range(num_workers))]
+        miss = {b: sum(-(-r // b) for r in ranges) - -(-length // b) for b in range(1, length + 1)}
+        if self._warned[0] or max(miss.values(), default=0) == 0:
+            return
+        self._warned[0] = 1
+        some = ", ".join(f"{miss[b]} with batch_size={b}" for b in (2, 4, 8, 16, 32, 64)
+                         if b <= length)  # fmt: skip
+        warnings.warn(
+            f"ShardedIterableDataset is read by {num_workers} DataLoader workers without "
+            f"batch_size=: split sample by sample ({' + '.join(map(str, ranges))} of this rank's "
+            f"{length}), the workers' short batches make the loader yield more batches than "
+            f"len(loader) counts, and a Trainer, which ends the epoch at len(loader), never "
+            f"trains on them: len(loader) misses up to {max(miss.values())} of them ({some}). "
+            "Pass ShardedIterableDataset(..., batch_size=B), B the DataLoader's batch_size",
+            stacklevel=3,
+        )
 
     # --- resume --------------------------------------------------------------------------------
 
