@@ -216,7 +216,9 @@ class ShardedMixtureDataset(IterableDataset):
 
     # --- the grid: which steps, which positions ---------------------------------------------
 
-    def _grid_mixture(self, gen: dict[str, Any], num_replicas: int, batch_size: int) -> MixtureSampler:
+    def _grid_mixture(
+        self, gen: dict[str, Any], num_replicas: int, batch_size: int
+    ) -> MixtureSampler:
         """The mixture on ``gen``'s grid: fresh, or resumed from the state saved at its start."""
         m = self.mixture
         mix = MixtureSampler(m.sizes, self._weights, batch_size, num_replicas, 0, m.seed,
@@ -230,7 +232,8 @@ class ShardedMixtureDataset(IterableDataset):
         self._gen = gen
         W, b = gen.get("num_replicas", self.num_replicas), gen.get("batch_size", self.batch_size)
         gen["num_replicas"], gen["batch_size"] = W, b
-        self._mix = self.mixture if gen["mixture"] is None else self._grid_mixture(gen, W, b)
+        fresh = gen["mixture"] is None and (W, b) == (self.num_replicas, self.batch_size)
+        self._mix = self.mixture if fresh else self._grid_mixture(gen, W, b)
         self._origin = min(int(self._mix.positions(gen["start"], r)[0]) for r in range(W))
         self._lead_starts = [list(accumulate((b - a for _, a, b in lead), initial=0))
                              for lead in gen["lead"]]  # fmt: skip
@@ -328,7 +331,9 @@ class ShardedMixtureDataset(IterableDataset):
             chunk = np.arange(a, min(step, a + 4096))
             residue = np.repeat(chunk % nw, b)  # (steps * b,) the reader of each position
             for r in range(W):
-                ks = self._mix.sources(np.concatenate([self._mix.positions(s, r) for s in chunk]))[0]
+                ks = self._mix.sources(np.concatenate([self._mix.positions(s, r) for s in chunk]))[
+                    0
+                ]
                 out[r] += np.bincount(residue * K + ks, minlength=nw * K).reshape(nw, K)
         return out.tolist()
 
@@ -352,11 +357,20 @@ class ShardedMixtureDataset(IterableDataset):
         """Sample ``offset`` of ``shard`` (source ``k``): the open shard read on, else opened."""
         shards, sizes, read = self.sources[k]
         st = self._open[k]
-        if st is None or st[0] != (pass_, shard) or st[2] > offset or (self.seekable and st[2] < offset):
+        if (
+            st is None
+            or st[0] != (pass_, shard)
+            or st[2] > offset
+            or (self.seekable and st[2] < offset)
+        ):
             args = (shards[shard], offset) if self.seekable else (shards[shard],)
             samples = read(*args)
             try:
-                st = self._open[k] = [(pass_, shard), iter(samples), args[-1] if self.seekable else 0]
+                st = self._open[k] = [
+                    (pass_, shard),
+                    iter(samples),
+                    args[-1] if self.seekable else 0,
+                ]
             except TypeError:
                 raise TypeError(
                     f"sources[{k}] read should return an iterable of the shard's samples, but got "
@@ -470,7 +484,9 @@ class ShardedMixtureDataset(IterableDataset):
                 "num_workers", "reader", "step", "slot", "counts")  # fmt: skip
         if not isinstance(state, dict) or any(k not in state for k in keys) or (
             state["kind"], state["version"]) != (type(self).__name__, 1):  # fmt: skip
-            raise ValueError(f"state should be a {type(self).__name__} state_dict(), but got {state!r}")
+            raise ValueError(
+                f"state should be a {type(self).__name__} state_dict(), but got {state!r}"
+            )
         for key, now in {**self._identity, "epoch": self.epoch}.items():
             if state[key] != now:
                 hint = f": call set_epoch({state[key]}) first" if key == "epoch" else ""
@@ -533,12 +549,12 @@ class ShardedMixtureDataset(IterableDataset):
                 lead.append([]), first.append(old)
                 continue
             pieces, nexts, lasts, ends = [], [], [], []
-            seg = lambda x: ((x + 1) * R + T - 1) // T - 1  # noqa: E731
+            seg = lambda x, T=T: ((x + 1) * R + T - 1) // T - 1  # noqa: E731 (the segment of x)
             for q in range(R):
                 c = counts[q // nw][q % nw][k]
                 lo, hi = L * q // R, L * (q + 1) // R
                 a = lo + min(c, hi - lo)  # its unread part of the old leftovers: [a, hi)
-                for i, (p, x, y) in enumerate(g["lead"][k]):
+                for i, (p, x, _) in enumerate(g["lead"][k]):
                     s0, s1 = self._lead_starts[k][i], self._lead_starts[k][i + 1]
                     pieces.append([p, x + max(a, s0) - s0, x + min(hi, s1) - s0])
                 m, x0 = c - min(c, hi - lo), T * q // R
@@ -560,7 +576,8 @@ class ShardedMixtureDataset(IterableDataset):
         if (W, b) != (self.num_replicas, self.batch_size):
             mixture = self._mixture_at(S)
         before = (g["before"] if g.get("epoch") == self.epoch else 0) + (
-            S - self._steps(self.epoch).start) * b
+            S - self._steps(self.epoch).start
+        ) * b
         self._set_generation({"start": S, "before": before, "epoch": self.epoch,
                               "num_workers": None, "mixture": mixture, "lead": lead,
                               "first": first, "num_replicas": self.num_replicas,

@@ -1,0 +1,222 @@
+"""Properties of ShardedMixtureDataset: MixtureSampler's sources, read as shard runs by readers.
+
+Ranks and workers are simulated in process (``iter_worker(w, n)`` is what worker ``w`` of ``n``
+runs; the loader takes a batch from each worker in turn); real DataLoaders and torchdata's
+StatefulDataLoader check the claims that need them.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import Counter
+from itertools import accumulate
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distsampling import MixtureSampler, ShardedMixtureDataset
+from strategies import flags, mixture_batch_sizes, mixture_worker_counts, seeds, sharded_mixtures
+
+
+class Reader:
+    """``read(shard)``: source ``k``'s shard ``i`` yields ``(k, i, offset)``, front to back; logs
+    ``[shard, start, drawn]`` per open in ``opens``."""
+
+    def __init__(self, k: int, sizes: list[int]) -> None:
+        self.k, self.sizes, self.opens = k, sizes, []
+
+    def __call__(self, shard: int, start: int = 0):
+        entry = [shard, start, 0]
+        self.opens.append(entry)
+        for o in range(start, self.sizes[shard]):
+            entry[2] += 1
+            yield (self.k, shard, o)
+
+
+def sources_of(shards: list[list[int]]) -> list[tuple]:
+    return [(list(range(len(s))), s, Reader(k, s)) for k, s in enumerate(shards)]
+
+
+def make(shards, weights, b, world=1, rank=0, **kwargs) -> ShardedMixtureDataset:
+    return ShardedMixtureDataset(sources_of(shards), weights, b, num_replicas=world, rank=rank,
+                                 **kwargs)  # fmt: skip
+
+
+def rank_batches(ds: ShardedMixtureDataset, workers: int) -> list[list]:
+    """A rank's loader batches of the epoch: each worker's batches, taken in turn."""
+    per = []
+    for w in range(max(1, workers)):
+        out = list(ds.iter_worker(w, workers))
+        per.append([out[i : i + ds.batch_size] for i in range(0, len(out), ds.batch_size)])
+    return [per[i % len(per)][i // len(per)] for i in range(sum(map(len, per)))]
+
+
+def pass_offset(shards, k, shard, offset) -> int:
+    """Without shuffle a pass lists the shards as given: where ``(shard, offset)`` is in it."""
+    return sum(shards[k][:shard]) + offset
+
+
+args = st.fixed_dictionaries(
+    {
+        "mix": sharded_mixtures(),
+        "b": mixture_batch_sizes,
+        "world": st.integers(1, 4),
+        "workers": mixture_worker_counts,
+        "seed": seeds,
+        "seekable": flags,
+        "epochs": st.integers(1, 3),
+    }
+)
+
+
+def run(a, shuffle=True):
+    """``[rank][step]``: each rank's batches over ``a['epochs']`` epochs, and the datasets."""
+    shards, weights = a["mix"]
+    datasets = [make(shards, weights, a["b"], a["world"], r, seed=a["seed"], shuffle=shuffle,
+                     seekable=a["seekable"], with_source=True) for r in range(a["world"])]  # fmt: skip
+    out = [[] for _ in datasets]
+    for e in range(a["epochs"]):
+        for r, ds in enumerate(datasets):
+            ds.set_epoch(e)
+            out[r] += rank_batches(ds, a["workers"])
+    return out, datasets
+
+
+@given(args)
+def test_the_source_of_every_sample_is_mixture_samplers_on_every_rank_for_any_workers(a):
+    """Invariant: rank r's loader batches, whatever num_workers is, hold the sources of
+    MixtureSampler's indices for the same sizes, weights, seed and world, step by step; every rank
+    takes the same number of steps, len() of them."""
+    batches, datasets = run(a)
+    shards, weights = a["mix"]
+    totals = [sum(s) for s in shards]
+    starts = list(accumulate(totals, initial=0))
+    for r, ds in enumerate(datasets):
+        sampler = MixtureSampler(totals, weights, a["b"], a["world"], r, seed=a["seed"])
+        idx_torch = []
+        for e in range(a["epochs"]):
+            sampler.set_epoch(e)
+            idx_torch += [bisect_right(starts, i) - 1 for i in sampler]
+        idx_ours = [k for batch in batches[r] for k, _ in batch]
+        assert idx_ours == idx_torch
+        assert all(len(batch) == a["b"] for batch in batches[r])
+        assert len(ds) == len(sampler)
+    assert len({len(b) for b in batches}) == 1
+
+
+@given(args)
+def test_every_sample_is_read_once_a_pass_the_unread_rest_of_the_passes_in_flight_closes_them(a):
+    """Invariant: with the samples every reader read, and the unread rest of the passes in flight
+    that an elastic resume would hand on (its state's leftovers), every sample of source k is
+    read exactly ``first[k]`` times: every pass before ``first`` once, no sample twice in one."""
+    batches, _datasets = run(a, shuffle=False)
+    shards = a["mix"][0]
+    reads = Counter(x for rank in batches for batch in rank for _, x in batch)
+    last = make(shards, a["mix"][1], a["b"], a["world"], 0, seed=a["seed"], shuffle=False)
+    last.set_epoch(a["epochs"] - 1)
+    states = _states_at(last, a["workers"], len(range(*_epoch_steps(last))))
+    fresh = make(shards, a["mix"][1], 1, seed=a["seed"], shuffle=False)
+    fresh.set_epoch(a["epochs"] - 1)
+    fresh.load_state_dict(states)
+    gen = fresh.state_dict()["generation"]
+    for k, sizes in enumerate(shards):
+        lead = Counter(o for p, x, y in gen["lead"][k] for o in range(x, y))
+        for i, n in enumerate(sizes):
+            for o in range(n):
+                assert reads[(k, i, o)] + lead[pass_offset(shards, k, i, o)] == gen["first"][k]
+
+
+def _epoch_steps(ds):
+    """The epoch's steps (first, stop): a rank's len() is ``steps * batch_size``."""
+    start = ds.state_dict()["step"]
+    return start, start + len(ds) // ds.batch_size
+
+
+@given(args, st.data())
+def test_a_state_saved_at_any_step_resumes_the_worker_exactly(a, data):
+    """Invariant: a worker's state saved after any sample of the epoch, loaded into a fresh
+    dataset, yields exactly the rest of the uninterrupted run."""
+    shards, weights = a["mix"]
+    rank = data.draw(st.integers(0, a["world"] - 1))
+    worker = data.draw(st.integers(0, max(0, a["workers"] - 1)))
+    kw = {"seed": a["seed"], "seekable": a["seekable"]}
+    ds = make(shards, weights, a["b"], a["world"], rank, **kw)
+    ds.set_epoch(a["epochs"] - 1)
+    whole = list(ds.iter_worker(worker, a["workers"]))
+    stop = data.draw(st.integers(0, len(whole)))
+    ds = make(shards, weights, a["b"], a["world"], rank, **kw)
+    ds.set_epoch(a["epochs"] - 1)
+    it = ds.iter_worker(worker, a["workers"])
+    head = [next(it) for _ in range(stop)]
+    state = ds.state_dict()
+    again = make(shards, weights, a["b"], a["world"], rank, **kw)
+    again.set_epoch(a["epochs"] - 1)
+    again.load_state_dict(state)
+    assert head + list(again.iter_worker(worker, a["workers"])) == whole
+
+
+@given(args)
+def test_readers_open_each_shard_once_a_run_and_drop_at_most_one_head_a_pass(a):
+    """Invariant: every open yields a sample; opens of source k number at most its non-empty
+    shards plus the readers, per pass read; what is drawn and not yielded is one shard head at
+    most per reader and pass, none with seekable."""
+    batches, datasets = run(a)
+    readers = a["world"] * max(1, a["workers"])
+    for k, sizes in enumerate(a["mix"][0]):
+        yielded = sum(1 for rank in batches for batch in rank for s, _ in batch if s == k)
+        opens = [o for ds in datasets for o in ds.sources[k][2].opens]
+        T = sum(sizes)
+        if not T:
+            assert not opens
+            continue
+        passes = -(-yielded // T) + readers  # passes touched: the readers' spread included
+        assert all(drawn > 0 for _, _, drawn in opens)
+        assert len(opens) <= passes * (sum(n > 0 for n in sizes) + readers)
+        heads = [drawn for _, _, drawn in opens]
+        if a["seekable"]:
+            assert sum(heads) == yielded
+        assert sum(heads) - yielded <= passes * readers * max(sizes)
+
+
+@given(args, st.integers(1, 5), st.integers(0, 3), st.data())
+def test_elastic_resume_on_another_world_and_workers_reads_every_sample_once_a_pass(
+    a, world2, workers2, data
+):
+    """Invariant: every worker state of one rank at a step boundary, loaded on another
+    num_replicas, micro-batch and num_workers, goes on with MixtureSampler's sources, and what
+    both runs read plus the rest of the passes in flight is every pass once."""
+    shards, weights = a["mix"]
+    b, world, workers = a["b"], a["world"], a["workers"]
+    datasets = [make(shards, weights, b, world, r, shuffle=False) for r in range(world)]
+    batches = [rank_batches(ds, workers) for ds in datasets]
+    steps = data.draw(st.integers(0, len(batches[0])))
+    reads = Counter(x for rank in batches for batch in rank[:steps] for x in batch)
+    states = _states_at(datasets[0], workers, steps)
+    b2 = data.draw(mixture_batch_sizes)
+    new = [make(shards, weights, b2, world2, r, shuffle=False) for r in range(world2)]
+    for ds in new:
+        ds.load_state_dict(states)
+    after = [rank_batches(ds, workers2) for ds in new]
+    assert len({len(x) for x in after}) == 1  # every new rank: the same number of steps
+    reads += Counter(x for rank in after for batch in rank for x in batch)
+    closing = make(shards, weights, 1, shuffle=False)
+    closing.load_state_dict(_states_at(new[0], workers2, len(after[0])))
+    gen = closing.state_dict()["generation"]
+    for k, sizes in enumerate(shards):
+        lead = Counter(o for p, x, y in gen["lead"][k] for o in range(x, y))
+        for i, n in enumerate(sizes):
+            for o in range(n):
+                assert reads[(k, i, o)] + lead[pass_offset(shards, k, i, o)] == gen["first"][k]
+
+
+def _states_at(ds, workers, steps):
+    """Every worker's state of ``ds``'s rank after the loader delivered ``steps`` batches."""
+    n = max(1, workers)
+    states = []
+    for w in range(n):
+        it = ds.iter_worker(w, workers)
+        mine = len(range(w, steps, n))  # the loader's batches w, w + n, ... below `steps`
+        for _ in range(mine * ds.batch_size):
+            next(it)
+        states.append(ds.state_dict())
+    return states
