@@ -11,10 +11,13 @@ from bisect import bisect_right
 from collections import Counter
 from itertools import accumulate
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from torch.utils.data import DataLoader
+from torchdata.stateful_dataloader import StatefulDataLoader
 
-from distsampling import MixtureSampler, ShardedMixtureDataset
+from distsampling import MixtureSampler, ShardedMixtureDataset, loader_dataset_states
 from strategies import flags, mixture_batch_sizes, mixture_worker_counts, seeds, sharded_mixtures
 
 
@@ -220,3 +223,127 @@ def _states_at(ds, workers, steps):
             next(it)
         states.append(ds.state_dict())
     return states
+
+
+SHARDS = [[3, 0, 4], [2, 5], [6]]
+
+
+@pytest.mark.parametrize(
+    ("sources", "weights", "error", "message"),
+    [
+        ("abc", [1], TypeError, "sources should be a non-empty list of (shards, sizes, read), but got sources='abc'"),
+        ([([0], [1])], [1], TypeError, "sources[0] should be a (shards, sizes, read) triple, but got sources[0]=([0], [1])"),
+        ([([0, 1], [1], Reader(0, [1]))], [1], ValueError, "sources[0] should hold one size per shard (len(shards)=2), but got len(sizes)=1"),
+        ([([0], [-1], Reader(0, [1]))], [1], ValueError, "sources[0] sizes[0] should be >= 0, but got sources[0] sizes[0]=-1"),
+        ([([0], [1], "read")], [1], TypeError, "sources[0] read should be a callable, read(shard) -> samples, but got read='read'"),
+        ([([0], [1], Reader(0, [1])), ([0], [0], Reader(1, [0]))], [1, 0.5], ValueError, "weights[1]=0.5 should be 0: sources[1] has no sample (its sizes sum to 0)"),
+    ],
+)  # fmt: skip
+def test_bad_sources_and_weights_are_named_with_their_value(sources, weights, error, message):
+    """Invariant: a malformed source, sizes that do not match the shards and a positive weight on
+    an empty source are refused, naming the source, the argument and the value."""
+    with pytest.raises(error) as info:
+        ShardedMixtureDataset(sources, weights, 2, num_replicas=1, rank=0)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("seekable", [False, True])
+def test_a_read_yielding_fewer_samples_than_its_size_names_the_source_and_the_shard(seekable):
+    """Invariant: a shard that ends early is named with its source, its index and its size."""
+    short = lambda shard, start=0: iter(range(start, 2))  # noqa: E731 (sizes say 4)
+    ds = ShardedMixtureDataset([(["a.tar"], [4], short)], [1], 4, num_replicas=1, rank=0,
+                               seekable=seekable)  # fmt: skip
+    with pytest.raises(ValueError, match=r"sources\[0\]: shard 'a.tar' \(shards\[0\]\) ended "
+                       r"before its sample 2, but sizes\[0\]=4"):  # fmt: skip
+        list(ds)
+
+
+def test_until_exhausted_ends_the_epoch_on_every_rank_at_the_same_step_before_its_next_pass():
+    """Invariant: with until_exhausted=k every rank reads the same steps; epoch e reads only
+    source k's items of passes <= e, and the step after it would read pass e + 1's first."""
+    world, b = 3, 2
+    datasets = [make(SHARDS, [1, 3, 2], b, world, r, until_exhausted=0, with_source=True)
+                for r in range(world)]  # fmt: skip
+    totals = [sum(s) for s in SHARDS]
+    sampler = MixtureSampler(totals, [1, 3, 2], b, world, 0)
+    for e in range(3):
+        lens = set()
+        for ds in datasets:
+            ds.set_epoch(e)
+            lens.add(len(rank_batches(ds, 2)))
+        assert len(lens) == 1 and len(datasets[0]) == lens.pop() * b
+        fresh = make(SHARDS, [1, 3, 2], b, world, 0, until_exhausted=0)
+        fresh.set_epoch(e)
+        first, stop = _epoch_steps(fresh)
+        B = b * world
+        ks, js = sampler.sources(range(first * B, stop * B))
+        assert (js[ks == 0] < (e + 1) * totals[0]).all()
+        ks, js = sampler.sources(range(stop * B, (stop + 1) * B))
+        assert (js[ks == 0] == (e + 1) * totals[0]).any()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stateful_dataloader_resumes_exactly_what_an_uninterrupted_run_yields(workers):
+    """Invariant: torchdata's StatefulDataLoader stopped after 3 batches and resumed from its
+    state yields the rest of the uninterrupted run's batches, with workers or without."""
+
+    def loader():
+        ds = make(SHARDS, [1, 3, 2], 2, 2, 1, seed=3)
+        ds.set_epoch(1)
+        return StatefulDataLoader(ds, batch_size=2, num_workers=workers)
+
+    rows = lambda batch: [t.tolist() for t in batch]  # noqa: E731 (shards and offsets)
+    whole = [rows(b) for b in loader()]
+    first = loader()
+    it = iter(first)
+    head = [rows(next(it)) for _ in range(3)]
+    state = first.state_dict()
+    again = loader()
+    again.load_state_dict(state)
+    assert head + [rows(b) for b in again] == whole
+    assert len(whole) == len(loader().dataset) // 2
+
+
+def test_every_worker_state_of_one_rank_resumes_on_another_world_through_loaders():
+    """Invariant: 2 ranks of StatefulDataLoaders with 2 workers stop after 3 batches; rank 0's
+    worker states (loader_dataset_states) resume 3 ranks with 1 worker and micro-batch 3, whose
+    sources are MixtureSampler's elastic resume's, and every pass is read once."""
+    weights, reads = [1, 3, 2], Counter()
+    states = None
+    for r in range(2):
+        ds = make(SHARDS, weights, 2, 2, r, seed=0, shuffle=False)
+        loader = StatefulDataLoader(ds, batch_size=2, num_workers=2)
+        it = iter(loader)
+        for _ in range(3):
+            batch = next(it)
+            reads.update(zip(*(t.tolist() for t in batch), strict=True))
+        states = states or loader_dataset_states(loader.state_dict())
+    sources_new, steps_new = [], 0
+    for r in range(3):
+        ds = make(SHARDS, weights, 3, 3, r, seed=0, shuffle=False, with_source=True)
+        ds.load_state_dict(states)
+        got = [x for batch in DataLoader(ds, batch_size=3, num_workers=1) for x in
+               zip(*(t.tolist() for t in batch[1]), strict=True)]  # fmt: skip
+        reads.update(got)
+        steps_new = len(got) // 3
+        sources_new.append([k for batch in DataLoader(ds, batch_size=3) for k in batch[0].tolist()])
+    totals = [sum(s) for s in SHARDS]
+    old = MixtureSampler(totals, weights, 2, 2, 0)
+    it = iter(old)
+    [next(it) for _ in range(6)]  # rank 0 read steps 0..2
+    mixture_state = old.state_dict()
+    for r in range(3):
+        new = MixtureSampler(totals, weights, 3, 3, r)
+        new.load_state_dict(mixture_state)
+        starts = list(accumulate(totals, initial=0))
+        assert sources_new[r] == [bisect_right(starts, i) - 1 for i in new]
+    closing = make(SHARDS, weights, 1, shuffle=False)
+    last = make(SHARDS, weights, 3, 3, 0, shuffle=False)
+    last.load_state_dict(states)
+    closing.load_state_dict(_states_at(last, 1, steps_new))
+    gen = closing.state_dict()["generation"]
+    for k, sizes in enumerate(SHARDS):
+        lead = Counter(o for p, x, y in gen["lead"][k] for o in range(x, y))
+        for i, n in enumerate(sizes):
+            for o in range(n):
+                assert reads[(k, i, o)] + lead[pass_offset(SHARDS, k, i, o)] == gen["first"][k]
