@@ -347,3 +347,48 @@ def test_every_worker_state_of_one_rank_resumes_on_another_world_through_loaders
         for i, n in enumerate(sizes):
             for o in range(n):
                 assert reads[(k, i, o)] + lead[pass_offset(SHARDS, k, i, o)] == gen["first"][k]
+
+
+@given(args)
+def test_with_num_workers_given_the_main_process_reads_what_the_loaders_workers_read(a):
+    """Invariant: ShardedMixtureDataset(num_workers=n) read with num_workers=0 yields exactly the
+    loader's batches with n workers (each reader's steps, in step order)."""
+    shards, weights = a["mix"]
+    n = max(1, a["workers"])
+    for r in range(a["world"]):
+        ds = make(shards, weights, a["b"], a["world"], r, seed=a["seed"], num_workers=n)
+        ds.set_epoch(a["epochs"] - 1)
+        idx_main = list(ds)
+        idx_workers = [x for batch in rank_batches(ds, n) for x in batch]
+        assert idx_main == idx_workers
+
+
+def test_a_loader_with_other_workers_than_num_workers_is_refused_naming_both():
+    """Invariant: the readers are fixed by num_workers; a loader with another count is refused."""
+    ds = make(SHARDS, [1, 3, 2], 2, num_workers=2)
+    with pytest.raises(ValueError, match=r"num_workers should be 2 \(this run's readers per "
+                       r"rank\), or 0, but the DataLoader has num_workers=3"):  # fmt: skip
+        ds.iter_worker(0, 3)
+
+
+def test_consumed_in_the_main_process_of_a_plain_loader_resumes_its_workers_exactly():
+    """Invariant: with a plain DataLoader of 2 workers (they read ahead), state_dict(consumed=k
+    batches' samples) loaded into a new dataset reads the rest of the epoch, batch for batch."""
+
+    def loader():
+        ds = make(SHARDS, [1, 3, 2], 2, 2, 1, num_workers=2)
+        return ds, DataLoader(ds, batch_size=2, num_workers=2)
+
+    rows = lambda batch: [t.tolist() for t in batch]  # noqa: E731
+    whole = [rows(b) for b in loader()[1]]
+    for k in range(len(whole) + 1):
+        ds, dl = loader()
+        it = iter(dl)
+        head = [rows(next(it)) for _ in range(k)]
+        state = ds.state_dict(consumed=2 * k)
+        del it
+        again, dl = loader()
+        again.load_state_dict(state)
+        assert head + [rows(b) for b in dl] == whole
+    with pytest.raises(ValueError, match=r"consumed should be in the interval \[0, "):
+        loader()[0].state_dict(consumed=2 * len(whole) + 1)

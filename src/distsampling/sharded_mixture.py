@@ -138,6 +138,10 @@ class ShardedMixtureDataset(IterableDataset):
             step that would read the first sample of source ``k``'s pass ``e + 1``.
         with_source: yield ``(source, sample)`` pairs: the loader's batches then record which
             source each sample came from.
+        num_workers: the DataLoader's ``num_workers`` (readers per rank: worker ``w`` reads the
+            steps ``s ≡ w``). Given, a loader with 0 workers reads exactly what one with
+            ``num_workers`` does (the main process reads for every reader) and another count is
+            refused; ``None``: the first ``iter()`` sets it, and it must stay.
 
     Examples:
         >>> a = ([0, 1], [2, 2], lambda shard: iter(range(10 * shard, 10 * shard + 2)))
@@ -164,6 +168,7 @@ class ShardedMixtureDataset(IterableDataset):
         seekable: bool = False,
         until_exhausted: int | None = None,
         with_source: bool = False,
+        num_workers: int | None = None,
     ) -> None:
         if isinstance(sources, (str, bytes)) or not isinstance(sources, Sequence) or not sources:
             raise TypeError(
@@ -209,7 +214,12 @@ class ShardedMixtureDataset(IterableDataset):
                           "shuffle": shuffle}  # fmt: skip
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
         self._layouts: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
-        self._set_generation({"start": 0, "before": 0, "num_workers": None, "mixture": None,
+        self._declared = (
+            None if num_workers is None else max(1, check_int("num_workers", num_workers, low=0))
+        )
+        self._in_workers = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._begin = (0, 0, 0)  # (epoch, step, slot) where the latest iter() in this process began
+        self._set_generation({"start": 0, "before": 0, "num_workers": self._declared, "mixture": None,
                               "lead": [[] for _ in self.sources], "first": [0] * len(self.sources)})  # fmt: skip
         self._loaded: dict[str, Any] | None = None  # a worker's state, read by the next iter()
         self._progress: dict[str, Any] | None = None  # where the latest iter() is
@@ -319,13 +329,21 @@ class ShardedMixtureDataset(IterableDataset):
         j = bisect_right(starts, offset) - 1
         return order[j], offset - starts[j]
 
-    def counts_at(self, step: int, num_workers: int = 0) -> list[list[list[int]]]:
+    def _readers(self) -> int:
+        """Readers per rank: ``num_workers`` as given (or seen by the first ``iter()``), >= 1."""
+        return self._gen["num_workers"] or 1
+
+    def counts_at(self, step: int) -> list[list[list[int]]]:
         r"""``[rank][worker][k]``: how many samples of source ``k`` each reader drew before
         training ``step`` (steps of this topology only), counted from the mixture: ``O(steps ×
         global batch)`` positions."""
         step = check_int("step", step, low=self._gen["start"])
-        nw = max(1, check_int("num_workers", num_workers, low=0))
-        W, b, K = self._gen["num_replicas"], self._gen["batch_size"], len(self.sources)
+        nw, W, b, K = (
+            self._readers(),
+            self._gen["num_replicas"],
+            self._gen["batch_size"],
+            len(self.sources),
+        )
         out = np.zeros((W, nw, K), np.int64)
         for a in range(self._gen["start"], step, 4096):  # chunks of steps: bounded memory
             chunk = np.arange(a, min(step, a + 4096))
@@ -337,11 +355,10 @@ class ShardedMixtureDataset(IterableDataset):
                 out[r] += np.bincount(residue * K + ks, minlength=nw * K).reshape(nw, K)
         return out.tolist()
 
-    def batch_at(self, step: int, num_workers: int = 0) -> list[list[tuple[int, int, int]]]:
+    def batch_at(self, step: int) -> list[list[tuple[int, int, int]]]:
         r"""``[rank][slot]``: the ``(source, shard index, offset in the shard)`` every rank reads
-        at training ``step`` with ``num_workers`` loader workers; no data is read."""
-        counts = self.counts_at(step, num_workers)
-        nw, W = max(1, num_workers), self._gen["num_replicas"]
+        at training ``step``; no data is read (its readers' counts are counted again)."""
+        counts, nw, W = self.counts_at(step), self._readers(), self._gen["num_replicas"]
         out = []
         for r in range(W):
             c, row = counts[r][step % nw], []
@@ -353,10 +370,10 @@ class ShardedMixtureDataset(IterableDataset):
 
     # --- reading ----------------------------------------------------------------------------
 
-    def _sample(self, k: int, pass_: int, shard: int, offset: int) -> Any:
+    def _sample(self, opened: list[Any], k: int, pass_: int, shard: int, offset: int) -> Any:
         """Sample ``offset`` of ``shard`` (source ``k``): the open shard read on, else opened."""
         shards, sizes, read = self.sources[k]
-        st = self._open[k]
+        st = opened[k]
         if (
             st is None
             or st[0] != (pass_, shard)
@@ -366,7 +383,7 @@ class ShardedMixtureDataset(IterableDataset):
             args = (shards[shard], offset) if self.seekable else (shards[shard],)
             samples = read(*args)
             try:
-                st = self._open[k] = [
+                st = opened[k] = [
                     (pass_, shard),
                     iter(samples),
                     args[-1] if self.seekable else 0,
@@ -385,7 +402,7 @@ class ShardedMixtureDataset(IterableDataset):
         if st[2] == sizes[shard]:  # its end: check that it ends there
             if next(it, _END) is not _END:
                 self._wrong(k, shard, f"yielded more than {sizes[shard]} samples")
-            self._open[k] = None
+            opened[k] = None
         return x
 
     def _wrong(self, k: int, i: int, what: str) -> None:
@@ -397,49 +414,69 @@ class ShardedMixtureDataset(IterableDataset):
         )
 
     def iter_worker(self, worker: int = 0, num_workers: int = 0) -> Iterator[Any]:
-        r"""What worker ``worker`` of ``num_workers`` (0: the main process) yields: what
-        ``iter()`` runs in it."""
+        r"""What worker ``worker`` of ``num_workers`` yields (what ``iter()`` runs in it); with
+        ``num_workers=0`` the main process reads every reader's steps, in step order."""
         num_workers = check_int("num_workers", num_workers, low=0)
         worker = check_int("worker", worker, low=0, high=max(0, num_workers - 1))
-        g, nw = self._gen, max(1, num_workers)
+        g = self._gen
         if g["num_workers"] is None:
-            g["num_workers"] = num_workers
-        elif g["num_workers"] != num_workers:
+            g["num_workers"] = max(1, num_workers)
+        nw = g["num_workers"]
+        if num_workers not in (0, nw):
             raise ValueError(
-                f"num_workers should stay {g['num_workers']} (the readers of this run), but got "
-                f"num_workers={num_workers}: to change it, resume every worker's state of one "
-                "rank at once (load_state_dict(loader_dataset_states(loader_state)))"
+                f"num_workers should be {nw} (this run's readers per rank), or 0, but the "
+                f"DataLoader has num_workers={num_workers}: to change it, resume every worker's "
+                "state of one rank at once (load_state_dict(loader_dataset_states(loader_state)))"
             )
         steps, loaded, self._loaded = self._steps(self.epoch), self._loaded, None
-        if loaded is not None and loaded["epoch"] == self.epoch:
-            if loaded["worker"] != worker:
+        if loaded is not None and loaded["epoch"] != self.epoch:
+            loaded = None
+        if loaded is not None and loaded["num_workers"] == num_workers:
+            if num_workers and loaded["worker"] != worker:
                 raise ValueError(
                     f"state was saved by worker {loaded['worker']} of {num_workers}, but is read "
                     f"by worker {worker}: resume through the same loader's worker"
                 )
-            reader, step, slot, counts = (loaded[x] for x in ("reader", "step", "slot", "counts"))
-            counts = list(counts)
+            readers, step, slot = list(loaded["readers"]), loaded["step"], loaded["slot"]
+            counts = [list(c) for c in loaded["counts"]]
+        elif loaded is not None and not loaded["num_workers"]:  # the main process's, in a worker
+            if loaded["slot"]:
+                raise ValueError(
+                    f"state is inside step {loaded['step']} (slot {loaded['slot']}): DataLoader "
+                    "workers resume at a step boundary; read the rest of the step with num_workers=0"
+                )
+            step = loaded["step"] + worker
+            readers, slot = [step % nw], 0
+            counts = [list(loaded["counts"][loaded["readers"].index(step % nw)])]
         else:
-            reader, step, slot = (steps.start + worker) % nw, steps.start + worker, 0
-            counts = self.counts_at(min(step, steps.stop), num_workers)[self.rank][reader]
-        self._progress = {"worker": worker, "num_workers": num_workers, "reader": reader,
+            step, slot = steps.start + (worker if num_workers else 0), 0
+            readers = [step % nw] if num_workers else list(range(nw))
+            at = self.counts_at(min(step, max(steps.stop, g["start"])))[self.rank]
+            counts = [at[q] for q in readers]
+        if num_workers:
+            self._in_workers[0] = self.epoch + 1
+        else:
+            self._begin = (self.epoch, step, slot)
+        self._progress = {"worker": worker, "num_workers": num_workers, "readers": readers,
                           "step": step, "slot": slot, "counts": counts}  # fmt: skip
-        return self._read(reader, nw, steps.stop, self._progress)
+        return self._read(nw, steps.stop, self._progress)
 
-    def _read(self, reader: int, nw: int, stop: int, progress: dict[str, Any]) -> Iterator[Any]:
-        q, R = self.rank * nw + reader, self._gen["num_replicas"] * nw
-        self._open: list[list[Any] | None] = [None] * len(self.sources)
-        counts, s, slot = progress["counts"], progress["step"], progress["slot"]
+    def _read(self, nw: int, stop: int, progress: dict[str, Any]) -> Iterator[Any]:
+        W, readers = self._gen["num_replicas"], progress["readers"]
+        self._open = {q: [None] * len(self.sources) for q in readers}
+        s, slot, inc = progress["step"], progress["slot"], 1 if len(readers) == nw else nw
         while s < stop:
+            rho = s % nw
+            counts, q = progress["counts"][readers.index(rho)], self.rank * nw + rho
             ks = self._mix.sources(self._mix.positions(s, self.rank))[0].tolist()
             for i in range(slot, len(ks)):
                 k = ks[i]
-                p, o = self._draw(k, q, R, counts[k])
-                x = self._sample(k, p, *self._where(k, p, o))
+                p, o = self._draw(k, q, W * nw, counts[k])
+                x = self._sample(self._open[rho], k, p, *self._where(k, p, o))
                 counts[k] += 1
                 progress["slot"] = i + 1
                 yield (k, x) if self.with_source else x
-            s, slot = s + nw, 0
+            s, slot = s + inc, 0
             progress["step"], progress["slot"] = s, 0
 
     def __iter__(self) -> Iterator[Any]:
@@ -461,27 +498,57 @@ class ShardedMixtureDataset(IterableDataset):
 
     # --- resume -----------------------------------------------------------------------------
 
-    def state_dict(self) -> dict[str, Any]:
+    def _main_state(self, step: int, slot: int) -> dict[str, Any]:
+        """The main process's place at ``(step, slot)``: every reader's counts, counted again."""
+        nw, at = self._readers(), self.counts_at(step)[self.rank]
+        if slot:
+            ks = self._mix.sources(self._mix.positions(step, self.rank))[0][:slot]
+            at[step % nw] = (
+                np.array(at[step % nw]) + np.bincount(ks, minlength=len(self.sources))
+            ).tolist()
+        return {"worker": 0, "num_workers": 0, "readers": list(range(nw)), "step": step,
+                "slot": slot, "counts": at}  # fmt: skip
+
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         r"""This worker's place (the main process's with ``num_workers=0``): JSON-ready, ``O(K)``
-        (plus, after a resume on another topology, the passes it left: ``O(K × old readers)``).
+        per reader it reads for (plus, after a resume on another topology, the passes it left:
+        ``O(K × old readers)`` intervals).
+
+        Args:
+            consumed: samples of the latest ``iter()`` the loop used, in the main process of a
+                plain DataLoader (whose workers read ahead): the place is counted from it.
         """
-        p, g = self._progress, self._gen
-        if p is None:  # nothing read yet: the start of the epoch
-            p = {"worker": 0, "num_workers": g["num_workers"], "reader": None,
-                 "step": self._steps(self.epoch).start, "slot": 0, "counts": None}  # fmt: skip
+        g, p, b = self._gen, self._progress, self._gen["batch_size"]
+        steps = self._steps(self.epoch)
+        if consumed is not None:
+            _, step, slot = (
+                self._begin if self._begin[0] == self.epoch else (self.epoch, steps.start, 0)
+            )
+            left = (steps.stop - step) * b - slot
+            consumed = check_int("consumed", consumed, low=0, high=max(0, left))
+            step, slot = step + (slot + consumed) // b, (slot + consumed) % b
+            p = self._main_state(step, slot)
+        elif p is None:
+            if int(self._in_workers[0]) == self.epoch + 1:
+                raise RuntimeError(
+                    "state_dict() was called in the main process, but DataLoader workers read this "
+                    f"epoch ({self.epoch}): resume through torchdata's StatefulDataLoader (it asks "
+                    "every worker), or pass consumed= (the samples the loop used)"
+                )
+            p = self._main_state(max(steps.start, g["start"]), 0)
         step, slot = p["step"], p["slot"]
-        if slot == g["batch_size"]:  # a whole step: the worker's next one
-            step, slot = step + max(1, p["num_workers"] or 0), 0
+        if slot == b:  # a whole step: the next one this worker reads
+            step, slot = step + (1 if len(p["readers"]) == self._readers() else self._readers()), 0
         return {"kind": type(self).__name__, "version": 1, **self._identity, "epoch": self.epoch,
-                "rank": self.rank, "generation": {**g, "lead": [[list(x) for x in lead] for lead in g["lead"]],
-                                                  "first": list(g["first"])},
-                "worker": p["worker"], "num_workers": p["num_workers"], "reader": p["reader"],
-                "step": step, "slot": slot,
-                "counts": None if p["counts"] is None else list(p["counts"])}  # fmt: skip
+                "rank": self.rank,
+                "generation": {**g, "lead": [[list(x) for x in lead] for lead in g["lead"]],
+                               "first": list(g["first"])},
+                "worker": p["worker"], "num_workers": p["num_workers"], "readers": list(p["readers"]),
+                "step": step, "slot": slot, "counts": [list(c) for c in p["counts"]]}  # fmt: skip
 
     def _checked(self, state: object) -> dict[str, Any]:
         keys = ("kind", "version", *self._identity, "epoch", "rank", "generation", "worker",
-                "num_workers", "reader", "step", "slot", "counts")  # fmt: skip
+                "num_workers", "readers", "step", "slot", "counts")  # fmt: skip
         if not isinstance(state, dict) or any(k not in state for k in keys) or (
             state["kind"], state["version"]) != (type(self).__name__, 1):  # fmt: skip
             raise ValueError(
@@ -510,37 +577,47 @@ class ShardedMixtureDataset(IterableDataset):
                     f"batch_size={self.batch_size}: load every worker's state of one rank at once "
                     "(load_state_dict(loader_dataset_states(loader_state)))"
                 )
-            self._set_generation({**g, "num_workers": state["num_workers"]})
-            self._loaded = state if state["reader"] is not None else None
-            self._progress = None
+            if self._declared not in (None, g["num_workers"]):
+                raise ValueError(
+                    f"state was saved with num_workers={g['num_workers']}, but this dataset has "
+                    f"num_workers={self._declared}: load every worker's state of one rank at once "
+                    "(load_state_dict(loader_dataset_states(loader_state)))"
+                )
+            self._set_generation(dict(g))
+            self._loaded = state
+            self._progress = {
+                x: state[x] for x in ("worker", "num_workers", "readers", "step", "slot", "counts")
+            }
+            self._begin = (self.epoch, state["step"], state["slot"])
             return
         self._elastic([self._checked(s) for s in state])
 
     def _elastic(self, states: list[dict[str, Any]]) -> None:
-        g = states[0]["generation"]
-        nw = max(1, states[0]["num_workers"] or 0)
-        if (any(s["generation"] != g or s["num_workers"] != states[0]["num_workers"] for s in states)
-                or sorted(s["worker"] for s in states) != list(range(nw))):  # fmt: skip
+        g, loader_workers = states[0]["generation"], states[0]["num_workers"]
+        nw = g["num_workers"] or 1
+        workers = sorted(s["worker"] for s in states)
+        if (any(s["generation"] != g or s["num_workers"] != loader_workers for s in states)
+                or workers != list(range(max(1, loader_workers)))):  # fmt: skip
             raise ValueError(
                 "state should list every worker's state of one rank (workers 0..n-1, one run), "
-                f"but got workers {[s['worker'] for s in states]}"
+                f"but got workers {workers}"
             )
-        W, b = g["num_replicas"], g["batch_size"]
-        if any(s["slot"] not in (0, b) for s in states):
+        if any(s["slot"] for s in states):
             raise ValueError(
                 "state should be at a step boundary to resume on another topology, but got slots "
-                f"{[s['slot'] for s in states]} of batch_size={b}"
+                f"{[s['slot'] for s in states]} of batch_size={g['batch_size']}"
             )
+        W, b = g["num_replicas"], g["batch_size"]
         self._set_generation(dict(g))  # the old grid: its readers' counts at the boundary
-        S = min(s["step"] + (nw if s["slot"] else 0) for s in states)
-        S = max(S, g["start"])
-        counts = self.counts_at(S, nw if states[0]["num_workers"] else 0)
+        S = max(min(s["step"] for s in states), g["start"])
+        counts = self.counts_at(S)
         for s in states:
-            if s["counts"] is not None and s["counts"] != counts[s["rank"]][s["reader"]]:
-                raise ValueError(
-                    f"state of worker {s['worker']} says counts={s['counts']}, but the mixture "
-                    f"gives {counts[s['rank']][s['reader']]} at step {S}: a state of another run"
-                )
+            for q, c in zip(s["readers"], s["counts"], strict=True):
+                if c != counts[s["rank"]][q]:
+                    raise ValueError(
+                        f"state of worker {s['worker']} says reader {q} drew counts={c}, but the "
+                        f"mixture gives {counts[s['rank']][q]} at step {S}: a state of another run"
+                    )
         R = W * nw
         lead, first = [], []
         for k, T in enumerate(self.totals):
@@ -579,10 +656,11 @@ class ShardedMixtureDataset(IterableDataset):
             S - self._steps(self.epoch).start
         ) * b
         self._set_generation({"start": S, "before": before, "epoch": self.epoch,
-                              "num_workers": None, "mixture": mixture, "lead": lead,
+                              "num_workers": self._declared, "mixture": mixture, "lead": lead,
                               "first": first, "num_replicas": self.num_replicas,
                               "batch_size": self.batch_size})  # fmt: skip
         self._loaded, self._progress = None, None
+        self._begin = (self.epoch, S, 0)
 
     def _mixture_at(self, step: int) -> dict[str, Any]:
         """The mixture's own state at ``step`` of this grid (its elastic resume's input)."""
