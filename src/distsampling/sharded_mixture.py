@@ -46,6 +46,7 @@ References:
 from __future__ import annotations
 
 import hashlib
+import os
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -58,6 +59,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from ._validate import check_bool, check_int
 from .mixture import MixtureSampler
+from .resume import check_consumed
 
 __all__ = ["ShardedMixtureDataset"]
 
@@ -212,7 +214,9 @@ class ShardedMixtureDataset(IterableDataset):
         self._identity = {"sources": _digest([[repr(x) for x in s[0]] for s in self.sources]),
                           "sizes": _digest([s[1] for s in self.sources]), "seed": seed,
                           "shuffle": shuffle}  # fmt: skip
+        # the epoch in shared memory (persistent workers see every set_epoch), and as set here
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._set, self._local, self._pid = 0, None, os.getpid()
         self._layouts: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         self._declared = (
             None if num_workers is None else max(1, check_int("num_workers", num_workers, low=0))
@@ -481,15 +485,20 @@ class ShardedMixtureDataset(IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         info = get_worker_info()  # None in the main process (num_workers=0)
+        if info is not None:
+            # a worker's first iter() reads the epoch set when the loader started it (a late
+            # set_epoch races its start); a persistent worker's next ones read the shared epoch
+            first, self._pid = self._pid != os.getpid(), os.getpid()
+            self._local = self._set if first else None
         return self.iter_worker(*((0, 0) if info is None else (info.id, info.num_workers)))
 
     def set_epoch(self, epoch: int) -> None:
         r"""Set the epoch, the same on every rank: its steps, as :class:`MixtureSampler`'s."""
-        self._epoch[0] = check_int("epoch", epoch, low=0, high=2**62)
+        self._set = self._epoch[0] = check_int("epoch", epoch, low=0, high=2**62)
 
     @property
     def epoch(self) -> int:
-        return int(self._epoch[0])
+        return int(self._epoch[0]) if self._local is None else self._local
 
     def __len__(self) -> int:
         g = self._gen
@@ -524,6 +533,10 @@ class ShardedMixtureDataset(IterableDataset):
             _, step, slot = (
                 self._begin if self._begin[0] == self.epoch else (self.epoch, steps.start, 0)
             )
+            p = self._progress
+            if p is not None and p["num_workers"] == 0 and self._begin[0] == self.epoch:
+                out = (p["step"] - step) * b + p["slot"] - slot  # what this process's iter() gave
+                consumed = check_consumed(consumed, out, f"the latest iter() handed out {out}")
             left = (steps.stop - step) * b - slot
             consumed = check_int("consumed", consumed, low=0, high=max(0, left))
             step, slot = step + (slot + consumed) // b, (slot + consumed) % b
