@@ -465,23 +465,38 @@ class ShardedMixtureDataset(IterableDataset):
                           "step": step, "slot": slot, "counts": counts}  # fmt: skip
         return self._read(nw, steps.stop, self._progress)
 
+    def _step_sources(self, first: int, stop: int, inc: int) -> Iterator[tuple[int, list[int]]]:
+        """``(step, sources of this rank's micro-batch)`` of steps ``first, first + inc, ...``:
+        one ``sources()`` call per block of steps, blocks doubling from 1 to 1024 steps."""
+        s, size = first, 1
+        while s < stop:
+            block = range(s, min(stop, s + size * inc), inc)
+            ks = self._mix.sources(
+                np.concatenate([self._mix.positions(t, self.rank) for t in block])
+            )[0]
+            yield from zip(block, ks.reshape(len(block), -1).tolist(), strict=True)
+            s, size = block[-1] + inc, min(2 * size, 1024)
+
     def _read(self, nw: int, stop: int, progress: dict[str, Any]) -> Iterator[Any]:
         W, readers = self._gen["num_replicas"], progress["readers"]
         self._open = {q: [None] * len(self.sources) for q in readers}
-        s, slot, inc = progress["step"], progress["slot"], 1 if len(readers) == nw else nw
-        while s < stop:
+        slot, inc = progress["slot"], 1 if len(readers) == nw else nw
+        for s, ks in self._step_sources(progress["step"], stop, inc):
             rho = s % nw
-            counts, q = progress["counts"][readers.index(rho)], self.rank * nw + rho
-            ks = self._mix.sources(self._mix.positions(s, self.rank))[0].tolist()
+            counts, q, opened = (
+                progress["counts"][readers.index(rho)],
+                self.rank * nw + rho,
+                self._open[rho],
+            )
             for i in range(slot, len(ks)):
                 k = ks[i]
                 p, o = self._draw(k, q, W * nw, counts[k])
-                x = self._sample(self._open[rho], k, p, *self._where(k, p, o))
+                x = self._sample(opened, k, p, *self._where(k, p, o))
                 counts[k] += 1
                 progress["slot"] = i + 1
                 yield (k, x) if self.with_source else x
-            s, slot = s + inc, 0
-            progress["step"], progress["slot"] = s, 0
+            slot = 0
+            progress["step"], progress["slot"] = s + inc, 0
 
     def __iter__(self) -> Iterator[Any]:
         info = get_worker_info()  # None in the main process (num_workers=0)
