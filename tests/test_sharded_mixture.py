@@ -392,3 +392,26 @@ def test_consumed_in_the_main_process_of_a_plain_loader_resumes_its_workers_exac
         assert head + [rows(b) for b in dl] == whole
     with pytest.raises(ValueError, match=r"consumed should be in the interval \[0, "):
         loader()[0].state_dict(consumed=2 * len(whole) + 1)
+
+
+@given(args, st.data())
+def test_while_a_pass_is_unfinished_later_passes_are_read_at_most_r_minus_1_times_spread_plus_1(
+    a, data
+):
+    """Invariant (the module docstring's bound): at a step, let D be the spread (max - min) of
+    the R readers' counts of source k (counts_at); while the lowest unfinished pass P has an
+    unread sample, the readers have read at most (R - 1)(D + 1) samples of passes after P."""
+    shards, weights = a["mix"]
+    nw = max(1, a["workers"])
+    ds = make(shards, weights, a["b"], a["world"], 0, seed=a["seed"], num_workers=nw)
+    R = a["world"] * nw
+    step = data.draw(st.integers(0, 40))
+    counts = [c for rank in ds.counts_at(step) for c in rank]  # [reader][k], reader r * nw + w
+    for k, T in enumerate(ds.totals):
+        if not T:
+            continue
+        passes = [[ds._draw(k, q, R, c)[0] for c in range(counts[q][k] + 1)] for q in range(R)]
+        lowest = min(p[-1] for p in passes)  # the pass of every reader's next draw: P
+        later = sum(sum(p > lowest for p in ps[:-1]) for ps in passes)
+        spread = max(c[k] for c in counts) - min(c[k] for c in counts)
+        assert later <= (R - 1) * (spread + 1)
