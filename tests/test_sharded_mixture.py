@@ -7,9 +7,11 @@ StatefulDataLoader check the claims that need them.
 
 from __future__ import annotations
 
+import sys
 from bisect import bisect_right
 from collections import Counter
 from itertools import accumulate
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -17,8 +19,11 @@ from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from distsampling import MixtureSampler, ShardedMixtureDataset, loader_dataset_states
+from distsampling import MixtureSampler, ShardedMixtureDataset, loader_dataset_states, run_nodes
 from strategies import flags, mixture_batch_sizes, mixture_worker_counts, seeds, sharded_mixtures
+
+
+TESTS = str(Path(__file__).resolve().parent)
 
 
 class Reader:
@@ -415,3 +420,39 @@ def test_while_a_pass_is_unfinished_later_passes_are_read_at_most_r_minus_1_time
         later = sum(sum(p > lowest for p in ps[:-1]) for ps in passes)
         spread = max(c[k] for c in counts) - min(c[k] for c in counts)
         assert later <= (R - 1) * (spread + 1)
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    """moto's S3 server on 127.0.0.1 (tests/growing/s3_server.py), stopped at the end."""
+    sys.path.insert(0, str(Path(__file__).parent / "growing"))
+    server_module = pytest.importorskip("s3_server")
+    yield from server_module.s3_server.__wrapped__(monkeypatch)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.xdist_group("worlds")
+@pytest.mark.timeout(300)
+def test_two_torchrun_nodes_read_a_mixture_of_s3_remotes_as_the_dataset_reads_in_process(s3):
+    """Invariant: two torchrun agents (--nnodes=2), DataLoaders of 2 workers, shards read through
+    RemoteSource from moto's S3 server: every rank reads exactly what the same dataset reads in
+    one process from the same rows, sample for sample (MixtureSampler's sources, whole rows)."""
+    from growing.s3_server import rows
+
+    files = [{0: 7, 1: 3, 2: 6}, {10: 5, 11: 4}]  # source -> {file j: rows}
+    urls = [s3.put_arrays(f"mix/s{k}", {f"{j:02d}.npy": rows(j, n) for j, n in f.items()})
+            for k, f in enumerate(files)]  # fmt: skip
+    weights = [2, 1]
+    results = run_nodes("sharded_mixture_ranks:read_remote_mixture", 2, 1, urls, s3.options(),
+                        weights, 2, timeout=240, pythonpath=[TESTS])  # fmt: skip
+    ranks = results[0]["ranks"]
+    assert [r["local_rank"] for r in ranks] == [0, 0]
+    local = [(list(range(len(f))), list(f.values()),
+              lambda i, start=0, f=f: (tuple(x) for x in rows(list(f)[i], list(f.values())[i])[start:].tolist()))
+             for f in files]  # fmt: skip
+    for r, rank in enumerate(ranks):
+        ds = ShardedMixtureDataset(local, weights, 4, num_replicas=2, rank=r, seed=3,
+                                   seekable=True, with_source=True, num_workers=2)  # fmt: skip
+        ds.set_epoch(1)
+        assert [(k, tuple(x)) for k, x in rank["read"]] == list(ds)
+        assert len(rank["read"]) == len(ds) > 0
