@@ -162,7 +162,8 @@ def _sharded(world: int, rank: int, batch_size: int | None = None, **_: Any) -> 
 
 def _sharded_mixture(world: int, rank: int, **_: Any) -> Subject:
     # SHARDS (13 samples) mixed 13:5 with 2 more shards (samples 1000 + ...), read by 2 workers
-    more = ([0, 1], [3, 2], lambda shard, start=0: range(1000 + 100 * shard + start, 1003 + 99 * shard))
+    read = lambda shard, start=0: range(1000 + 100 * shard + start, 1003 + 99 * shard)  # noqa: E731
+    more = ([0, 1], [3, 2], read)
     dataset = ds.ShardedMixtureDataset([(list(range(len(SHARDS))), SHARDS, read_shard), more],
                                        [13, 5], BATCH, num_replicas=world, rank=rank, seed=6,
                                        seekable=True, num_workers=2)  # fmt: skip

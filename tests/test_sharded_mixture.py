@@ -22,7 +22,6 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from distsampling import MixtureSampler, ShardedMixtureDataset, loader_dataset_states, run_nodes
 from strategies import flags, mixture_batch_sizes, mixture_worker_counts, seeds, sharded_mixtures
 
-
 TESTS = str(Path(__file__).resolve().parent)
 
 
