@@ -20,7 +20,14 @@ from torch.utils.data import DataLoader
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from distsampling import MixtureSampler, ShardedMixtureDataset, loader_dataset_states, run_nodes
-from strategies import flags, mixture_batch_sizes, mixture_worker_counts, seeds, sharded_mixtures
+from strategies import (
+    elastic_world_sizes,
+    flags,
+    mixture_batch_sizes,
+    mixture_worker_counts,
+    seeds,
+    sharded_mixtures,
+)
 
 TESTS = str(Path(__file__).resolve().parent)
 
@@ -185,15 +192,16 @@ def test_readers_open_each_shard_once_a_run_and_drop_at_most_one_head_a_pass(a):
         assert sum(heads) - yielded <= passes * readers * max(sizes)
 
 
-@given(args, st.integers(1, 5), st.integers(0, 3), st.data())
+@given(args, elastic_world_sizes, elastic_world_sizes, mixture_worker_counts, st.data())
 def test_elastic_resume_on_another_world_and_workers_reads_every_sample_once_a_pass(
-    a, world2, workers2, data
+    a, world, world2, workers2, data
 ):
     """Invariant: every worker state of one rank at a step boundary, loaded on another
-    num_replicas, micro-batch and num_workers, goes on with MixtureSampler's sources, and what
+    num_replicas (1..8), micro-batch and num_workers (0..3), goes on with the sources of
+    MixtureSampler's own elastic resume (a schedule's later changes at their steps), and what
     both runs read plus the rest of the passes in flight is every pass once."""
     shards, weights = a["mix"]
-    b, world, workers = a["b"], a["world"], a["workers"]
+    b, workers = a["b"], a["workers"]
     datasets = [make(shards, weights, b, world, r, shuffle=False) for r in range(world)]
     batches = [rank_batches(ds, workers) for ds in datasets]
     steps = data.draw(st.integers(0, len(batches[0])))
@@ -205,6 +213,16 @@ def test_elastic_resume_on_another_world_and_workers_reads_every_sample_once_a_p
         ds.load_state_dict(states)
     after = [rank_batches(ds, workers2) for ds in new]
     assert len({len(x) for x in after}) == 1  # every new rank: the same number of steps
+    totals = [sum(sizes) for sizes in shards]
+    starts = list(accumulate(totals, initial=0))
+    old = MixtureSampler(totals, weights, b, world, 0)
+    it = iter(old)
+    [next(it) for _ in range(steps * b)]
+    for r, rank in enumerate(after):
+        mixture = MixtureSampler(totals, weights, b2, world2, r)
+        mixture.load_state_dict(old.state_dict())
+        idx_torch = [bisect_right(starts, i) - 1 for i in mixture]
+        assert [x[0] for batch in rank for x in batch] == idx_torch
     reads += Counter(x for rank in after for batch in rank for x in batch)
     closing = make(shards, weights, 1, shuffle=False)
     closing.load_state_dict(_states_at(new[0], workers2, len(after[0])))
