@@ -473,3 +473,15 @@ def test_two_torchrun_nodes_read_a_mixture_of_s3_remotes_as_the_dataset_reads_in
         ds.set_epoch(1)
         assert [(k, tuple(x)) for k, x in rank["read"]] == list(ds)
         assert len(rank["read"]) == len(ds) > 0
+
+
+def test_a_read_returning_no_samples_and_a_size_past_int64_are_named():
+    """Invariant: a read() that returns None is named with the call, the shard and the value; a
+    size past int64 is refused naming the source and the size, never an overflow inside."""
+    forgot = lambda shard: None  # noqa: E731 (a read that forgot its return)
+    ds = ShardedMixtureDataset([(["a"], [2], forgot)], [1], 2, num_replicas=1, rank=0)
+    with pytest.raises(TypeError, match=r"sources\[0\] read should return an iterable of the "
+                       r"shard's samples, but got read\('a'\)=None for shard 'a' \(shards\[0\]\)"):  # fmt: skip
+        list(ds)
+    with pytest.raises(ValueError, match=r"sources\[0\] sizes\[0\] should be < 2\*\*63"):
+        ShardedMixtureDataset([(["a"], [2**70], forgot)], [1], 2, num_replicas=1, rank=0)

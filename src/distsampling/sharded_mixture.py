@@ -57,7 +57,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from ._validate import check_bool, check_int
+from ._validate import check_bool, check_int, check_int64
 from .mixture import MixtureSampler
 from .resume import check_consumed
 
@@ -93,7 +93,7 @@ def _source(k: int, source: object) -> tuple[list[Any], list[int], Callable[...,
         raise TypeError(
             f"sources[{k}] read should be a callable, read(shard) -> samples, but got read={read!r}"
         )
-    return list(shards), [check_int(f"sources[{k}] sizes[{i}]", n, low=0)
+    return list(shards), [check_int64(f"sources[{k}] sizes[{i}]", n, low=0)
                           for i, n in enumerate(sizes)], read  # fmt: skip
 
 
@@ -395,7 +395,8 @@ class ShardedMixtureDataset(IterableDataset):
             except TypeError:
                 raise TypeError(
                     f"sources[{k}] read should return an iterable of the shard's samples, but got "
-                    f"read{args!r}={samples!r}"
+                    f"read({', '.join(map(repr, args))})={samples!r} for shard {shards[shard]!r} "
+                    f"(shards[{shard}])"
                 ) from None
         it = st[1]
         deque(islice(it, offset - st[2]), maxlen=0)  # front to back: the head before it, dropped
