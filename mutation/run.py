@@ -67,6 +67,7 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "sharded": (["tests/test_sharded.py"], False),
     "token_budget": (["tests/test_token_budget.py"], False),
     "mixture": (["tests/test_mixture.py"], False),
+    "sharded_mixture": (["tests/test_sharded_mixture.py"], False),
     # the resume layer, and the resumable forms built on it
     "resume": ([RESUME], False),
     "resumable": (["tests/test_resumable.py", RESUME], False),

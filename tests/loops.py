@@ -228,6 +228,16 @@ def _sharded(world: int, rank: int, batch_size: int | None = None, **_: Any) -> 
     return Subject(dataset, dataset, {})
 
 
+def _sharded_mixture(world: int, rank: int, **_: Any) -> Subject:
+    # SHARDS (13 samples) mixed 13:5 with 2 more shards (samples 1000 + ...), read by 2 workers
+    read = lambda shard, start=0: range(1000 + 100 * shard + start, 1003 + 99 * shard)  # noqa: E731
+    more = ([0, 1], [3, 2], read)
+    dataset = ds.ShardedMixtureDataset([(list(range(len(SHARDS))), SHARDS, read_shard), more],
+                                       [13, 5], BATCH, num_replicas=world, rank=rank, seed=6,
+                                       seekable=True, num_workers=2)  # fmt: skip
+    return Subject(dataset, dataset, {})
+
+
 # the framework loops (tests/test_loops_frameworks.py), and the settings they may try
 LIGHTNING = "Lightning Trainer, 2 processes"
 LIGHTNING_RESUME = "Lightning resume from its checkpoint"
@@ -269,6 +279,10 @@ ENTRIES: list[Entry] = [
     Entry("TokenBudgetBatchSampler", "batch", _batch(lambda w, r: ds.TokenBudgetBatchSampler([1 + i % 5 for i in range(N)], 8, num_buckets=3, num_replicas=w, rank=r, seed=5)), resumable=True, elastic=True),
     Entry("ShardedIterableDataset", "iterable", _sharded, resumable=True, elastic=True,
           refusals={"plain DataLoader resume, 2 workers": _SHARDED_MAIN}),
+    Entry("ShardedMixtureDataset", "iterable", _sharded_mixture, resumable=True, elastic=True,
+          limits=dict.fromkeys(["elastic resume, 2 -> 3 ranks", "elastic resume, 3 -> 2 ranks"],
+          "an epoch is positions of the mixture: a pass in flight goes on into the next epoch, "
+          "each pass read once (tests/test_sharded_mixture.py), not every sample in the epoch")),
     Entry("MixtureSampler", "share", _share(lambda w, r: _mixture(w, r, BATCH)), resumable=True, elastic=True,
           stream=lambda read: _mixture_items(read)),
     Entry("MixtureBatchSampler", "batch", _batch(lambda w, r: ds.MixtureBatchSampler(_mixture(w, r, BATCH))), resumable=True, elastic=True,

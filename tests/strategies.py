@@ -494,3 +494,19 @@ mixture_positive_weights = st.lists(
     min_size=1,
     max_size=12,
 )
+
+
+@st.composite
+def sharded_mixtures(draw: st.DrawFn) -> tuple[list[list[int]], object]:
+    """``(shard sizes per source, weights or a schedule)``: each source's total cut into 1 to 5
+    shards (empty ones included), from :func:`mixture_sources` or :func:`mixture_schedules`."""
+    sizes, weights = draw(st.one_of(mixture_sources(most=4), mixture_schedules(gap=6)))
+    shards = []
+    for total in sizes:
+        cuts = sorted(draw(st.lists(st.integers(0, total), max_size=4)))
+        shards.append([b - a for a, b in zip([0, *cuts], [*cuts, total], strict=True)])
+    return shards, weights
+
+
+#: DataLoader workers of a rank (0: the main process reads)
+mixture_worker_counts = st.integers(min_value=0, max_value=3)

@@ -52,6 +52,7 @@ from .resumable import (
 )
 from .resume import Resumable, check_state, resumed_positions
 from .sharded import ShardedIterableDataset, loader_dataset_states
+from .sharded_mixture import ShardedMixtureDataset
 from .token_budget import TokenBudgetBatchSampler
 from .weighted import WeightedBalanceClassSampler, largest_remainder_counts
 from .windowed import SequentialWindowedDataset, epoch_offset, window_indices
@@ -89,6 +90,7 @@ __all__ = [
     "SequentialWindowedDataset",
     "ShardCache",
     "ShardedIterableDataset",
+    "ShardedMixtureDataset",
     "Snapshot",
     "SnapshotDataset",
     "TokenBudgetBatchSampler",

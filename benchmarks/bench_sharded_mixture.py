@@ -1,0 +1,105 @@
+"""ShardedMixtureDataset: the first batch at pretraining scale, and samples/s of the reading.
+
+Scale: 1e9 samples in 1e5 shards over 10 sources (1e4 shards of 1e4 samples each), on 1,024
+ranks, micro-batch 4: construct the dataset of rank 517 and take its first micro-batch
+(``read(shard)`` is a lazy range: nothing is decoded). The goal: <= 1 s and <= 256 MiB, with no
+epoch array. The baseline is ``MixtureSampler`` over the same 10 totals (map-style: its first
+index, no shard to open).
+
+Throughput: 200,000 samples in 10 sources of long-tail shards (``bench_sharded``'s sizes),
+weights the sources' sizes, read from ready Python lists (the cheapest read there is, so the
+mixture's cost per sample shows in full): every worker of 4 ranks x 2 workers, one after another
+in one process, against reading the same shards directly. ``Msamples/s``' ratio is the
+mixture's cost per sample.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+
+from distsampling import MixtureSampler, ShardedMixtureDataset
+
+from ._harness import Comparison
+from .bench_sharded import ListReader, shard_sizes
+
+SOURCES, SHARDS, PER_SHARD, WORLD, RANK, MICRO = 10, 10_000, 10_000, 1024, 517, 4
+TOTAL, READ_WORLD, READ_WORKERS = 200_000, 4, 2
+
+
+def mixture_first_batch(timer) -> dict[str, float]:
+    timer.start()
+    sampler = MixtureSampler([SHARDS * PER_SHARD] * SOURCES, [1] * SOURCES, MICRO, WORLD, RANK)
+    first = list(islice(iter(sampler), MICRO))
+    timer.stop()
+    return {"samples": len(first)}
+
+
+def sharded_first_batch(timer) -> dict[str, float]:
+    read = lambda shard: iter(range(PER_SHARD))  # noqa: E731 (a lazy shard: nothing decoded)
+    timer.start()
+    sources = [(range(SHARDS), [PER_SHARD] * SHARDS, read) for _ in range(SOURCES)]
+    ds = ShardedMixtureDataset(sources, [1] * SOURCES, MICRO, num_replicas=WORLD, rank=RANK)
+    first = list(islice(iter(ds), MICRO))
+    timer.stop()
+    return {"samples": len(first)}
+
+
+def _sources():
+    out = []
+    for k in range(SOURCES):
+        sizes = shard_sizes(8 + k, TOTAL // SOURCES)
+        out.append((list(range(len(sizes))), sizes, ListReader(sizes)))
+    return out
+
+
+def directly(timer) -> dict[str, float]:
+    sources = _sources()
+    timer.start()
+    got = [x for shards, _, read in sources for shard in shards for x in read(shard)]
+    timer.stop()
+    return {"Msamples/s": len(got) / (timer.t_end - timer.t0) / 1e6}
+
+
+def ours(timer, seekable: bool = False) -> dict[str, float]:
+    sources = _sources()
+    weights = [sum(sizes) for _, sizes, _ in sources]
+    ranks = [ShardedMixtureDataset(sources, weights, 8, num_replicas=READ_WORLD, rank=r,
+                                   seekable=seekable, num_workers=READ_WORKERS)
+             for r in range(READ_WORLD)]  # fmt: skip
+    timer.start()
+    got = sum(
+        len(list(ds.iter_worker(w, READ_WORKERS))) for ds in ranks for w in range(READ_WORKERS)
+    )
+    timer.stop()
+    return {"Msamples/s": got / (timer.t_end - timer.t0) / 1e6}
+
+
+def ours_seekable(timer) -> dict[str, float]:
+    return ours(timer, seekable=True)
+
+
+def suite(large: bool) -> list[Comparison]:
+    return [
+        Comparison(
+            title="1e9 samples in 1e5 shards over 10 sources, 1,024 ranks: construct, first batch",
+            contenders={
+                "MixtureSampler (map-style)": "bench_sharded_mixture:mixture_first_batch",
+                "ShardedMixtureDataset": "bench_sharded_mixture:sharded_first_batch",
+            },
+            baseline="MixtureSampler (map-style)",
+            note="goal: <= 1 s and <= 256 MiB",
+            columns=("time_s", "peak_MiB"),
+        ),
+        Comparison(
+            title=f"{TOTAL:,} samples in 10 sources of long-tail shards, read from ready lists",
+            contenders={
+                "shards directly": "bench_sharded_mixture:directly",
+                f"ShardedMixtureDataset, {READ_WORLD} ranks x {READ_WORKERS} workers": "bench_sharded_mixture:ours",
+                f"ShardedMixtureDataset, {READ_WORLD} ranks x {READ_WORKERS} workers, seekable": "bench_sharded_mixture:ours_seekable",
+            },
+            baseline="shards directly",
+            note="samples yielded per second",
+            columns=("Msamples/s", "time_s"),
+            ratios=("Msamples/s",),
+        ),
+    ]

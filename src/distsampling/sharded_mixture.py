@@ -1,0 +1,714 @@
+r"""ShardedMixtureDataset: K sharded streams mixed by weight, read front to back by every worker.
+
+Which source: ``MixtureSampler``'s, position by position. The ranks' micro-batches of step ``s``
+are positions of one global stream (Megatron's layout); the source at each position is what
+:meth:`MixtureSampler.sources` gives for ``sizes`` = each source's total, so every bound the
+mixture proves holds here. The loader's batches on a rank are its micro-batches of steps
+0, 1, 2, ...: worker ``w`` of ``n`` yields the steps ``s ≡ w (mod n)``, and the DataLoader takes
+a batch from each worker in turn.
+
+Which sample. *Readers* are ranks × workers, ``R`` of them, reader ``q = rank * n + w``. Each
+pass ``P`` of source ``k`` (``T`` samples) lists its shards in an order drawn from
+``(seed, k, P)``, their samples front to back, and is cut into ``R`` contiguous segments,
+segment ``i`` = ``[⌊T·i/R⌋, ⌊T·(i+1)/R⌋)``. Reader ``q`` reads segment ``(q + P) mod R`` of pass
+``P`` (a rotation: with ``T < R`` no reader is left without samples), so its ``c``-th draw of
+source ``k`` is the virtual position ``x = ⌊T·q/R⌋ + c`` of the passes laid end to end:
+
+    v = ⌈(x + 1)·R / T⌉ - 1,   pass P = v - q,   offset ⌊T·(v mod R)/R⌋ + x - ⌊T·v/R⌋
+
+(``v`` is the segment, ``⌊T·v/R⌋ <= x < ⌊T·(v+1)/R⌋``). A reader thus reads one run of
+consecutive samples per pass: it opens each shard of its segment once (one open shard per
+source), ``<= shards + R`` opens a pass for all readers; only a segment that starts inside a
+shard draws that shard's head and drops it (none with ``seekable``); every sample of a pass is
+read once.
+
+The overlap at a pass boundary, proven. Reader ``q`` has finished pass ``P`` once its count
+``c_q >= E_q(P) = ⌊T(q+P+1)/R⌋ - ⌊Tq/R⌋``, and ``|E_q(P) - (P+1)·T/R| < 1``. If some reader
+``q0`` has not (``c_q0 < E_q0(P)``), any reader ``q`` has read ``c_q - E_q(P) < c_q - c_q0 + 2``
+samples past pass ``P``: at most ``D + 1``, ``D`` = the spread ``max c - min c`` of the readers'
+counts of ``k`` at that step. So while pass ``P`` is unfinished at most ``(R - 1)·(D + 1)``
+samples of later passes are read. ``D`` is the mixture's per-reader balance: ``counts_at()``
+gives every reader's counts; the tests check the bound with the spread they measure.
+
+Resume. A worker's state is its step, its slot in it and its count per source: ``O(K)``. A
+reader's counts are a function of (step, topology): on another topology, load every worker's
+state of one rank (``loader_dataset_states``); every old reader's counts at that step are
+counted again from ``MixtureSampler`` (``O(steps × global batch)`` positions, vectorized), the
+unread rest of every pass in flight is split over the new readers (``O(K × old readers)``
+intervals in the state), and the mixture itself resumes on the new grid from its own state.
+
+References:
+    megatron/core/datasets/blended_dataset.py (the global stream of ranks' micro-batches)
+    torch/utils/data/dataloader.py (_IterableDatasetFetcher: workers' batches taken in turn)
+    distsampling/sharded.py (sources as (shards, sizes, read); front-to-back runs; resume)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from bisect import bisect_right
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import accumulate, islice
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from ._validate import check_bool, check_int, check_int64
+from .mixture import MixtureSampler
+from .resume import check_consumed
+
+__all__ = ["ShardedMixtureDataset"]
+
+_END = object()
+Source = tuple[Sequence[Any], Sequence[int], Callable[..., Iterable[Any]]]
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
+
+
+def _source(k: int, source: object) -> tuple[list[Any], list[int], Callable[..., Iterable[Any]]]:
+    """``sources[k]`` checked: a ``(shards, sizes, read)`` triple, one size >= 0 per shard."""
+    if not isinstance(source, (tuple, list)) or len(source) != 3:
+        raise TypeError(
+            f"sources[{k}] should be a (shards, sizes, read) triple, but got sources[{k}]={source!r}"
+        )
+    shards, sizes, read = source
+    for name, value in (("shards", shards), ("sizes", sizes)):
+        if not hasattr(value, "__len__") or isinstance(value, (str, bytes)):
+            raise TypeError(
+                f"sources[{k}] {name} should be a sequence, but got {name}={value!r} of type "
+                f"{type(value).__name__}"
+            )
+    if len(sizes) != len(shards):
+        raise ValueError(
+            f"sources[{k}] should hold one size per shard (len(shards)={len(shards)}), but got "
+            f"len(sizes)={len(sizes)}"
+        )
+    if not callable(read):
+        raise TypeError(
+            f"sources[{k}] read should be a callable, read(shard) -> samples, but got read={read!r}"
+        )
+    return list(shards), [check_int64(f"sources[{k}] sizes[{i}]", n, low=0)
+                          for i, n in enumerate(sizes)], read  # fmt: skip
+
+
+def _entries(weights: object) -> list[tuple[Any, Any]]:
+    """``weights`` as ``[(step, weights)]``: one entry unless it is a schedule."""
+    items = list(weights) if isinstance(weights, (list, tuple)) else None
+    if items and all(isinstance(e, (tuple, list)) and len(e) == 2 and
+                     isinstance(e[1], (list, tuple)) for e in items):  # fmt: skip
+        return [(e[0], e[1]) for e in items]
+    return [(0, weights)]
+
+
+def _merge(pieces: list[list[int]]) -> list[list[int]]:
+    """``[pass, a, b]`` intervals, sorted, empty ones dropped, touching ones joined."""
+    out: list[list[int]] = []
+    for p, a, b in sorted(pieces):
+        if b <= a:
+            continue
+        if out and out[-1][0] == p and out[-1][2] == a:
+            out[-1][2] = b
+        else:
+            out.append([p, a, b])
+    return out
+
+
+class ShardedMixtureDataset(IterableDataset):
+    r"""Mix ``K`` sharded sources by weight; each worker reads its samples as shard runs.
+
+    Args:
+        sources: ``K`` triples ``(shards, sizes, read)``, as :class:`ShardedIterableDataset`
+            takes them: ``read(shard)`` yields the shard's ``sizes[i]`` samples in order (with
+            ``seekable``, ``read(shard, start)`` yields them from ``start``).
+        weights: ``K`` numbers, or a schedule ``[(0, weights), (s1, weights), ...]`` by training
+            step, as for :class:`MixtureSampler`.
+        batch_size: a rank's micro-batch, and the DataLoader's ``batch_size``.
+        num_replicas: number of ranks; defaults to the world size of the default process group.
+        rank: this rank in ``[0, num_replicas)``; defaults to the rank in the default group.
+        seed: base seed of the sources' mix and of every pass's shard order (same on every rank).
+        shuffle: each pass of a source lists its shards in a new order (else as given).
+        epoch_length: global positions per epoch (default: all sources' samples).
+        seekable: call ``read(shard, start)``: no sample is drawn that is not yielded.
+        until_exhausted: ``None`` (cycle: a source that runs out starts its next pass), or a
+            source ``k``: epoch ``e`` then ends, for every rank at the same step, before the
+            step that would read the first sample of source ``k``'s pass ``e + 1``.
+        with_source: yield ``(source, sample)`` pairs: the loader's batches then record which
+            source each sample came from.
+        num_workers: the DataLoader's ``num_workers`` (readers per rank: worker ``w`` reads the
+            steps ``s ≡ w``). Given, a loader with 0 workers reads exactly what one with
+            ``num_workers`` does (the main process reads for every reader) and another count is
+            refused; ``None``: the first ``iter()`` sets it, and it must stay.
+
+    Examples:
+        >>> a = ([0, 1], [2, 2], lambda shard: iter(range(10 * shard, 10 * shard + 2)))
+        >>> b = (["x"], [3], lambda shard: iter(["x0", "x1", "x2"]))
+        >>> ds = ShardedMixtureDataset([a, b], [2, 1], batch_size=3, num_replicas=1, rank=0,
+        ...                            shuffle=False)
+        >>> list(ds)  # an epoch: the 3 steps that start in its 7 positions (2 of 0 for 1 of 1)
+        [0, 'x0', 1, 10, 'x1', 11, 0, 'x2', 1]
+        >>> ds.batch_at(1)  # rank 0's (source, shard, offset) at step 1, read from nothing
+        [[(0, 1, 0), (1, 0, 1), (0, 1, 1)]]
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[Source],
+        weights: Any,
+        batch_size: int,
+        *,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        seed: int = 0,
+        shuffle: bool = True,
+        epoch_length: int | None = None,
+        seekable: bool = False,
+        until_exhausted: int | None = None,
+        with_source: bool = False,
+        num_workers: int | None = None,
+    ) -> None:
+        if isinstance(sources, (str, bytes)) or not isinstance(sources, Sequence) or not sources:
+            raise TypeError(
+                f"sources should be a non-empty list of (shards, sizes, read), but got "
+                f"sources={sources!r}"
+            )
+        self.sources = [_source(k, s) for k, s in enumerate(sources)]
+        self.totals = [sum(sizes) for _, sizes, _ in self.sources]  # T_k: samples of a pass
+        for g, (_, ws) in enumerate(_entries(weights)):
+            ws = ws.tolist() if hasattr(ws, "tolist") else ws
+            for k, w in enumerate(ws if isinstance(ws, (list, tuple)) else []):
+                if k < len(self.totals) and self.totals[k] == 0 and isinstance(w, (int, float)) and w > 0:  # fmt: skip
+                    where = "weights" if len(_entries(weights)) == 1 else f"weights[{g}][1]"
+                    raise ValueError(
+                        f"{where}[{k}]={w!r} should be 0: sources[{k}] has no sample (its sizes "
+                        f"sum to 0)"
+                    )
+        self.mixture = MixtureSampler(self.totals, weights, batch_size, num_replicas, rank, seed,
+                                      shuffle, epoch_length)  # fmt: skip
+        self.batch_size, self.seed, self.shuffle = batch_size, seed, shuffle
+        self._weights = weights
+        self.num_replicas, self.rank = self.mixture.num_replicas, self.mixture.rank
+        self.seekable = check_bool("seekable", seekable)
+        self.with_source = check_bool("with_source", with_source)
+        if until_exhausted is not None:
+            until_exhausted = check_int("until_exhausted", until_exhausted, low=0,
+                                        high=len(self.sources) - 1)  # fmt: skip
+            if epoch_length is not None:
+                raise ValueError(
+                    f"epoch_length should be None with until_exhausted (the source's passes are "
+                    f"the epochs), but got epoch_length={epoch_length}"
+                )
+            last = _entries(weights)[-1][1]
+            last = last.tolist() if hasattr(last, "tolist") else list(last)
+            if not last[until_exhausted] > 0:
+                raise ValueError(
+                    f"until_exhausted={until_exhausted} names a source whose last weight is "
+                    f"{last[until_exhausted]!r}: it would never run out"
+                )
+        self.until_exhausted = until_exhausted
+        self._identity = {"sources": _digest([[repr(x) for x in s[0]] for s in self.sources]),
+                          "sizes": _digest([s[1] for s in self.sources]), "seed": seed,
+                          "shuffle": shuffle}  # fmt: skip
+        # the epoch in shared memory (persistent workers see every set_epoch), and as set here
+        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._set, self._local, self._pid = 0, None, os.getpid()
+        self._layouts: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+        self._declared = (
+            None if num_workers is None else max(1, check_int("num_workers", num_workers, low=0))
+        )
+        self._in_workers = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._begin = (0, 0, 0)  # (epoch, step, slot) where the latest iter() in this process began
+        self._set_generation({"start": 0, "before": 0, "num_workers": self._declared, "mixture": None,
+                              "lead": [[] for _ in self.sources], "first": [0] * len(self.sources)})  # fmt: skip
+        self._loaded: dict[str, Any] | None = None  # a worker's state, read by the next iter()
+        self._progress: dict[str, Any] | None = None  # where the latest iter() is
+
+    # --- the grid: which steps, which positions ---------------------------------------------
+
+    def _grid_mixture(
+        self, gen: dict[str, Any], num_replicas: int, batch_size: int
+    ) -> MixtureSampler:
+        """The mixture on ``gen``'s grid: fresh, or resumed from the state saved at its start."""
+        m = self.mixture
+        mix = MixtureSampler(m.sizes, self._weights, batch_size, num_replicas, 0, m.seed,
+                             m.shuffle, m.epoch_length)  # fmt: skip
+        if gen["mixture"] is not None:
+            mix.set_epoch(gen["mixture"]["epoch"])
+            mix.load_state_dict(gen["mixture"])
+        return mix
+
+    def _set_generation(self, gen: dict[str, Any]) -> None:
+        self._gen = gen
+        W, b = gen.get("num_replicas", self.num_replicas), gen.get("batch_size", self.batch_size)
+        gen["num_replicas"], gen["batch_size"] = W, b
+        fresh = gen["mixture"] is None and (W, b) == (self.num_replicas, self.batch_size)
+        self._mix = self.mixture if fresh else self._grid_mixture(gen, W, b)
+        self._origin = min(int(self._mix.positions(gen["start"], r)[0]) for r in range(W))
+        self._lead_starts = [list(accumulate((b - a for _, a, b in lead), initial=0))
+                             for lead in gen["lead"]]  # fmt: skip
+        self._ends: dict[int, int] = {}  # until_exhausted: epoch -> its last step boundary
+
+    def _step_position(self, step: int) -> int:
+        """The first global position of ``step`` (a global batch is consecutive positions)."""
+        g = self._gen
+        return self._origin + (step - g["start"]) * g["batch_size"] * g["num_replicas"]
+
+    def _steps(self, epoch: int) -> range:
+        """The steps of ``epoch`` on this grid (those before its start were read on another)."""
+        g, start = self._gen, self._gen["start"]
+        if self.until_exhausted is None:
+            B, L = g["batch_size"] * g["num_replicas"], self.mixture.epoch_length
+            first = start + max(0, -(-(epoch * L - self._origin) // B))
+            return range(first, max(first, start + -(-((epoch + 1) * L - self._origin) // B)))
+        first = start if epoch == 0 else max(start, self._end(epoch - 1))
+        return range(first, max(first, self._end(epoch)))
+
+    def _count(self, k: int, position: int) -> int:
+        """How many samples of source ``k`` the global stream reads before ``position``."""
+        size = max(64, self._gen["batch_size"] * self._gen["num_replicas"])
+        while True:  # the item number of the first one of k at or after it
+            ks, js = self._mix.sources(np.arange(position, position + size, dtype=np.int64))
+            at = np.flatnonzero(ks == k)
+            if len(at):
+                return int(js[at[0]])
+            position, size = position + size, min(2 * size, 1 << 20)
+
+    def _end(self, epoch: int) -> int:
+        """until_exhausted: the last step boundary before which source ``k`` reads only its
+        passes ``<= epoch``: the same on every rank (a search on the global stream)."""
+        if epoch not in self._ends:
+            k, target = self.until_exhausted, (epoch + 1) * self.totals[self.until_exhausted]
+            fits = lambda s: self._count(k, self._step_position(s)) <= target  # noqa: E731
+            lo = self._gen["start"] if epoch == 0 else max(self._gen["start"], self._end(epoch - 1))
+            if not fits(lo):
+                self._ends[epoch] = lo
+                return lo
+            hi = lo + 1
+            while fits(hi):  # gallop: lo fits, hi does not
+                lo, hi = hi, hi + 2 * (hi - lo)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+            self._ends[epoch] = lo
+        return self._ends[epoch]
+
+    # --- which sample: a reader's c-th draw of source k -------------------------------------
+
+    def _layout(self, k: int, pass_: int) -> tuple[list[int], list[int]]:
+        """Pass ``pass_`` of source ``k``: its shards in order, and where each starts."""
+        if (k, pass_) not in self._layouts:
+            n = len(self.sources[k][0])
+            if self.shuffle:
+                key = int(hashlib.sha256(f"{self.seed}/{k}/{pass_}".encode()).hexdigest()[:15], 16)
+                order = torch.randperm(n, generator=torch.Generator().manual_seed(key)).tolist()
+            else:
+                order = list(range(n))
+            sizes = self.sources[k][1]
+            if len(self._layouts) > 4 * len(self.sources):
+                self._layouts.pop(next(iter(self._layouts)))
+            self._layouts[k, pass_] = order, list(accumulate((sizes[i] for i in order), initial=0))
+        return self._layouts[k, pass_]
+
+    def _draw(self, k: int, q: int, R: int, c: int) -> tuple[int, int]:
+        """``(pass, offset in it)`` of reader ``q`` of ``R``'s ``c``-th draw of source ``k``:
+        first its part of the passes left over by an earlier topology, then its segments."""
+        T, L = self.totals[k], self._lead_starts[k][-1]
+        lo, hi = L * q // R, L * (q + 1) // R
+        if c < hi - lo:
+            i = bisect_right(self._lead_starts[k], lo + c) - 1
+            p, a, _ = self._gen["lead"][k][i]
+            return p, a + lo + c - self._lead_starts[k][i]
+        x = T * q // R + c - (hi - lo)  # its virtual position in the passes laid end to end
+        v = ((x + 1) * R + T - 1) // T - 1  # the segment holding it: pass v - q
+        return self._gen["first"][k] + v - q, T * (v % R) // R + x - T * v // R
+
+    def _where(self, k: int, pass_: int, offset: int) -> tuple[int, int]:
+        """``(shard index, offset in the shard)`` of a pass's ``offset``."""
+        order, starts = self._layout(k, pass_)
+        j = bisect_right(starts, offset) - 1
+        return order[j], offset - starts[j]
+
+    def _readers(self) -> int:
+        """Readers per rank: ``num_workers`` as given (or seen by the first ``iter()``), >= 1."""
+        return self._gen["num_workers"] or 1
+
+    def counts_at(self, step: int) -> list[list[list[int]]]:
+        r"""``[rank][worker][k]``: how many samples of source ``k`` each reader drew before
+        training ``step`` (steps of this topology only), counted from the mixture: ``O(steps ×
+        global batch)`` positions."""
+        step = check_int("step", step, low=self._gen["start"])
+        nw, W, b, K = (
+            self._readers(),
+            self._gen["num_replicas"],
+            self._gen["batch_size"],
+            len(self.sources),
+        )
+        out = np.zeros((W, nw, K), np.int64)
+        for a in range(self._gen["start"], step, 4096):  # chunks of steps: bounded memory
+            chunk = np.arange(a, min(step, a + 4096))
+            residue = np.repeat(chunk % nw, b)  # (steps * b,) the reader of each position
+            for r in range(W):
+                ks = self._mix.sources(np.concatenate([self._mix.positions(s, r) for s in chunk]))[
+                    0
+                ]
+                out[r] += np.bincount(residue * K + ks, minlength=nw * K).reshape(nw, K)
+        return out.tolist()
+
+    def batch_at(self, step: int) -> list[list[tuple[int, int, int]]]:
+        r"""``[rank][slot]``: the ``(source, shard index, offset in the shard)`` every rank reads
+        at training ``step``; no data is read (its readers' counts are counted again)."""
+        counts, nw, W = self.counts_at(step), self._readers(), self._gen["num_replicas"]
+        out = []
+        for r in range(W):
+            c, row = counts[r][step % nw], []
+            for k in self._mix.sources(self._mix.positions(step, r))[0].tolist():
+                row.append((k, *self._where(k, *self._draw(k, r * nw + step % nw, W * nw, c[k]))))
+                c[k] += 1
+            out.append(row)
+        return out
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def _sample(self, opened: list[Any], k: int, pass_: int, shard: int, offset: int) -> Any:
+        """Sample ``offset`` of ``shard`` (source ``k``): the open shard read on, else opened."""
+        shards, sizes, read = self.sources[k]
+        st = opened[k]
+        if (
+            st is None
+            or st[0] != (pass_, shard)
+            or st[2] > offset
+            or (self.seekable and st[2] < offset)
+        ):
+            args = (shards[shard], offset) if self.seekable else (shards[shard],)
+            samples = read(*args)
+            try:
+                st = opened[k] = [
+                    (pass_, shard),
+                    iter(samples),
+                    args[-1] if self.seekable else 0,
+                ]
+            except TypeError:
+                raise TypeError(
+                    f"sources[{k}] read should return an iterable of the shard's samples, but got "
+                    f"read({', '.join(map(repr, args))})={samples!r} for shard {shards[shard]!r} "
+                    f"(shards[{shard}])"
+                ) from None
+        it = st[1]
+        deque(islice(it, offset - st[2]), maxlen=0)  # front to back: the head before it, dropped
+        x = next(it, _END)
+        if x is _END:
+            self._wrong(k, shard, f"ended before its sample {offset}")
+        st[2] = offset + 1
+        if st[2] == sizes[shard]:  # its end: check that it ends there
+            if next(it, _END) is not _END:
+                self._wrong(k, shard, f"yielded more than {sizes[shard]} samples")
+            opened[k] = None
+        return x
+
+    def _wrong(self, k: int, i: int, what: str) -> None:
+        call = ("read(shard, start) should yield samples start .. sizes[i] - 1" if self.seekable
+                else "read(shard) should yield exactly sizes[i] samples")  # fmt: skip
+        raise ValueError(
+            f"sources[{k}]: shard {self.sources[k][0][i]!r} (shards[{i}]) {what}, but "
+            f"sizes[{i}]={self.sources[k][1][i]}: {call}"
+        )
+
+    def iter_worker(self, worker: int = 0, num_workers: int = 0) -> Iterator[Any]:
+        r"""What worker ``worker`` of ``num_workers`` yields (what ``iter()`` runs in it); with
+        ``num_workers=0`` the main process reads every reader's steps, in step order."""
+        num_workers = check_int("num_workers", num_workers, low=0)
+        worker = check_int("worker", worker, low=0, high=max(0, num_workers - 1))
+        g = self._gen
+        if g["num_workers"] is None:
+            g["num_workers"] = max(1, num_workers)
+        nw = g["num_workers"]
+        if num_workers not in (0, nw):
+            raise ValueError(
+                f"num_workers should be {nw} (this run's readers per rank), or 0, but the "
+                f"DataLoader has num_workers={num_workers}: to change it, resume every worker's "
+                "state of one rank at once (load_state_dict(loader_dataset_states(loader_state)))"
+            )
+        steps, loaded, self._loaded = self._steps(self.epoch), self._loaded, None
+        if loaded is not None and loaded["epoch"] != self.epoch:
+            loaded = None
+        if loaded is not None and loaded["num_workers"] == num_workers:
+            if num_workers and loaded["worker"] != worker:
+                raise ValueError(
+                    f"state was saved by worker {loaded['worker']} of {num_workers}, but is read "
+                    f"by worker {worker}: resume through the same loader's worker"
+                )
+            readers, step, slot = list(loaded["readers"]), loaded["step"], loaded["slot"]
+            counts = [list(c) for c in loaded["counts"]]
+        elif loaded is not None and not loaded["num_workers"]:  # the main process's, in a worker
+            if loaded["slot"]:
+                raise ValueError(
+                    f"state is inside step {loaded['step']} (slot {loaded['slot']}): DataLoader "
+                    "workers resume at a step boundary; read the rest of the step with num_workers=0"
+                )
+            step = loaded["step"] + worker
+            readers, slot = [step % nw], 0
+            counts = [list(loaded["counts"][loaded["readers"].index(step % nw)])]
+        else:
+            step, slot = steps.start + (worker if num_workers else 0), 0
+            readers = [step % nw] if num_workers else list(range(nw))
+            at = self.counts_at(min(step, max(steps.stop, g["start"])))[self.rank]
+            counts = [at[q] for q in readers]
+        if num_workers:
+            self._in_workers[0] = self.epoch + 1
+        else:
+            self._begin = (self.epoch, step, slot)
+        self._progress = {"worker": worker, "num_workers": num_workers, "readers": readers,
+                          "step": step, "slot": slot, "counts": counts}  # fmt: skip
+        return self._read(nw, steps.stop, self._progress)
+
+    def _step_sources(self, first: int, stop: int, inc: int) -> Iterator[tuple[int, list[int]]]:
+        """``(step, sources of this rank's micro-batch)`` of steps ``first, first + inc, ...``:
+        one ``sources()`` call per block of steps, blocks doubling from 1 to 1024 steps."""
+        s, size = first, 1
+        while s < stop:
+            block = range(s, min(stop, s + size * inc), inc)
+            ks = self._mix.sources(
+                np.concatenate([self._mix.positions(t, self.rank) for t in block])
+            )[0]
+            yield from zip(block, ks.reshape(len(block), -1).tolist(), strict=True)
+            s, size = block[-1] + inc, min(2 * size, 1024)
+
+    def _read(self, nw: int, stop: int, progress: dict[str, Any]) -> Iterator[Any]:
+        W, readers = self._gen["num_replicas"], progress["readers"]
+        self._open = {q: [None] * len(self.sources) for q in readers}
+        slot, inc = progress["slot"], 1 if len(readers) == nw else nw
+        for s, ks in self._step_sources(progress["step"], stop, inc):
+            rho = s % nw
+            counts, q, opened = (
+                progress["counts"][readers.index(rho)],
+                self.rank * nw + rho,
+                self._open[rho],
+            )
+            for i in range(slot, len(ks)):
+                k = ks[i]
+                p, o = self._draw(k, q, W * nw, counts[k])
+                x = self._sample(opened, k, p, *self._where(k, p, o))
+                counts[k] += 1
+                progress["slot"] = i + 1
+                yield (k, x) if self.with_source else x
+            slot = 0
+            progress["step"], progress["slot"] = s + inc, 0
+
+    def __iter__(self) -> Iterator[Any]:
+        info = get_worker_info()  # None in the main process (num_workers=0)
+        if info is not None:
+            # a worker's first iter() reads the epoch set when the loader started it (a late
+            # set_epoch races its start); a persistent worker's next ones read the shared epoch
+            first, self._pid = self._pid != os.getpid(), os.getpid()
+            self._local = self._set if first else None
+        return self.iter_worker(*((0, 0) if info is None else (info.id, info.num_workers)))
+
+    def set_epoch(self, epoch: int) -> None:
+        r"""Set the epoch, the same on every rank: its steps, as :class:`MixtureSampler`'s."""
+        self._set = self._epoch[0] = check_int("epoch", epoch, low=0, high=2**62)
+
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch[0]) if self._local is None else self._local
+
+    def __len__(self) -> int:
+        g = self._gen
+        before = g["before"] if g.get("epoch") == self.epoch else 0
+        return before + len(self._steps(self.epoch)) * g["batch_size"]
+
+    # --- resume -----------------------------------------------------------------------------
+
+    def _main_state(self, step: int, slot: int) -> dict[str, Any]:
+        """The main process's place at ``(step, slot)``: every reader's counts, counted again."""
+        nw, at = self._readers(), self.counts_at(step)[self.rank]
+        if slot:
+            ks = self._mix.sources(self._mix.positions(step, self.rank))[0][:slot]
+            at[step % nw] = (
+                np.array(at[step % nw]) + np.bincount(ks, minlength=len(self.sources))
+            ).tolist()
+        return {"worker": 0, "num_workers": 0, "readers": list(range(nw)), "step": step,
+                "slot": slot, "counts": at}  # fmt: skip
+
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        r"""This worker's place (the main process's with ``num_workers=0``): JSON-ready, ``O(K)``
+        per reader it reads for (plus, after a resume on another topology, the passes it left:
+        ``O(K × old readers)`` intervals).
+
+        Args:
+            consumed: samples of the latest ``iter()`` the loop used, in the main process of a
+                plain DataLoader (whose workers read ahead): the place is counted from it.
+        """
+        g, p, b = self._gen, self._progress, self._gen["batch_size"]
+        steps = self._steps(self.epoch)
+        if consumed is not None:
+            _, step, slot = (
+                self._begin if self._begin[0] == self.epoch else (self.epoch, steps.start, 0)
+            )
+            p = self._progress
+            if p is not None and p["num_workers"] == 0 and self._begin[0] == self.epoch:
+                out = (p["step"] - step) * b + p["slot"] - slot  # what this process's iter() gave
+                consumed = check_consumed(consumed, out, f"the latest iter() handed out {out}")
+            left = (steps.stop - step) * b - slot
+            consumed = check_int("consumed", consumed, low=0, high=max(0, left))
+            step, slot = step + (slot + consumed) // b, (slot + consumed) % b
+            p = self._main_state(step, slot)
+        elif p is None:
+            if int(self._in_workers[0]) == self.epoch + 1:
+                raise RuntimeError(
+                    "state_dict() was called in the main process, but DataLoader workers read this "
+                    f"epoch ({self.epoch}): resume through torchdata's StatefulDataLoader (it asks "
+                    "every worker), or pass consumed= (the samples the loop used)"
+                )
+            p = self._main_state(max(steps.start, g["start"]), 0)
+        step, slot = p["step"], p["slot"]
+        if slot == b:  # a whole step: the next one this worker reads
+            step, slot = step + (1 if len(p["readers"]) == self._readers() else self._readers()), 0
+        return {"kind": type(self).__name__, "version": 1, **self._identity, "epoch": self.epoch,
+                "rank": self.rank,
+                "generation": {**g, "lead": [[list(x) for x in lead] for lead in g["lead"]],
+                               "first": list(g["first"])},
+                "worker": p["worker"], "num_workers": p["num_workers"], "readers": list(p["readers"]),
+                "step": step, "slot": slot, "counts": [list(c) for c in p["counts"]]}  # fmt: skip
+
+    def _checked(self, state: object) -> dict[str, Any]:
+        keys = ("kind", "version", *self._identity, "epoch", "rank", "generation", "worker",
+                "num_workers", "readers", "step", "slot", "counts")  # fmt: skip
+        if not isinstance(state, dict) or any(k not in state for k in keys) or (
+            state["kind"], state["version"]) != (type(self).__name__, 1):  # fmt: skip
+            raise ValueError(
+                f"state should be a {type(self).__name__} state_dict(), but got {state!r}"
+            )
+        for key, now in {**self._identity, "epoch": self.epoch}.items():
+            if state[key] != now:
+                hint = f": call set_epoch({state[key]}) first" if key == "epoch" else ""
+                raise ValueError(
+                    f"state does not match this dataset: {key} was {state[key]!r} when saved, "
+                    f"but is {now!r} now{hint}"
+                )
+        return state
+
+    def load_state_dict(self, state: dict[str, Any] | list[dict[str, Any]]) -> None:
+        r"""Resume: one worker's state (the same topology), or every worker's state of one rank
+        (a list, :func:`loader_dataset_states`): then any ``num_replicas``, ``batch_size`` and
+        ``num_workers``, at a step boundary."""
+        if isinstance(state, dict):
+            state = self._checked(state)
+            g = state["generation"]
+            if (g["num_replicas"], g["batch_size"]) != (self.num_replicas, self.batch_size):
+                raise ValueError(
+                    f"state was saved on num_replicas={g['num_replicas']}, batch_size="
+                    f"{g['batch_size']}, but is loaded on num_replicas={self.num_replicas}, "
+                    f"batch_size={self.batch_size}: load every worker's state of one rank at once "
+                    "(load_state_dict(loader_dataset_states(loader_state)))"
+                )
+            if self._declared not in (None, g["num_workers"]):
+                raise ValueError(
+                    f"state was saved with num_workers={g['num_workers']}, but this dataset has "
+                    f"num_workers={self._declared}: load every worker's state of one rank at once "
+                    "(load_state_dict(loader_dataset_states(loader_state)))"
+                )
+            self._set_generation(dict(g))
+            self._loaded = state
+            self._progress = {
+                x: state[x] for x in ("worker", "num_workers", "readers", "step", "slot", "counts")
+            }
+            self._begin = (self.epoch, state["step"], state["slot"])
+            return
+        self._elastic([self._checked(s) for s in state])
+
+    def _elastic(self, states: list[dict[str, Any]]) -> None:
+        g, loader_workers = states[0]["generation"], states[0]["num_workers"]
+        nw = g["num_workers"] or 1
+        workers = sorted(s["worker"] for s in states)
+        if (any(s["generation"] != g or s["num_workers"] != loader_workers for s in states)
+                or workers != list(range(max(1, loader_workers)))):  # fmt: skip
+            raise ValueError(
+                "state should list every worker's state of one rank (workers 0..n-1, one run), "
+                f"but got workers {workers}"
+            )
+        if any(s["slot"] for s in states):
+            raise ValueError(
+                "state should be at a step boundary to resume on another topology, but got slots "
+                f"{[s['slot'] for s in states]} of batch_size={g['batch_size']}"
+            )
+        W, b = g["num_replicas"], g["batch_size"]
+        self._set_generation(dict(g))  # the old grid: its readers' counts at the boundary
+        S = max(min(s["step"] for s in states), g["start"])
+        counts = self.counts_at(S)
+        for s in states:
+            for q, c in zip(s["readers"], s["counts"], strict=True):
+                if c != counts[s["rank"]][q]:
+                    raise ValueError(
+                        f"state of worker {s['worker']} says reader {q} drew counts={c}, but the "
+                        f"mixture gives {counts[s['rank']][q]} at step {S}: a state of another run"
+                    )
+        R = W * nw
+        lead, first = [], []
+        for k, T in enumerate(self.totals):
+            L, old = self._lead_starts[k][-1], g["first"][k]
+            if T == 0:
+                lead.append([]), first.append(old)
+                continue
+            pieces, nexts, lasts, ends = [], [], [], []
+            seg = lambda x, T=T: ((x + 1) * R + T - 1) // T - 1  # noqa: E731 (the segment of x)
+            for q in range(R):
+                c = counts[q // nw][q % nw][k]
+                lo, hi = L * q // R, L * (q + 1) // R
+                a = lo + min(c, hi - lo)  # its unread part of the old leftovers: [a, hi)
+                for i, (p, x, _) in enumerate(g["lead"][k]):
+                    s0, s1 = self._lead_starts[k][i], self._lead_starts[k][i + 1]
+                    pieces.append([p, x + max(a, s0) - s0, x + min(hi, s1) - s0])
+                m, x0 = c - min(c, hi - lo), T * q // R
+                ends.append(x0 + m)
+                nexts.append(old + seg(x0 + m) - q)
+                if m:
+                    lasts.append(old + seg(x0 + m - 1) - q)
+            lo_pass = min(nexts)
+            new_first = max(lo_pass, max(lasts, default=old - 1) + 1)
+            for q in range(R):
+                for P in range(lo_pass, new_first):
+                    v = q + P - old
+                    x, y = max(T * v // R, ends[q]), T * (v + 1) // R
+                    base = T * (v % R) // R - T * v // R  # virtual -> pass offset
+                    pieces.append([P, x + base, y + base])
+            lead.append(_merge(pieces))
+            first.append(new_first)
+        mixture = g["mixture"]
+        if (W, b) != (self.num_replicas, self.batch_size):
+            mixture = self._mixture_at(S)
+        before = (g["before"] if g.get("epoch") == self.epoch else 0) + (
+            S - self._steps(self.epoch).start
+        ) * b
+        self._set_generation({"start": S, "before": before, "epoch": self.epoch,
+                              "num_workers": self._declared, "mixture": mixture, "lead": lead,
+                              "first": first, "num_replicas": self.num_replicas,
+                              "batch_size": self.batch_size})  # fmt: skip
+        self._loaded, self._progress = None, None
+        self._begin = (self.epoch, S, 0)
+
+    def _mixture_at(self, step: int) -> dict[str, Any]:
+        """The mixture's own state at ``step`` of this grid (its elastic resume's input)."""
+        g = self._gen
+        B, L = g["batch_size"] * g["num_replicas"], self.mixture.epoch_length
+        epoch = self._step_position(step) // L
+        first = lambda e: g["start"] + max(0, -(-(e * L - self._origin) // B))  # noqa: E731
+        while epoch > 0 and first(epoch) > step:
+            epoch -= 1
+        mix = self._grid_mixture(g, g["num_replicas"], g["batch_size"])
+        mix.set_epoch(epoch)
+        it = iter(mix)
+        deque(islice(it, (step - max(first(epoch), g["start"])) * g["batch_size"]), maxlen=0)
+        return mix.state_dict()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({len(self.sources)} sources, totals={self.totals}, "
+            f"batch_size={self.batch_size}, num_replicas={self.num_replicas}, rank={self.rank}, "
+            f"seed={self.seed}, shuffle={self.shuffle}, seekable={self.seekable}, "
+            f"until_exhausted={self.until_exhausted})"
+        )

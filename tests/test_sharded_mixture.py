@@ -1,0 +1,487 @@
+"""Properties of ShardedMixtureDataset: MixtureSampler's sources, read as shard runs by readers.
+
+Ranks and workers are simulated in process (``iter_worker(w, n)`` is what worker ``w`` of ``n``
+runs; the loader takes a batch from each worker in turn); real DataLoaders and torchdata's
+StatefulDataLoader check the claims that need them.
+"""
+
+from __future__ import annotations
+
+import sys
+from bisect import bisect_right
+from collections import Counter
+from itertools import accumulate
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from torch.utils.data import DataLoader
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+from distsampling import MixtureSampler, ShardedMixtureDataset, loader_dataset_states, run_nodes
+from strategies import (
+    elastic_world_sizes,
+    flags,
+    mixture_batch_sizes,
+    mixture_worker_counts,
+    seeds,
+    sharded_mixtures,
+)
+
+TESTS = str(Path(__file__).resolve().parent)
+
+
+class Reader:
+    """``read(shard)``: source ``k``'s shard ``i`` yields ``(k, i, offset)``, front to back; logs
+    ``[shard, start, drawn]`` per open in ``opens``."""
+
+    def __init__(self, k: int, sizes: list[int]) -> None:
+        self.k, self.sizes, self.opens = k, sizes, []
+
+    def __call__(self, shard: int, start: int = 0):
+        entry = [shard, start, 0]
+        self.opens.append(entry)
+        for o in range(start, self.sizes[shard]):
+            entry[2] += 1
+            yield (self.k, shard, o)
+
+
+def sources_of(shards: list[list[int]]) -> list[tuple]:
+    return [(list(range(len(s))), s, Reader(k, s)) for k, s in enumerate(shards)]
+
+
+def make(shards, weights, b, world=1, rank=0, **kwargs) -> ShardedMixtureDataset:
+    return ShardedMixtureDataset(sources_of(shards), weights, b, num_replicas=world, rank=rank,
+                                 **kwargs)  # fmt: skip
+
+
+def rank_batches(ds: ShardedMixtureDataset, workers: int) -> list[list]:
+    """A rank's loader batches of the epoch: each worker's batches, taken in turn."""
+    per = []
+    for w in range(max(1, workers)):
+        out = list(ds.iter_worker(w, workers))
+        per.append([out[i : i + ds.batch_size] for i in range(0, len(out), ds.batch_size)])
+    return [per[i % len(per)][i // len(per)] for i in range(sum(map(len, per)))]
+
+
+def pass_offset(shards, k, shard, offset) -> int:
+    """Without shuffle a pass lists the shards as given: where ``(shard, offset)`` is in it."""
+    return sum(shards[k][:shard]) + offset
+
+
+args = st.fixed_dictionaries(
+    {
+        "mix": sharded_mixtures(),
+        "b": mixture_batch_sizes,
+        "world": st.integers(1, 4),
+        "workers": mixture_worker_counts,
+        "seed": seeds,
+        "seekable": flags,
+        "epochs": st.integers(1, 3),
+    }
+)
+
+
+def run(a, shuffle=True):
+    """``[rank][step]``: each rank's batches over ``a['epochs']`` epochs, and the datasets."""
+    shards, weights = a["mix"]
+    datasets = [make(shards, weights, a["b"], a["world"], r, seed=a["seed"], shuffle=shuffle,
+                     seekable=a["seekable"], with_source=True) for r in range(a["world"])]  # fmt: skip
+    out = [[] for _ in datasets]
+    for e in range(a["epochs"]):
+        for r, ds in enumerate(datasets):
+            ds.set_epoch(e)
+            out[r] += rank_batches(ds, a["workers"])
+    return out, datasets
+
+
+@given(args)
+def test_the_source_of_every_sample_is_mixture_samplers_on_every_rank_for_any_workers(a):
+    """Invariant: rank r's loader batches, whatever num_workers is, hold the sources of
+    MixtureSampler's indices for the same sizes, weights, seed and world, step by step; every rank
+    takes the same number of steps, len() of them."""
+    batches, datasets = run(a)
+    shards, weights = a["mix"]
+    totals = [sum(s) for s in shards]
+    starts = list(accumulate(totals, initial=0))
+    for r, ds in enumerate(datasets):
+        sampler = MixtureSampler(totals, weights, a["b"], a["world"], r, seed=a["seed"])
+        idx_torch = []
+        for e in range(a["epochs"]):
+            sampler.set_epoch(e)
+            idx_torch += [bisect_right(starts, i) - 1 for i in sampler]
+        idx_ours = [k for batch in batches[r] for k, _ in batch]
+        assert idx_ours == idx_torch
+        assert all(len(batch) == a["b"] for batch in batches[r])
+        assert len(ds) == len(sampler)
+    assert len({len(b) for b in batches}) == 1
+
+
+@given(args)
+def test_every_sample_is_read_once_a_pass_the_unread_rest_of_the_passes_in_flight_closes_them(a):
+    """Invariant: with the samples every reader read, and the unread rest of the passes in flight
+    that an elastic resume would hand on (its state's leftovers), every sample of source k is
+    read exactly ``first[k]`` times: every pass before ``first`` once, no sample twice in one."""
+    batches, _datasets = run(a, shuffle=False)
+    shards = a["mix"][0]
+    reads = Counter(x for rank in batches for batch in rank for _, x in batch)
+    last = make(shards, a["mix"][1], a["b"], a["world"], 0, seed=a["seed"], shuffle=False)
+    last.set_epoch(a["epochs"] - 1)
+    states = _states_at(last, a["workers"], len(range(*_epoch_steps(last))))
+    fresh = make(shards, a["mix"][1], 1, seed=a["seed"], shuffle=False)
+    fresh.set_epoch(a["epochs"] - 1)
+    fresh.load_state_dict(states)
+    gen = fresh.state_dict()["generation"]
+    for k, sizes in enumerate(shards):
+        lead = Counter(o for p, x, y in gen["lead"][k] for o in range(x, y))
+        for i, n in enumerate(sizes):
+            for o in range(n):
+                assert reads[(k, i, o)] + lead[pass_offset(shards, k, i, o)] == gen["first"][k]
+
+
+def _epoch_steps(ds):
+    """The epoch's steps (first, stop): a rank's len() is ``steps * batch_size``."""
+    start = ds.state_dict()["step"]
+    return start, start + len(ds) // ds.batch_size
+
+
+@given(args, st.data())
+def test_a_state_saved_at_any_step_resumes_the_worker_exactly(a, data):
+    """Invariant: a worker's state saved after any sample of the epoch, loaded into a fresh
+    dataset, yields exactly the rest of the uninterrupted run."""
+    shards, weights = a["mix"]
+    rank = data.draw(st.integers(0, a["world"] - 1))
+    worker = data.draw(st.integers(0, max(0, a["workers"] - 1)))
+    kw = {"seed": a["seed"], "seekable": a["seekable"]}
+    ds = make(shards, weights, a["b"], a["world"], rank, **kw)
+    ds.set_epoch(a["epochs"] - 1)
+    whole = list(ds.iter_worker(worker, a["workers"]))
+    stop = data.draw(st.integers(0, len(whole)))
+    ds = make(shards, weights, a["b"], a["world"], rank, **kw)
+    ds.set_epoch(a["epochs"] - 1)
+    it = ds.iter_worker(worker, a["workers"])
+    head = [next(it) for _ in range(stop)]
+    state = ds.state_dict()
+    again = make(shards, weights, a["b"], a["world"], rank, **kw)
+    again.set_epoch(a["epochs"] - 1)
+    again.load_state_dict(state)
+    assert head + list(again.iter_worker(worker, a["workers"])) == whole
+
+
+@given(args)
+def test_readers_open_each_shard_once_a_run_and_drop_at_most_one_head_a_pass(a):
+    """Invariant: every open yields a sample; opens of source k number at most its non-empty
+    shards plus the readers, per pass read; what is drawn and not yielded is one shard head at
+    most per reader and pass, none with seekable."""
+    batches, datasets = run(a)
+    readers = a["world"] * max(1, a["workers"])
+    for k, sizes in enumerate(a["mix"][0]):
+        yielded = sum(1 for rank in batches for batch in rank for s, _ in batch if s == k)
+        opens = [o for ds in datasets for o in ds.sources[k][2].opens]
+        T = sum(sizes)
+        if not T:
+            assert not opens
+            continue
+        passes = -(-yielded // T) + readers  # passes touched: the readers' spread included
+        assert all(drawn > 0 for _, _, drawn in opens)
+        assert len(opens) <= passes * (sum(n > 0 for n in sizes) + readers)
+        heads = [drawn for _, _, drawn in opens]
+        if a["seekable"]:
+            assert sum(heads) == yielded
+        assert sum(heads) - yielded <= passes * readers * max(sizes)
+
+
+@given(args, elastic_world_sizes, elastic_world_sizes, mixture_worker_counts, st.data())
+def test_elastic_resume_on_another_world_and_workers_reads_every_sample_once_a_pass(
+    a, world, world2, workers2, data
+):
+    """Invariant: every worker state of one rank at a step boundary, loaded on another
+    num_replicas (1..8), micro-batch and num_workers (0..3), goes on with the sources of
+    MixtureSampler's own elastic resume (a schedule's later changes at their steps), and what
+    both runs read plus the rest of the passes in flight is every pass once."""
+    shards, weights = a["mix"]
+    b, workers = a["b"], a["workers"]
+    datasets = [make(shards, weights, b, world, r, shuffle=False) for r in range(world)]
+    batches = [rank_batches(ds, workers) for ds in datasets]
+    steps = data.draw(st.integers(0, len(batches[0])))
+    reads = Counter(x for rank in batches for batch in rank[:steps] for x in batch)
+    states = _states_at(datasets[0], workers, steps)
+    b2 = data.draw(mixture_batch_sizes)
+    new = [make(shards, weights, b2, world2, r, shuffle=False) for r in range(world2)]
+    for ds in new:
+        ds.load_state_dict(states)
+    after = [rank_batches(ds, workers2) for ds in new]
+    assert len({len(x) for x in after}) == 1  # every new rank: the same number of steps
+    totals = [sum(sizes) for sizes in shards]
+    starts = list(accumulate(totals, initial=0))
+    old = MixtureSampler(totals, weights, b, world, 0)
+    it = iter(old)
+    [next(it) for _ in range(steps * b)]
+    for r, rank in enumerate(after):
+        mixture = MixtureSampler(totals, weights, b2, world2, r)
+        mixture.load_state_dict(old.state_dict())
+        idx_torch = [bisect_right(starts, i) - 1 for i in mixture]
+        assert [x[0] for batch in rank for x in batch] == idx_torch
+    reads += Counter(x for rank in after for batch in rank for x in batch)
+    closing = make(shards, weights, 1, shuffle=False)
+    closing.load_state_dict(_states_at(new[0], workers2, len(after[0])))
+    gen = closing.state_dict()["generation"]
+    for k, sizes in enumerate(shards):
+        lead = Counter(o for p, x, y in gen["lead"][k] for o in range(x, y))
+        for i, n in enumerate(sizes):
+            for o in range(n):
+                assert reads[(k, i, o)] + lead[pass_offset(shards, k, i, o)] == gen["first"][k]
+
+
+def _states_at(ds, workers, steps):
+    """Every worker's state of ``ds``'s rank after the loader delivered ``steps`` batches."""
+    n = max(1, workers)
+    states = []
+    for w in range(n):
+        it = ds.iter_worker(w, workers)
+        mine = len(range(w, steps, n))  # the loader's batches w, w + n, ... below `steps`
+        for _ in range(mine * ds.batch_size):
+            next(it)
+        states.append(ds.state_dict())
+    return states
+
+
+SHARDS = [[3, 0, 4], [2, 5], [6]]
+
+
+@pytest.mark.parametrize(
+    ("sources", "weights", "error", "message"),
+    [
+        ("abc", [1], TypeError, "sources should be a non-empty list of (shards, sizes, read), but got sources='abc'"),
+        ([([0], [1])], [1], TypeError, "sources[0] should be a (shards, sizes, read) triple, but got sources[0]=([0], [1])"),
+        ([([0, 1], [1], Reader(0, [1]))], [1], ValueError, "sources[0] should hold one size per shard (len(shards)=2), but got len(sizes)=1"),
+        ([([0], [-1], Reader(0, [1]))], [1], ValueError, "sources[0] sizes[0] should be >= 0, but got sources[0] sizes[0]=-1"),
+        ([([0], [1], "read")], [1], TypeError, "sources[0] read should be a callable, read(shard) -> samples, but got read='read'"),
+        ([([0], [1], Reader(0, [1])), ([0], [0], Reader(1, [0]))], [1, 0.5], ValueError, "weights[1]=0.5 should be 0: sources[1] has no sample (its sizes sum to 0)"),
+    ],
+)  # fmt: skip
+def test_bad_sources_and_weights_are_named_with_their_value(sources, weights, error, message):
+    """Invariant: a malformed source, sizes that do not match the shards and a positive weight on
+    an empty source are refused, naming the source, the argument and the value."""
+    with pytest.raises(error) as info:
+        ShardedMixtureDataset(sources, weights, 2, num_replicas=1, rank=0)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("seekable", [False, True])
+def test_a_read_yielding_fewer_samples_than_its_size_names_the_source_and_the_shard(seekable):
+    """Invariant: a shard that ends early is named with its source, its index and its size."""
+    short = lambda shard, start=0: iter(range(start, 2))  # noqa: E731 (sizes say 4)
+    ds = ShardedMixtureDataset([(["a.tar"], [4], short)], [1], 4, num_replicas=1, rank=0,
+                               seekable=seekable)  # fmt: skip
+    with pytest.raises(ValueError, match=r"sources\[0\]: shard 'a.tar' \(shards\[0\]\) ended "
+                       r"before its sample 2, but sizes\[0\]=4"):  # fmt: skip
+        list(ds)
+
+
+def test_until_exhausted_ends_the_epoch_on_every_rank_at_the_same_step_before_its_next_pass():
+    """Invariant: with until_exhausted=k every rank reads the same steps; epoch e reads only
+    source k's items of passes <= e, and the step after it would read pass e + 1's first."""
+    world, b = 3, 2
+    datasets = [make(SHARDS, [1, 3, 2], b, world, r, until_exhausted=0, with_source=True)
+                for r in range(world)]  # fmt: skip
+    totals = [sum(s) for s in SHARDS]
+    sampler = MixtureSampler(totals, [1, 3, 2], b, world, 0)
+    for e in range(3):
+        lens = set()
+        for ds in datasets:
+            ds.set_epoch(e)
+            lens.add(len(rank_batches(ds, 2)))
+        assert len(lens) == 1 and len(datasets[0]) == lens.pop() * b
+        fresh = make(SHARDS, [1, 3, 2], b, world, 0, until_exhausted=0)
+        fresh.set_epoch(e)
+        first, stop = _epoch_steps(fresh)
+        B = b * world
+        ks, js = sampler.sources(range(first * B, stop * B))
+        assert (js[ks == 0] < (e + 1) * totals[0]).all()
+        ks, js = sampler.sources(range(stop * B, (stop + 1) * B))
+        assert (js[ks == 0] == (e + 1) * totals[0]).any()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stateful_dataloader_resumes_exactly_what_an_uninterrupted_run_yields(workers):
+    """Invariant: torchdata's StatefulDataLoader stopped after 3 batches and resumed from its
+    state yields the rest of the uninterrupted run's batches, with workers or without."""
+
+    def loader():
+        ds = make(SHARDS, [1, 3, 2], 2, 2, 1, seed=3)
+        ds.set_epoch(1)
+        return StatefulDataLoader(ds, batch_size=2, num_workers=workers)
+
+    rows = lambda batch: [t.tolist() for t in batch]  # noqa: E731 (shards and offsets)
+    whole = [rows(b) for b in loader()]
+    first = loader()
+    it = iter(first)
+    head = [rows(next(it)) for _ in range(3)]
+    state = first.state_dict()
+    again = loader()
+    again.load_state_dict(state)
+    assert head + [rows(b) for b in again] == whole
+    assert len(whole) == len(loader().dataset) // 2
+
+
+def test_every_worker_state_of_one_rank_resumes_on_another_world_through_loaders():
+    """Invariant: 2 ranks of StatefulDataLoaders with 2 workers stop after 3 batches; rank 0's
+    worker states (loader_dataset_states) resume 3 ranks with 1 worker and micro-batch 3, whose
+    sources are MixtureSampler's elastic resume's, and every pass is read once."""
+    weights, reads = [1, 3, 2], Counter()
+    states = None
+    for r in range(2):
+        ds = make(SHARDS, weights, 2, 2, r, seed=0, shuffle=False)
+        loader = StatefulDataLoader(ds, batch_size=2, num_workers=2)
+        it = iter(loader)
+        for _ in range(3):
+            batch = next(it)
+            reads.update(zip(*(t.tolist() for t in batch), strict=True))
+        states = states or loader_dataset_states(loader.state_dict())
+    sources_new, steps_new = [], 0
+    for r in range(3):
+        ds = make(SHARDS, weights, 3, 3, r, seed=0, shuffle=False, with_source=True)
+        ds.load_state_dict(states)
+        got = [x for batch in DataLoader(ds, batch_size=3, num_workers=1) for x in
+               zip(*(t.tolist() for t in batch[1]), strict=True)]  # fmt: skip
+        reads.update(got)
+        steps_new = len(got) // 3
+        sources_new.append([k for batch in DataLoader(ds, batch_size=3) for k in batch[0].tolist()])
+    totals = [sum(s) for s in SHARDS]
+    old = MixtureSampler(totals, weights, 2, 2, 0)
+    it = iter(old)
+    [next(it) for _ in range(6)]  # rank 0 read steps 0..2
+    mixture_state = old.state_dict()
+    for r in range(3):
+        new = MixtureSampler(totals, weights, 3, 3, r)
+        new.load_state_dict(mixture_state)
+        starts = list(accumulate(totals, initial=0))
+        assert sources_new[r] == [bisect_right(starts, i) - 1 for i in new]
+    closing = make(SHARDS, weights, 1, shuffle=False)
+    last = make(SHARDS, weights, 3, 3, 0, shuffle=False)
+    last.load_state_dict(states)
+    closing.load_state_dict(_states_at(last, 1, steps_new))
+    gen = closing.state_dict()["generation"]
+    for k, sizes in enumerate(SHARDS):
+        lead = Counter(o for p, x, y in gen["lead"][k] for o in range(x, y))
+        for i, n in enumerate(sizes):
+            for o in range(n):
+                assert reads[(k, i, o)] + lead[pass_offset(SHARDS, k, i, o)] == gen["first"][k]
+
+
+@given(args)
+def test_with_num_workers_given_the_main_process_reads_what_the_loaders_workers_read(a):
+    """Invariant: ShardedMixtureDataset(num_workers=n) read with num_workers=0 yields exactly the
+    loader's batches with n workers (each reader's steps, in step order)."""
+    shards, weights = a["mix"]
+    n = max(1, a["workers"])
+    for r in range(a["world"]):
+        ds = make(shards, weights, a["b"], a["world"], r, seed=a["seed"], num_workers=n)
+        ds.set_epoch(a["epochs"] - 1)
+        idx_main = list(ds)
+        idx_workers = [x for batch in rank_batches(ds, n) for x in batch]
+        assert idx_main == idx_workers
+
+
+def test_a_loader_with_other_workers_than_num_workers_is_refused_naming_both():
+    """Invariant: the readers are fixed by num_workers; a loader with another count is refused."""
+    ds = make(SHARDS, [1, 3, 2], 2, num_workers=2)
+    with pytest.raises(ValueError, match=r"num_workers should be 2 \(this run's readers per "
+                       r"rank\), or 0, but the DataLoader has num_workers=3"):  # fmt: skip
+        ds.iter_worker(0, 3)
+
+
+def test_consumed_in_the_main_process_of_a_plain_loader_resumes_its_workers_exactly():
+    """Invariant: with a plain DataLoader of 2 workers (they read ahead), state_dict(consumed=k
+    batches' samples) loaded into a new dataset reads the rest of the epoch, batch for batch."""
+
+    def loader():
+        ds = make(SHARDS, [1, 3, 2], 2, 2, 1, num_workers=2)
+        return ds, DataLoader(ds, batch_size=2, num_workers=2)
+
+    rows = lambda batch: [t.tolist() for t in batch]  # noqa: E731
+    whole = [rows(b) for b in loader()[1]]
+    for k in range(len(whole) + 1):
+        ds, dl = loader()
+        it = iter(dl)
+        head = [rows(next(it)) for _ in range(k)]
+        state = ds.state_dict(consumed=2 * k)
+        del it
+        again, dl = loader()
+        again.load_state_dict(state)
+        assert head + [rows(b) for b in dl] == whole
+    with pytest.raises(ValueError, match=r"consumed should be in the interval \[0, "):
+        loader()[0].state_dict(consumed=2 * len(whole) + 1)
+
+
+@given(args, st.data())
+def test_while_a_pass_is_unfinished_later_passes_are_read_at_most_r_minus_1_times_spread_plus_1(
+    a, data
+):
+    """Invariant (the module docstring's bound): at a step, let D be the spread (max - min) of
+    the R readers' counts of source k (counts_at); while the lowest unfinished pass P has an
+    unread sample, the readers have read at most (R - 1)(D + 1) samples of passes after P."""
+    shards, weights = a["mix"]
+    nw = max(1, a["workers"])
+    ds = make(shards, weights, a["b"], a["world"], 0, seed=a["seed"], num_workers=nw)
+    R = a["world"] * nw
+    step = data.draw(st.integers(0, 40))
+    counts = [c for rank in ds.counts_at(step) for c in rank]  # [reader][k], reader r * nw + w
+    for k, T in enumerate(ds.totals):
+        if not T:
+            continue
+        passes = [[ds._draw(k, q, R, c)[0] for c in range(counts[q][k] + 1)] for q in range(R)]
+        lowest = min(p[-1] for p in passes)  # the pass of every reader's next draw: P
+        later = sum(sum(p > lowest for p in ps[:-1]) for ps in passes)
+        spread = max(c[k] for c in counts) - min(c[k] for c in counts)
+        assert later <= (R - 1) * (spread + 1)
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    """moto's S3 server on 127.0.0.1 (tests/growing/s3_server.py), stopped at the end."""
+    sys.path.insert(0, str(Path(__file__).parent / "growing"))
+    server_module = pytest.importorskip("s3_server")
+    yield from server_module.s3_server.__wrapped__(monkeypatch)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.xdist_group("worlds")
+@pytest.mark.timeout(300)
+def test_two_torchrun_nodes_read_a_mixture_of_s3_remotes_as_the_dataset_reads_in_process(s3):
+    """Invariant: two torchrun agents (--nnodes=2), DataLoaders of 2 workers, shards read through
+    RemoteSource from moto's S3 server: every rank reads exactly what the same dataset reads in
+    one process from the same rows, sample for sample (MixtureSampler's sources, whole rows)."""
+    from growing.s3_server import rows
+
+    files = [{0: 7, 1: 3, 2: 6}, {10: 5, 11: 4}]  # source -> {file j: rows}
+    urls = [s3.put_arrays(f"mix/s{k}", {f"{j:02d}.npy": rows(j, n) for j, n in f.items()})
+            for k, f in enumerate(files)]  # fmt: skip
+    weights = [2, 1]
+    results = run_nodes("sharded_mixture_ranks:read_remote_mixture", 2, 1, urls, s3.options(),
+                        weights, 2, timeout=240, pythonpath=[TESTS])  # fmt: skip
+    ranks = results[0]["ranks"]
+    assert [r["local_rank"] for r in ranks] == [0, 0]
+    local = [(list(range(len(f))), list(f.values()),
+              lambda i, start=0, f=f: (tuple(x) for x in rows(list(f)[i], list(f.values())[i])[start:].tolist()))
+             for f in files]  # fmt: skip
+    for r, rank in enumerate(ranks):
+        ds = ShardedMixtureDataset(local, weights, 4, num_replicas=2, rank=r, seed=3,
+                                   seekable=True, with_source=True, num_workers=2)  # fmt: skip
+        ds.set_epoch(1)
+        assert [(k, tuple(x)) for k, x in rank["read"]] == list(ds)
+        assert len(rank["read"]) == len(ds) > 0
+
+
+def test_a_read_returning_no_samples_and_a_size_past_int64_are_named():
+    """Invariant: a read() that returns None is named with the call, the shard and the value; a
+    size past int64 is refused naming the source and the size, never an overflow inside."""
+    forgot = lambda shard: None  # noqa: E731 (a read that forgot its return)
+    ds = ShardedMixtureDataset([(["a"], [2], forgot)], [1], 2, num_replicas=1, rank=0)
+    with pytest.raises(TypeError, match=r"sources\[0\] read should return an iterable of the "
+                       r"shard's samples, but got read\('a'\)=None for shard 'a' \(shards\[0\]\)"):  # fmt: skip
+        list(ds)
+    with pytest.raises(ValueError, match=r"sources\[0\] sizes\[0\] should be < 2\*\*63"):
+        ShardedMixtureDataset([(["a"], [2**70], forgot)], [1], 2, num_replicas=1, rank=0)
