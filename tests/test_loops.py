@@ -2,10 +2,12 @@
 
 Each cell builds the entry small (2 ranks, rank 1: the one that reads padding), runs it in a
 real loop, and compares what the loop read with the entry's plan, what the object yields alone
-(``Entry.plan``). A cell passes as it is, passes with a setting the entry names (the page says
-which), or is a refusal the entry declares: the loop raises an error that says what to do.
-Every cell records its outcome (``loop_cell``); ``make test`` writes them to
-``docs/generated/loops.json``, from which ``docs/loops.md`` is rendered.
+(``Entry.plan``), whole: every item once, nothing beyond. A cell passes as the user writes the
+loop (no hint passed to the entry), or is a refusal the entry declares (the loop raises an
+error that says what to do), or a limit it declares (the test shows the loop as written reads
+something else; the page names what to do instead). Every cell records its outcome
+(``loop_cell``); ``make test`` writes one run's cells, whole, to ``docs/generated/loops.json``,
+from which ``docs/loops.md`` is rendered.
 """
 
 from __future__ import annotations

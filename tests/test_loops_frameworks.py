@@ -70,7 +70,8 @@ def cell(entry: Entry, runs: dict[str, list[dict]], pad: int | None = None) -> t
     if errors:  # the note quotes the error the real run raised, no other, and when
         assert default == f"raises {errors[0]['error']}"
         steps = max(r["steps_before"] for r in errors)
-        when = "before its first step" if steps == 0 else f"after {steps} steps"
+        plural = "s" * (steps != 1)
+        when = "before its first step" if steps == 0 else f"after {steps} step{plural}"
         return "setting", f"{held[0]}; the default {default}, {when}"
     return "silent", f"{held[0]}; the default {default}, without a word"
 

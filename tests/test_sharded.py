@@ -1232,3 +1232,22 @@ def test_a_set_epoch_after_the_loop_began_never_reaches_a_worker_slow_to_start()
     dataset.set_epoch(1)  # late: worker 1 is still asleep
     assert first + [b.tolist() for b in it] == plans[0]
     assert [b.tolist() for b in dl] == plans[1]
+
+
+def test_persistent_workers_read_each_epoch_set_before_its_iter():
+    """Invariant: with ``persistent_workers=True`` the workers are started once; each later
+    ``iter()`` reads the epoch ``set_epoch`` set before it (shared with the workers), not the
+    epoch of their start: three epochs, each its own batches, in the loader's order."""
+    dataset = ShardedIterableDataset([0, 1, 2], SIZES_11, _read_11, num_replicas=1, rank=0,
+                                     batch_size=2, seed=1)  # fmt: skip
+    plans = []
+    for epoch in range(3):
+        dataset.set_epoch(epoch)
+        chunks = [list(dataset.iter_worker(k, 2)) for k in range(2)]
+        chunks = [[c[i : i + 2] for i in range(0, len(c), 2)] for c in chunks]
+        plans.append([b for pair in zip_longest(*chunks) for b in pair if b])
+    assert len({str(p) for p in plans}) == 3  # the test can tell the epochs apart
+    dl = DataLoader(dataset, batch_size=2, num_workers=2, persistent_workers=True)
+    for epoch in range(3):
+        dataset.set_epoch(epoch)
+        assert [b.tolist() for b in dl] == plans[epoch]
