@@ -305,3 +305,15 @@ def test_a_fraction_is_kept_exact_and_a_decimal_is_its_float():
 
     assert _weight("1/3") == Fraction(1, 3) and isinstance(_weight("1/3"), Fraction)
     assert _weight("0.3") == 0.3 and isinstance(_weight("0.3"), float)
+
+
+def test_one_rank_reads_the_whole_global_batch(capsys):
+    """Invariant: with --replicas 1 the one rank's micro-batch is the step's global batch, as
+    batch_at computes it."""
+    main([*TASK[:9], "--replicas", "1", "--batch-size", "4", "--step", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    (batch,) = MixtureSampler([60000, 6000, 600], [0.5, 0.3, 0.2], 4, 1, 0).batch_at(2)
+    assert lines[2:4] == [
+        "step 2 (positions 8..11): source:sample",
+        f"  rank 0: {' '.join(label(i) for i in batch)}",
+    ]
