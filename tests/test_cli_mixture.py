@@ -317,3 +317,19 @@ def test_one_rank_reads_the_whole_global_batch(capsys):
         "step 2 (positions 8..11): source:sample",
         f"  rank 0: {' '.join(label(i) for i in batch)}",
     ]
+
+
+def test_without_step_it_prints_step_0_and_the_help_lists_the_command(capsys):
+    """Invariant: without --step (nor --where) the step printed is 0, batch_at(0); the tool's
+    --help lists the mixture command with what it prints."""
+    main([*TASK[:9], "--replicas", "1", "--batch-size", "4"])
+    lines = capsys.readouterr().out.splitlines()
+    (batch,) = MixtureSampler([60000, 6000, 600], [0.5, 0.3, 0.2], 4, 1, 0).batch_at(0)
+    assert lines[2:4] == [
+        "step 0 (positions 0..3): source:sample",
+        f"  rank 0: {' '.join(label(i) for i in batch)}",
+    ]
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = " ".join(capsys.readouterr().out.split())
+    assert "mixture print what each rank reads at one step of a mixture" in listed
