@@ -119,6 +119,10 @@ def test_a_schedule_of_changes_prints_each_and_the_step_reads_the_weights_then_i
         ),
         (["--weights", "0", "0", "0"], "--weights should have a positive sum"),
         (
+            ["--weights", "-1", "1", "1", "--change", "5:1,1,1"],
+            "--weights[0] should be finite and >= 0, but got --weights[0]=-1.0",
+        ),
+        (
             ["--weights", "1e-400", "1", "1"],
             "a weight should be 0 or a float above 0 (from 5e-324), but got '1e-400'",
         ),
@@ -224,3 +228,108 @@ def test_where_under_a_schedule_is_batch_at_or_names_the_step_the_weight_turned_
             f"{what} is never read: source 1's weight is 0 from step 10 on, before this "
             "sample's turn in its pass"
         )
+
+
+@pytest.mark.parametrize("dropped", ["--sizes", "--weights", "--replicas", "--batch-size"])
+def test_each_required_option_left_out_is_named(dropped, capsys):
+    """Invariant: leaving out any of --sizes, --weights, --replicas, --batch-size exits with
+    code 2 naming it."""
+    at = TASK.index(dropped)
+    end = next((i for i in range(at + 1, len(TASK)) if TASK[i].startswith("--")), len(TASK))
+    with pytest.raises(SystemExit) as exit_:
+        main(TASK[:at] + TASK[end:])
+    assert exit_.value.code == 2
+    assert f"the following arguments are required: {dropped}" in capsys.readouterr().err
+
+
+def test_the_mixture_help_lists_each_option_with_its_meaning(capsys, monkeypatch):
+    """Example: ``mixture --help``, 100 columns wide: each option, its value's name and what it
+    does (its default where it has one)."""
+    monkeypatch.setenv("COLUMNS", "100")
+    with pytest.raises(SystemExit):
+        main(["mixture", "--help"])
+    out = capsys.readouterr().out
+    assert " ".join(out.split("options:")[0].split()) == (
+        "usage: python -m distsampling mixture [-h] --sizes SIZES [SIZES ...] --weights WEIGHTS "
+        "[WEIGHTS ...] --replicas REPLICAS --batch-size BATCH_SIZE [--seed SEED] [--no-shuffle] "
+        "[--step STEP] [--where K:I] [--pass PASS] [--change STEP:W1,W2,...]"
+    )
+    assert [
+        " ".join(line.split()) for line in re.split(r"\n  (?=-)", out.split("options:")[1].strip())
+    ] == [
+        "-h, --help show this help message and exit",
+        "--sizes SIZES [SIZES ...] each source's length",
+        "--weights WEIGHTS [WEIGHTS ...] each source's weight",
+        "--replicas REPLICAS number of ranks",
+        "--batch-size BATCH_SIZE a rank's micro-batch",
+        "--seed SEED base seed (default 0)",
+        "--no-shuffle passes in order",
+        "--step STEP the step to print (default 0), not with --where",
+        "--where K:I when sample I of source K is read",
+        "--pass PASS with --where: its pass (default 0)",
+        "--change STEP:W1,W2,... the weights from training step STEP on (repeat for a schedule)",
+    ]
+
+
+def test_a_seed_picks_the_samples_and_the_shares_are_of_weights_of_any_sum(capsys):
+    """Invariant: --seed is the sampler's seed (its batch_at), and the shares each source's
+    count is compared with are its weight over the weights' sum (3, 5, 7, 11 of 26 here)."""
+    argv = ["mixture", "--sizes", "1000", "1000", "1000", "1000", "--weights", "3", "5", "7", "11"]
+    main([*argv, "--replicas", "8", "--batch-size", "8", "--step", "6", "--seed", "5"])
+    lines = capsys.readouterr().out.splitlines()
+    s = MixtureSampler([1000] * 4, [3, 5, 7, 11], 8, 8, 0, seed=5)
+    assert lines[3:11] == [
+        f"  rank {r}: " + " ".join(f"{i // 1000}:{i % 1000}" for i in b)
+        for r, b in enumerate(s.batch_at(6))
+    ]
+    assert lines[11].endswith("(shares x 64: 7.38462 / 12.3077 / 17.2308 / 27.0769)")
+
+
+def test_a_source_whose_weight_turns_0_again_is_named_with_the_last_step_it_turned_0(capsys):
+    """Invariant: without shuffle, source 1 of weight 0, then 1 from step 10, then 0 from step
+    20 reads its first samples only: --where of its last sample says its weight is 0 from step
+    20 on (not 0 from the start)."""
+    argv = ["mixture", "--sizes", "100", "100", "--weights", "1", "0", "--change", "10:1,1"]
+    argv += ["--change", "20:1,0", "--replicas", "2", "--batch-size", "2", "--no-shuffle"]
+    main([*argv, "--where", "1:99"])
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "sample 99 of source 1 (index 199) in its pass 0 is never read: source 1's weight is 0 "
+        "from step 20 on, before this sample's turn in its pass"
+    )
+
+
+def test_a_fraction_is_kept_exact_and_a_decimal_is_its_float():
+    """Invariant: a weight given as a/b is that fraction exactly (1/3, not 0.333...), a decimal
+    is the float of its text (the sampler reads a float as the decimal it prints as)."""
+    from distsampling.cli_mixture import _weight
+
+    assert _weight("1/3") == Fraction(1, 3) and isinstance(_weight("1/3"), Fraction)
+    assert _weight("0.3") == 0.3 and isinstance(_weight("0.3"), float)
+
+
+def test_one_rank_reads_the_whole_global_batch(capsys):
+    """Invariant: with --replicas 1 the one rank's micro-batch is the step's global batch, as
+    batch_at computes it."""
+    main([*TASK[:9], "--replicas", "1", "--batch-size", "4", "--step", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    (batch,) = MixtureSampler([60000, 6000, 600], [0.5, 0.3, 0.2], 4, 1, 0).batch_at(2)
+    assert lines[2:4] == [
+        "step 2 (positions 8..11): source:sample",
+        f"  rank 0: {' '.join(label(i) for i in batch)}",
+    ]
+
+
+def test_without_step_it_prints_step_0_and_the_help_lists_the_command(capsys):
+    """Invariant: without --step (nor --where) the step printed is 0, batch_at(0); the tool's
+    --help lists the mixture command with what it prints."""
+    main([*TASK[:9], "--replicas", "1", "--batch-size", "4"])
+    lines = capsys.readouterr().out.splitlines()
+    (batch,) = MixtureSampler([60000, 6000, 600], [0.5, 0.3, 0.2], 4, 1, 0).batch_at(0)
+    assert lines[2:4] == [
+        "step 0 (positions 0..3): source:sample",
+        f"  rank 0: {' '.join(label(i) for i in batch)}",
+    ]
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = " ".join(capsys.readouterr().out.split())
+    assert "mixture print what each rank reads at one step of a mixture" in listed

@@ -82,7 +82,9 @@ def add_mixture(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, required=True, help="a rank's micro-batch")
     p.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
     p.add_argument("--no-shuffle", dest="shuffle", action="store_false", help="passes in order")
-    p.add_argument("--step", type=int, default=None, help="the step to print (default 0)")
+    p.add_argument(
+        "--step", type=int, default=None, help="the step to print (default 0), not with --where"
+    )
     p.add_argument(
         "--where", type=_read, default=None, metavar="K:I", help="when sample I of source K is read"
     )
@@ -92,7 +94,7 @@ def add_mixture(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         metavar="PASS",
-        help="with --where: its pass",
+        help="with --where: its pass (default 0)",
     )
     p.add_argument(
         "--change",
