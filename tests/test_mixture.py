@@ -950,3 +950,67 @@ def test_weights_as_a_float32_tensor_are_the_mix_they_print_as_or_refused_in_wor
         r"0\.4444444444, 0\.3333333333, 0\.2222222222 and these weights give ",
     ):
         MixtureSampler(sizes, torch.tensor(computed), 2, 2, 0).load_state_dict(listed.state_dict())
+
+
+# --- small things -------------------------------------------------------------------------------
+
+
+def test_an_epoch_shorter_than_a_global_batch_holds_a_step_or_none():
+    """Invariant (documented): an epoch is the steps that start in [e*L, (e+1)*L); with L = 3
+    below a global batch of 7 (steps at 0, 7, 14, 21), epochs 1, 3, 5, 6 hold no step (len() 0,
+    nothing yielded), and the epochs laid end to end are still every step once."""
+    s = MixtureSampler([3], [1], 1, 7, 0, shuffle=False)
+    got = []
+    for epoch in range(8):
+        s.set_epoch(epoch)
+        got.append(list(s))
+        assert len(s) == len(got[-1])
+    assert [len(x) for x in got] == [1, 0, 1, 0, 1, 0, 0, 1]
+    assert [i for x in got for i in x] == [s.batch_at(t)[0][0] for t in range(4)]
+
+
+def test_sizes_as_a_numpy_array_or_a_tensor_and_the_repr():
+    """Invariant: sizes may be a numpy array or a tensor, as weights may; the repr names every
+    argument, the weights as the decimals they are."""
+    import torch
+
+    expected = MixtureSampler([5, 7], [1, 2], 2, 2, 1).batch_at(3)
+    for sizes in (np.array([5, 7]), torch.tensor([5, 7])):
+        assert MixtureSampler(sizes, [1, 2], 2, 2, 1).batch_at(3) == expected
+    assert repr(MixtureSampler([5, 7], [0.3, 0.7], 2, 2, 1)) == (
+        "MixtureSampler(sizes=[5, 7], weights=[0.3, 0.7], batch_size=2, num_replicas=2, rank=1, "
+        "seed=0, shuffle=True, epoch_length=12)"
+    )
+    assert repr(MixtureSampler([5, 7], [(0, [1, 0]), (4, [1, 1])], 2, 2, 1)).startswith(
+        "MixtureSampler(sizes=[5, 7], weights=[(0, [1.0, 0.0]), (4, [1.0, 1.0])], batch_size=2"
+    )
+
+
+def test_the_batch_sampler_yields_each_steps_micro_batch_and_resumes():
+    """Invariant: MixtureBatchSampler yields batch_at's micro-batch of each step of the epoch;
+    a DataLoader(batch_sampler=) of it gets each step whole (batch_size has no say); its
+    state_dict(consumed=k) after k batches resumes at the next step, mid-step too."""
+    from torch.utils.data import DataLoader
+
+    from distsampling.mixture import MixtureBatchSampler
+
+    make = lambda: MixtureBatchSampler(MixtureSampler([40, 12], [2, 1], 4, 2, 1))  # noqa: E731
+    whole = list(make())
+    assert whole == [make().sampler.batch_at(t)[1] for t in range(len(whole))] and len(make()) == 7
+    loader = DataLoader(range(52), batch_sampler=make(), num_workers=2)
+    assert [b.tolist() for b in loader] == whole
+    first = make()
+    it = iter(first)
+    head = [next(it) for _ in range(3)]
+    resumed = make()
+    resumed.load_state_dict(roundtrip(first.state_dict(consumed=2)))
+    assert head[:2] + list(resumed) == whole
+    sampler = MixtureSampler([40, 12], [2, 1], 4, 2, 1)
+    list(islice(iter(sampler), 6))  # a step and a half
+    mid = MixtureBatchSampler(MixtureSampler([40, 12], [2, 1], 4, 2, 1))
+    mid.load_state_dict(sampler.state_dict())
+    assert list(mid) == [whole[1][2:], *whole[2:]]
+    with pytest.raises(ValueError, match=r"^consumed should be <= 3 \(batches handed out\)"):
+        first.state_dict(consumed=4)
+    with pytest.raises(TypeError, match=r"^sampler should be a MixtureSampler, but got"):
+        MixtureBatchSampler(range(3))
