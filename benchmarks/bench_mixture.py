@@ -36,37 +36,9 @@ from pathlib import Path
 import numpy as np
 
 from ._harness import ROOT, Comparison
+from .peers_mixture import MICRO, PEERS, RANDOM_STEPS, STEPS, TASKS, WORLD, B, quality
 
-WORLD, MICRO, STEPS, RANDOM_STEPS = 8, 8, 937, 62
-B = WORLD * MICRO
 PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
-_LONG = [int(10**6 / (k + 1) ** 1.3) + 1 for k in range(100)]
-TASKS = {
-    "task": ([60000, 6000, 600], [0.5, 0.3, 0.2]),
-    "long-tail": (_LONG, [round(n**0.3, 3) for n in _LONG]),
-}
-
-
-def quality(source: np.ndarray, sample: np.ndarray, sizes: list[int], weights: list[float]):
-    """The figures of the module docstring from the (source, sample) of every position."""
-    share = np.array(weights, dtype=np.float64) / sum(weights)
-    n = len(source)
-    prefix = batch = rank = 0.0
-    repeats = 0
-    for k, size in enumerate(sizes):
-        mine = source == k  # (n,)
-        dev = np.cumsum(mine) - share[k] * np.arange(1, n + 1)
-        prefix = max(prefix, float(np.abs(dev).max()))
-        by_step = mine.reshape(-1, WORLD, MICRO)  # (steps, W, b)
-        batch = max(batch, float(np.abs(by_step.sum((1, 2)) - share[k] * B).max()))
-        per_rank = by_step.sum((0, 2))  # (W,)
-        rank = max(rank, float(np.abs(per_rank - share[k] * len(by_step) * MICRO).max()))
-        seen: set[int] = set()
-        for i in sample[mine].tolist():
-            if i in seen and len(seen) < size:
-                repeats += 1
-            seen.add(i)
-    return {"prefix": prefix, "batch": batch, "rank": rank, "repeats": float(repeats)}
 
 
 def ours_quality(timer, task: str) -> dict[str, float]:
@@ -83,8 +55,6 @@ def ours_quality(timer, task: str) -> dict[str, float]:
 
 
 def peer_quality(timer, task: str, name: str) -> dict[str, float]:
-    from .peers_mixture import PEERS  # runs in .venv-peers: the peers' own code
-
     sizes, weights = TASKS[task]
     timer.start()
     source, sample = PEERS[name](sizes, weights)
@@ -162,12 +132,26 @@ def _sizes(n: int) -> list[int]:
     return [n * 90 // 100, n * 9 // 100, n - n * 90 // 100 - n * 9 // 100]
 
 
-def ours_cost(timer, n: int) -> dict[str, float]:
+def _mix(n: int, k: int, kind: str) -> tuple[list[int], list[float]]:
+    """``k`` sources (3, or the long tail of 100 scaled to ``n``) and their weights: decimals
+    (0.5 / 0.3 / 0.2; ``size**0.3`` to 3 places) or computed as users do, ``n_tokens / total``."""
+    if k == 3:
+        sizes, decimal = _sizes(n), [0.5, 0.3, 0.2]
+    else:
+        tail = TASKS["long-tail"][0]
+        sizes = [max(1, n * s // sum(tail)) for s in tail]
+        decimal = [round(s**0.3, 3) for s in sizes]
+    return sizes, decimal if kind == "decimal" else [s / sum(sizes) for s in sizes]
+
+
+def ours_cost(timer, n: int, k: int = 3, kind: str = "decimal", world: int = WORLD,
+              micro: int = MICRO) -> dict[str, float]:  # fmt: skip
     from distsampling import MixtureSampler
 
     reads = 1 << 16
+    sizes, weights = _mix(n, k, kind)
     timer.start()
-    sampler = MixtureSampler(_sizes(n), [0.5, 0.3, 0.2], MICRO, WORLD, 0, epoch_length=n)
+    sampler = MixtureSampler(sizes, weights, micro, world, 0, epoch_length=n)
     it = iter(sampler)
     next(it)
     timer.first()
@@ -176,18 +160,44 @@ def ours_cost(timer, n: int) -> dict[str, float]:
     timer.stop()
     per_index_us = (timer.t_end - timer.t_first) / (reads - 1) * 1e6
     t0 = time.perf_counter()
-    sampler.batch_at(n // B - 1)  # the last step of the epoch
+    sampler.batch_at(n // (micro * world) - 1)  # the last step of the epoch
     return {"per_index_us": per_index_us, "batch_at_ms": (time.perf_counter() - t0) * 1e3}
 
 
-def megatron_cost(timer, n: int) -> dict[str, float]:
+def ours_3_decimal(timer, n: int) -> dict[str, float]:
+    return ours_cost(timer, n, 3, "decimal", 1024, 4)
+
+
+def ours_3_computed(timer, n: int) -> dict[str, float]:
+    return ours_cost(timer, n, 3, "computed", 1024, 4)
+
+
+def ours_100_decimal(timer, n: int) -> dict[str, float]:
+    return ours_cost(timer, n, 100, "decimal", 1024, 4)
+
+
+def ours_100_computed(timer, n: int) -> dict[str, float]:
+    return ours_cost(timer, n, 100, "computed", 1024, 4)
+
+
+def ours_100_computed_w8(timer, n: int) -> dict[str, float]:
+    return ours_cost(timer, n, 100, "computed")
+
+
+def megatron_100_computed(timer, n: int) -> dict[str, float]:
+    return megatron_cost(timer, n, 100, "computed")
+
+
+def megatron_cost(timer, n: int, k: int = 3, kind: str = "decimal") -> dict[str, float]:
     from megatron.core.datasets import helpers_cpp
 
-    sizes, reads = np.array(_sizes(n)), 1 << 16
+    sizes, weights = _mix(n, k, kind)
+    sizes, reads = np.array(sizes), 1 << 16
     offsets = np.cumsum([0, *sizes[:-1]])
     timer.start()
     source, item = np.zeros(n, dtype=np.int16), np.zeros(n, dtype=np.int64)
-    helpers_cpp.build_blending_indices(source, item, np.array([0.5, 0.3, 0.2]), 3, n, False)
+    w = np.array(weights, dtype=np.float64) / sum(weights)
+    helpers_cpp.build_blending_indices(source, item, w, k, n, False)
     mine = (np.arange(reads // MICRO)[:, None] * B + np.arange(MICRO)).ravel()  # rank 0's
     first = int(offsets[source[0]] + item[0] % sizes[source[0]])  # noqa: F841
     timer.first()
@@ -222,7 +232,7 @@ def suite(large: bool) -> list[Comparison]:
         Comparison(title, contenders, "MixtureSampler", {"task": task}, note, QUALITY, ())
         for title, task in [
             ("Three sources: 60,000 / 6,000 / 600 samples at 0.5 / 0.3 / 0.2", "task"),
-            ("A long tail: 100 sources, weights size**0.3", "long-tail"),
+            ("A long tail: 100 sources, weights size^0.3", "long-tail"),
         ]
     ]
     random_rows = {"MixtureSampler": "bench_mixture:ours_random"}
@@ -251,6 +261,29 @@ def suite(large: bool) -> list[Comparison]:
             "ours alone",
             COST,
             (),
+            python,
+        )
+    )
+    K100 = {"MixtureSampler": "bench_mixture:ours_100_computed_w8"}
+    if peers:
+        K100["Megatron build_blending_indices"] = "bench_mixture:megatron_100_computed"
+    out.append(Comparison("100 sources, weights n_tokens / total, N = 1e7, rank 0 of 8", K100,
+                          "MixtureSampler", {"n": 10**7}, "the first index, then 65,535 more",
+                          COST, COST, python))  # fmt: skip
+    out.append(
+        Comparison(
+            "N = 1e10, W = 1024, b = 4: 3 and 100 sources, decimal and computed weights",
+            {
+                "3 sources, 0.5 / 0.3 / 0.2": "bench_mixture:ours_3_decimal",
+                "3 sources, n_tokens / total": "bench_mixture:ours_3_computed",
+                "100 sources, size^0.3 to 3 places": "bench_mixture:ours_100_decimal",
+                "100 sources, n_tokens / total": "bench_mixture:ours_100_computed",
+            },
+            "3 sources, 0.5 / 0.3 / 0.2",
+            {"n": 10**10},
+            "MixtureSampler, rank 0 of 1024, micro-batch 4: the first index, then 65,535 more",
+            COST,
+            COST,
             python,
         )
     )

@@ -27,7 +27,35 @@ import time
 
 import numpy as np
 
-from .bench_mixture import MICRO, STEPS, TASKS, WORLD, B, quality
+WORLD, MICRO, STEPS, RANDOM_STEPS = 8, 8, 937, 62
+B = WORLD * MICRO
+_LONG = [int(10**6 / (k + 1) ** 1.3) + 1 for k in range(100)]
+TASKS = {
+    "task": ([60000, 6000, 600], [0.5, 0.3, 0.2]),
+    "long-tail": (_LONG, [round(n**0.3, 3) for n in _LONG]),
+}
+
+
+def quality(source: np.ndarray, sample: np.ndarray, sizes: list[int], weights: list[float]):
+    """The figures of the module docstring from the (source, sample) of every position."""
+    share = np.array(weights, dtype=np.float64) / sum(weights)
+    n = len(source)
+    prefix = batch = rank = 0.0
+    repeats = 0
+    for k, size in enumerate(sizes):
+        mine = source == k  # (n,)
+        dev = np.cumsum(mine) - share[k] * np.arange(1, n + 1)
+        prefix = max(prefix, float(np.abs(dev).max()))
+        by_step = mine.reshape(-1, WORLD, MICRO)  # (steps, W, b)
+        batch = max(batch, float(np.abs(by_step.sum((1, 2)) - share[k] * B).max()))
+        per_rank = by_step.sum((0, 2))  # (W,)
+        rank = max(rank, float(np.abs(per_rank - share[k] * len(by_step) * MICRO).max()))
+        seen: set[int] = set()
+        for i in sample[mine].tolist():
+            if i in seen and len(seen) < size:
+                repeats += 1
+            seen.add(i)
+    return {"prefix": prefix, "batch": batch, "rank": rank, "repeats": float(repeats)}
 
 
 def megatron(sizes: list[int], weights: list[float]) -> tuple[np.ndarray, np.ndarray]:

@@ -48,4 +48,4 @@ for name, sources in [("MixtureSampler", ours), ("Megatron's greedy", megatron(n
                       ("i.i.d. draws per rank", iid_per_rank())]:  # fmt: skip
     prefix, batch, rank = deviations(sources)
     print(f"{name:26} {prefix:6.2f} {batch:6.2f} {rank:5.1f}")
-print(f"the proven bound on every prefix: {sampler.bound()} (= {float(sampler.bound())})")
+print(f"proven: every global batch and every rank within {2 * sampler.bound()} of each share")

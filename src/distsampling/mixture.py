@@ -9,8 +9,8 @@ computed from its position alone: no index, no replay.
 Which source: a weight tree. The positive weights (exact rationals: a float is the decimal it
 prints as, ``0.3`` is ``3/10``; a float32 array's, the decimal float32 prints) become integers
 (over their common denominator; past ``2**31`` in all, rounded to a sum of ``2**31`` by largest
-remainder, so each share moves by less than ``2**-31``, a positive one stays positive, and all
-arithmetic stays in int64). They are merged as Huffman merges, the two lightest first (ties to
+remainder, so each share moves by less than ``2**-31`` (``(1 + m)·2**-31`` with ``m`` positive
+weights below ``2**-31`` of the sum, each kept at one unit), and all arithmetic stays in int64). They are merged as Huffman merges, the two lightest first (ties to
 the older node), so a leaf's ancestors at least double in weight every two levels. A node of
 children ``L``, ``R`` (weights ``a``, ``b``) gives ``L`` as many of its first ``n`` positions as
 
@@ -140,8 +140,9 @@ def _weights(name: str, weights: object, sizes: list[int]) -> list[Fraction]:
 
 
 def _units(weights: list[Fraction]) -> list[int]:
-    """The integer weights the tree uses: exact below ``UNITS`` in all, else rounded to ``UNITS``
-    by largest remainder (each share within ``2**-31``), a positive weight kept positive."""
+    """The integer weights the tree uses: exact up to ``UNITS`` in all, else rounded to ``UNITS``
+    by largest remainder, a weight below one unit kept at one: each share within
+    ``(1 + m) * 2**-31`` of the given one, ``m`` the weights below one unit (usually none)."""
     scale = math.lcm(*(w.denominator for w in weights))
     ints = [w.numerator * (scale // w.denominator) for w in weights]
     common = math.gcd(*ints)  # the smallest integers of these shares: 1/3, 1/3, 1/3 is 1, 1, 1
@@ -149,15 +150,13 @@ def _units(weights: list[Fraction]) -> list[int]:
     total = sum(ints)
     if total <= UNITS:
         return ints
-    out = [n * UNITS // total for n in ints]  # floors; the remainders n * UNITS % total
-    ahead = sorted(range(len(ints)), key=lambda k: (-(ints[k] * UNITS % total), k))
-    for k in ahead[: UNITS - sum(out)]:
+    tiny = [n > 0 and n * UNITS < total for n in ints]  # below one unit: one each
+    rest, left = UNITS - sum(tiny), total - sum(n for n, t in zip(ints, tiny) if t)
+    out = [1 if t else n * rest // left for n, t in zip(ints, tiny)]  # floors
+    ahead = sorted((k for k in range(len(ints)) if not tiny[k]),
+                   key=lambda k: (-(ints[k] * rest % left), k))  # fmt: skip
+    for k in ahead[: UNITS - sum(out)]:  # the largest remainders: one more
         out[k] += 1
-    for k in range(len(ints)):  # below one unit: one, from the source rounded up the most
-        if ints[k] and not out[k]:
-            j = max((j for j in range(len(ints)) if out[j] > 1),
-                    key=lambda j: (out[j] * total - ints[j] * UNITS, -j))  # fmt: skip
-            out[j], out[k] = out[j] - 1, 1
     return out
 
 
