@@ -284,7 +284,7 @@ class ShardedMixtureDataset(IterableDataset):
         if epoch not in self._ends:
             k, target = self.until_exhausted, (epoch + 1) * self.totals[self.until_exhausted]
             fits = lambda s: self._count(k, self._step_position(s)) <= target  # noqa: E731
-            lo = self._gen["start"] if epoch == 0 else max(self._gen["start"], self._end(epoch - 1))
+            lo = self._gen["start"]  # each epoch's end searched alone: O(log steps) probes
             if not fits(lo):
                 self._ends[epoch] = lo
                 return lo
@@ -452,7 +452,12 @@ class ShardedMixtureDataset(IterableDataset):
                 )
             step = loaded["step"] + worker
             readers, slot = [step % nw], 0
-            counts = [list(loaded["counts"][loaded["readers"].index(step % nw)])]
+            if step % nw in loaded["readers"]:
+                counts = [list(loaded["counts"][loaded["readers"].index(step % nw)])]
+            else:  # saved before this run's readers were known: counted again
+                counts = [
+                    self.counts_at(min(step, max(steps.stop, g["start"])))[self.rank][step % nw]
+                ]
         else:
             step, slot = steps.start + (worker if num_workers else 0), 0
             readers = [step % nw] if num_workers else list(range(nw))
