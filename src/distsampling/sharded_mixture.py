@@ -28,7 +28,14 @@ The overlap at a pass boundary, proven. Reader ``q`` has finished pass ``P`` onc
 samples past pass ``P``: at most ``D + 1``, ``D`` = the spread ``max c - min c`` of the readers'
 counts of ``k`` at that step. So while pass ``P`` is unfinished at most ``(R - 1)·(D + 1)``
 samples of later passes are read. ``D`` is the mixture's per-reader balance: ``counts_at()``
-gives every reader's counts; the tests check the bound with the spread they measure.
+gives every reader's counts; the tests check the bound with the spread they measure. Where the
+ranks' layout gives every reader its share, ``D`` stays small; where it aliases (a rank that
+never draws a light source, its readers' segments waiting), ``D`` grows with the steps: no
+sample is read twice in a pass, but the pass stays open longer.
+
+Readers per rank are the loader's ``num_workers``: pass it to the dataset, and the main process
+(``num_workers=0``) reads every reader's steps in step order, exactly what the loader's workers
+would; left out, the first ``iter()`` sets it.
 
 Resume. A worker's state is its step, its slot in it and its count per source: ``O(K)``. A
 reader's counts are a function of (step, topology): on another topology, load every worker's
