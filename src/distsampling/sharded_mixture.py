@@ -197,7 +197,7 @@ class ShardedMixtureDataset(IterableDataset):
                     )
         self.mixture = MixtureSampler(self.totals, weights, batch_size, num_replicas, rank, seed,
                                       shuffle, epoch_length)  # fmt: skip
-        self.batch_size, self.seed, self.shuffle = batch_size, seed, shuffle
+        self.batch_size, self.seed, self.shuffle = self.mixture.batch_size, seed, shuffle
         self._weights = weights
         self.num_replicas, self.rank = self.mixture.num_replicas, self.mixture.rank
         self.seekable = check_bool("seekable", seekable)
