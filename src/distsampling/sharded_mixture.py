@@ -348,22 +348,20 @@ class ShardedMixtureDataset(IterableDataset):
         r"""``[rank][worker][k]``: how many samples of source ``k`` each reader drew before
         training ``step`` (steps of this topology only), counted from the mixture: ``O(steps ×
         global batch)`` positions."""
+        return self._counts(step, range(self._gen["num_replicas"]))
+
+    def _counts(self, step: int, ranks: Sequence[int]) -> list[list[list[int]]]:
+        """:meth:`counts_at` of ``ranks`` only (a worker counts its own rank's: O(steps × b))."""
         step = check_int("step", step, low=self._gen["start"])
-        nw, W, b, K = (
-            self._readers(),
-            self._gen["num_replicas"],
-            self._gen["batch_size"],
-            len(self.sources),
-        )
-        out = np.zeros((W, nw, K), np.int64)
+        nw, b, K = self._readers(), self._gen["batch_size"], len(self.sources)
+        out = np.zeros((len(ranks), nw, K), np.int64)
         for a in range(self._gen["start"], step, 4096):  # chunks of steps: bounded memory
             chunk = np.arange(a, min(step, a + 4096))
             residue = np.repeat(chunk % nw, b)  # (steps * b,) the reader of each position
-            for r in range(W):
-                ks = self._mix.sources(np.concatenate([self._mix.positions(s, r) for s in chunk]))[
-                    0
-                ]
-                out[r] += np.bincount(residue * K + ks, minlength=nw * K).reshape(nw, K)
+            for i, r in enumerate(ranks):
+                at = np.concatenate([self._mix.positions(s, r) for s in chunk])
+                ks = self._mix.sources(at)[0]  # (steps * b,) the source at each position
+                out[i] += np.bincount(residue * K + ks, minlength=nw * K).reshape(nw, K)
         return out.tolist()
 
     def batch_at(self, step: int) -> list[list[tuple[int, int, int]]]:
@@ -463,12 +461,12 @@ class ShardedMixtureDataset(IterableDataset):
                 counts = [list(loaded["counts"][loaded["readers"].index(step % nw)])]
             else:  # saved before this run's readers were known: counted again
                 counts = [
-                    self.counts_at(min(step, max(steps.stop, g["start"])))[self.rank][step % nw]
+                    self._counts(min(step, max(steps.stop, g["start"])), [self.rank])[0][step % nw]
                 ]
         else:
             step, slot = steps.start + (worker if num_workers else 0), 0
             readers = [step % nw] if num_workers else list(range(nw))
-            at = self.counts_at(min(step, max(steps.stop, g["start"])))[self.rank]
+            at = self._counts(min(step, max(steps.stop, g["start"])), [self.rank])[0]
             counts = [at[q] for q in readers]
         if num_workers:
             self._in_workers[0] = self.epoch + 1
@@ -537,7 +535,7 @@ class ShardedMixtureDataset(IterableDataset):
 
     def _main_state(self, step: int, slot: int) -> dict[str, Any]:
         """The main process's place at ``(step, slot)``: every reader's counts, counted again."""
-        nw, at = self._readers(), self.counts_at(step)[self.rank]
+        nw, at = self._readers(), self._counts(step, [self.rank])[0]
         if slot:
             ks = self._mix.sources(self._mix.positions(step, self.rank))[0][:slot]
             at[step % nw] = (
