@@ -233,6 +233,7 @@ class ShardedMixtureDataset(IterableDataset):
         self._set_generation({"start": 0, "before": 0, "num_workers": self._declared, "mixture": None,
                               "lead": [[] for _ in self.sources], "first": [0] * len(self.sources)})  # fmt: skip
         self._loaded: dict[str, Any] | None = None  # a worker's state, read by the next iter()
+        self._carry: tuple[Any, int, dict[int, list[int]]] = (None, -1, {})  # (gen, stop, counts)
         self._progress: dict[str, Any] | None = None  # where the latest iter() is
 
     # --- the grid: which steps, which positions ---------------------------------------------
@@ -466,8 +467,12 @@ class ShardedMixtureDataset(IterableDataset):
         else:
             step, slot = steps.start + (worker if num_workers else 0), 0
             readers = [step % nw] if num_workers else list(range(nw))
-            at = self._counts(min(step, max(steps.stop, g["start"])), [self.rank])[0]
-            counts = [at[q] for q in readers]
+            gen, stop, carried = self._carry
+            if gen is g and stop == steps.start and all(q in carried for q in readers):
+                counts = [list(carried[q]) for q in readers]  # where the last epoch here ended
+            else:  # counted again from the mixture: O(steps so far x micro-batch)
+                at = self._counts(min(step, max(steps.stop, g["start"])), [self.rank])[0]
+                counts = [at[q] for q in readers]
         if num_workers:
             self._in_workers[0] = self.epoch + 1
         else:
@@ -508,6 +513,8 @@ class ShardedMixtureDataset(IterableDataset):
                 yield (k, x) if self.with_source else x
             slot = 0
             progress["step"], progress["slot"] = s + inc, 0
+        # the epoch read through: the next one, in this process, goes on from these counts
+        self._carry = (self._gen, stop, dict(zip(readers, progress["counts"], strict=True)))
 
     def __iter__(self) -> Iterator[Any]:
         info = get_worker_info()  # None in the main process (num_workers=0)
