@@ -100,8 +100,10 @@ def _source(k: int, source: object) -> tuple[list[Any], list[int], Callable[...,
         raise TypeError(
             f"sources[{k}] read should be a callable, read(shard) -> samples, but got read={read!r}"
         )
-    return list(shards), [check_int64(f"sources[{k}] sizes[{i}]", n, low=0)
-                          for i, n in enumerate(sizes)], read  # fmt: skip
+    sizes = list(sizes.tolist() if hasattr(sizes, "tolist") else sizes)
+    if not all(type(n) is int and 0 <= n < 2**63 for n in sizes):  # a fast pass, then by name
+        sizes = [check_int64(f"sources[{k}] sizes[{i}]", n, low=0) for i, n in enumerate(sizes)]
+    return list(shards), sizes, read
 
 
 def _entries(weights: object) -> list[tuple[Any, Any]]:
@@ -218,7 +220,7 @@ class ShardedMixtureDataset(IterableDataset):
                     f"{last[until_exhausted]!r}: it would never run out"
                 )
         self.until_exhausted = until_exhausted
-        self._identity = {"sources": _digest([[repr(x) for x in s[0]] for s in self.sources]),
+        self._identity = {"sources": _digest([s[0] for s in self.sources]),
                           "sizes": _digest([s[1] for s in self.sources]), "seed": seed,
                           "shuffle": shuffle}  # fmt: skip
         # the epoch in shared memory (persistent workers see every set_epoch), and as set here
