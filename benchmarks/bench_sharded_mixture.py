@@ -4,7 +4,9 @@ Scale: 1e9 samples in 1e5 shards over 10 sources (1e4 shards of 1e4 samples each
 ranks, micro-batch 4: construct the dataset of rank 517 and take its first micro-batch
 (``read(shard)`` is a lazy range: nothing is decoded). The goal: <= 1 s and <= 256 MiB, with no
 epoch array. The baseline is ``MixtureSampler`` over the same 10 totals (map-style: its first
-index, no shard to open).
+index, no shard to open). At epoch 1 a fresh worker (a DataLoader without persistent workers)
+first counts its readers' draws of epoch 0 from the mixture (244,141 steps, one ``positions()``
+call each): the cost of counts that are a function of (step, topology).
 
 Throughput: 200,000 samples in 10 sources of long-tail shards (``bench_sharded``'s sizes),
 weights the sources' sizes, read from ready Python lists (the cheapest read there is, so the
@@ -39,6 +41,18 @@ def sharded_first_batch(timer) -> dict[str, float]:
     timer.start()
     sources = [(range(SHARDS), [PER_SHARD] * SHARDS, read) for _ in range(SOURCES)]
     ds = ShardedMixtureDataset(sources, [1] * SOURCES, MICRO, num_replicas=WORLD, rank=RANK)
+    first = list(islice(iter(ds), MICRO))
+    timer.stop()
+    return {"samples": len(first)}
+
+
+def sharded_first_batch_epoch_1(timer) -> dict[str, float]:
+    """A fresh worker's first batch of epoch 1: it counts its readers' draws of epoch 0 again."""
+    read = lambda shard: iter(range(PER_SHARD))  # noqa: E731
+    sources = [(range(SHARDS), [PER_SHARD] * SHARDS, read) for _ in range(SOURCES)]
+    ds = ShardedMixtureDataset(sources, [1] * SOURCES, MICRO, num_replicas=WORLD, rank=RANK)
+    ds.set_epoch(1)
+    timer.start()
     first = list(islice(iter(ds), MICRO))
     timer.stop()
     return {"samples": len(first)}
@@ -85,6 +99,7 @@ def suite(large: bool) -> list[Comparison]:
             contenders={
                 "MixtureSampler (map-style)": "bench_sharded_mixture:mixture_first_batch",
                 "ShardedMixtureDataset": "bench_sharded_mixture:sharded_first_batch",
+                "ShardedMixtureDataset, epoch 1, a fresh worker": "bench_sharded_mixture:sharded_first_batch_epoch_1",
             },
             baseline="MixtureSampler (map-style)",
             note="goal: <= 1 s and <= 256 MiB",

@@ -28,7 +28,14 @@ The overlap at a pass boundary, proven. Reader ``q`` has finished pass ``P`` onc
 samples past pass ``P``: at most ``D + 1``, ``D`` = the spread ``max c - min c`` of the readers'
 counts of ``k`` at that step. So while pass ``P`` is unfinished at most ``(R - 1)·(D + 1)``
 samples of later passes are read. ``D`` is the mixture's per-reader balance: ``counts_at()``
-gives every reader's counts; the tests check the bound with the spread they measure.
+gives every reader's counts; the tests check the bound with the spread they measure. Where the
+ranks' layout gives every reader its share, ``D`` stays small; where it aliases (a rank that
+never draws a light source, its readers' segments waiting), ``D`` grows with the steps: no
+sample is read twice in a pass, but the pass stays open longer.
+
+Readers per rank are the loader's ``num_workers``: pass it to the dataset, and the main process
+(``num_workers=0``) reads every reader's steps in step order, exactly what the loader's workers
+would; left out, the first ``iter()`` sets it.
 
 Resume. A worker's state is its step, its slot in it and its count per source: ``O(K)``. A
 reader's counts are a function of (step, topology): on another topology, load every worker's
@@ -93,8 +100,10 @@ def _source(k: int, source: object) -> tuple[list[Any], list[int], Callable[...,
         raise TypeError(
             f"sources[{k}] read should be a callable, read(shard) -> samples, but got read={read!r}"
         )
-    return list(shards), [check_int64(f"sources[{k}] sizes[{i}]", n, low=0)
-                          for i, n in enumerate(sizes)], read  # fmt: skip
+    sizes = list(sizes.tolist() if hasattr(sizes, "tolist") else sizes)
+    if not all(type(n) is int and 0 <= n < 2**63 for n in sizes):  # a fast pass, then by name
+        sizes = [check_int64(f"sources[{k}] sizes[{i}]", n, low=0) for i, n in enumerate(sizes)]
+    return list(shards), sizes, read
 
 
 def _entries(weights: object) -> list[tuple[Any, Any]]:
@@ -190,7 +199,7 @@ class ShardedMixtureDataset(IterableDataset):
                     )
         self.mixture = MixtureSampler(self.totals, weights, batch_size, num_replicas, rank, seed,
                                       shuffle, epoch_length)  # fmt: skip
-        self.batch_size, self.seed, self.shuffle = batch_size, seed, shuffle
+        self.batch_size, self.seed, self.shuffle = self.mixture.batch_size, seed, shuffle
         self._weights = weights
         self.num_replicas, self.rank = self.mixture.num_replicas, self.mixture.rank
         self.seekable = check_bool("seekable", seekable)
@@ -211,7 +220,7 @@ class ShardedMixtureDataset(IterableDataset):
                     f"{last[until_exhausted]!r}: it would never run out"
                 )
         self.until_exhausted = until_exhausted
-        self._identity = {"sources": _digest([[repr(x) for x in s[0]] for s in self.sources]),
+        self._identity = {"sources": _digest([s[0] for s in self.sources]),
                           "sizes": _digest([s[1] for s in self.sources]), "seed": seed,
                           "shuffle": shuffle}  # fmt: skip
         # the epoch in shared memory (persistent workers see every set_epoch), and as set here
@@ -226,6 +235,7 @@ class ShardedMixtureDataset(IterableDataset):
         self._set_generation({"start": 0, "before": 0, "num_workers": self._declared, "mixture": None,
                               "lead": [[] for _ in self.sources], "first": [0] * len(self.sources)})  # fmt: skip
         self._loaded: dict[str, Any] | None = None  # a worker's state, read by the next iter()
+        self._carry: tuple[Any, int, dict[int, list[int]]] = (None, -1, {})  # (gen, stop, counts)
         self._progress: dict[str, Any] | None = None  # where the latest iter() is
 
     # --- the grid: which steps, which positions ---------------------------------------------
@@ -284,7 +294,7 @@ class ShardedMixtureDataset(IterableDataset):
         if epoch not in self._ends:
             k, target = self.until_exhausted, (epoch + 1) * self.totals[self.until_exhausted]
             fits = lambda s: self._count(k, self._step_position(s)) <= target  # noqa: E731
-            lo = self._gen["start"] if epoch == 0 else max(self._gen["start"], self._end(epoch - 1))
+            lo = self._gen["start"]  # each epoch's end searched alone: O(log steps) probes
             if not fits(lo):
                 self._ends[epoch] = lo
                 return lo
@@ -341,22 +351,20 @@ class ShardedMixtureDataset(IterableDataset):
         r"""``[rank][worker][k]``: how many samples of source ``k`` each reader drew before
         training ``step`` (steps of this topology only), counted from the mixture: ``O(steps ×
         global batch)`` positions."""
+        return self._counts(step, range(self._gen["num_replicas"]))
+
+    def _counts(self, step: int, ranks: Sequence[int]) -> list[list[list[int]]]:
+        """:meth:`counts_at` of ``ranks`` only (a worker counts its own rank's: O(steps × b))."""
         step = check_int("step", step, low=self._gen["start"])
-        nw, W, b, K = (
-            self._readers(),
-            self._gen["num_replicas"],
-            self._gen["batch_size"],
-            len(self.sources),
-        )
-        out = np.zeros((W, nw, K), np.int64)
+        nw, b, K = self._readers(), self._gen["batch_size"], len(self.sources)
+        out = np.zeros((len(ranks), nw, K), np.int64)
         for a in range(self._gen["start"], step, 4096):  # chunks of steps: bounded memory
             chunk = np.arange(a, min(step, a + 4096))
             residue = np.repeat(chunk % nw, b)  # (steps * b,) the reader of each position
-            for r in range(W):
-                ks = self._mix.sources(np.concatenate([self._mix.positions(s, r) for s in chunk]))[
-                    0
-                ]
-                out[r] += np.bincount(residue * K + ks, minlength=nw * K).reshape(nw, K)
+            for i, r in enumerate(ranks):
+                at = np.concatenate([self._mix.positions(s, r) for s in chunk])
+                ks = self._mix.sources(at)[0]  # (steps * b,) the source at each position
+                out[i] += np.bincount(residue * K + ks, minlength=nw * K).reshape(nw, K)
         return out.tolist()
 
     def batch_at(self, step: int) -> list[list[tuple[int, int, int]]]:
@@ -452,12 +460,21 @@ class ShardedMixtureDataset(IterableDataset):
                 )
             step = loaded["step"] + worker
             readers, slot = [step % nw], 0
-            counts = [list(loaded["counts"][loaded["readers"].index(step % nw)])]
+            if step % nw in loaded["readers"]:
+                counts = [list(loaded["counts"][loaded["readers"].index(step % nw)])]
+            else:  # saved before this run's readers were known: counted again
+                counts = [
+                    self._counts(min(step, max(steps.stop, g["start"])), [self.rank])[0][step % nw]
+                ]
         else:
             step, slot = steps.start + (worker if num_workers else 0), 0
             readers = [step % nw] if num_workers else list(range(nw))
-            at = self.counts_at(min(step, max(steps.stop, g["start"])))[self.rank]
-            counts = [at[q] for q in readers]
+            gen, stop, carried = self._carry
+            if gen is g and stop == steps.start and all(q in carried for q in readers):
+                counts = [list(carried[q]) for q in readers]  # where the last epoch here ended
+            else:  # counted again from the mixture: O(steps so far x micro-batch)
+                at = self._counts(min(step, max(steps.stop, g["start"])), [self.rank])[0]
+                counts = [at[q] for q in readers]
         if num_workers:
             self._in_workers[0] = self.epoch + 1
         else:
@@ -498,6 +515,8 @@ class ShardedMixtureDataset(IterableDataset):
                 yield (k, x) if self.with_source else x
             slot = 0
             progress["step"], progress["slot"] = s + inc, 0
+        # the epoch read through: the next one, in this process, goes on from these counts
+        self._carry = (self._gen, stop, dict(zip(readers, progress["counts"], strict=True)))
 
     def __iter__(self) -> Iterator[Any]:
         info = get_worker_info()  # None in the main process (num_workers=0)
@@ -525,7 +544,7 @@ class ShardedMixtureDataset(IterableDataset):
 
     def _main_state(self, step: int, slot: int) -> dict[str, Any]:
         """The main process's place at ``(step, slot)``: every reader's counts, counted again."""
-        nw, at = self._readers(), self.counts_at(step)[self.rank]
+        nw, at = self._readers(), self._counts(step, [self.rank])[0]
         if slot:
             ks = self._mix.sources(self._mix.positions(step, self.rank))[0][:slot]
             at[step % nw] = (
