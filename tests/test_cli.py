@@ -27,7 +27,13 @@ from distsampling import (
 )
 from distsampling.cli import _integer, main
 from distsampling.demo import EXAMPLES, plan
-from distsampling.render import TORCH_SAMPLER_BYTES, plan_split, plan_windows
+from distsampling.render import (
+    TORCH_SAMPLER_BYTES,
+    format_split,
+    plan_split,
+    plan_windows,
+    split_lines,
+)
 from strategies import seeds, world_sizes
 
 
@@ -641,3 +647,30 @@ def test_the_bytes_an_index_quoted_for_torchs_sampler_are_the_benchmarks_measure
     assert f"about {TORCH_SAMPLER_BYTES} bytes an index" in page
     code, _, err = run_cli(["split", "--size", str(10**9), "--replicas", "2"])
     assert code == 2 and f"about {TORCH_SAMPLER_BYTES} bytes an index, 44.7 GiB" in err
+
+
+def test_the_split_header_says_padded_dropped_or_none_and_whether_the_last_window_wraps():
+    """Example: the header of ``split`` (samples) and ``split --window`` (windows) in each case:
+    padding, a cut tail, neither; a last window that wraps or not; the summary line's word;
+    every default as documented (shuffle, seed 0, no drop_last, torch's order, head 5); a
+    max_memory of 0 is allowed (nothing to draw without shuffle), -1 refused by name."""
+    assert list(split_lines(10, 3, 1, shuffle=False))[1].endswith(
+        "total_size=12 (2 padded, marked *)"
+    )
+    assert list(split_lines(10, 3, 1, drop_last=True))[1].endswith("total_size=9 (1 dropped)")
+    assert list(split_lines(9, 3, 1, shuffle=False))[1].endswith("total_size=9 (no padding)")
+    wraps = "SequentialWindowedDataset(size=10, window=3, seed=0): 4 windows, the last wraps around"
+    assert format_split(10, 2, 1, window=3).splitlines()[0] == wraps
+    assert format_split(9, 2, 1, window=3).splitlines()[0].endswith("seed=0): 3 windows")
+    assert (
+        format_split(1000, 2, 1, window=3, head=2)
+        .splitlines()[2]
+        .startswith("more than 32 windows a rank: each rank's count")
+    )
+    given = dict(shuffle=True, seed=0, drop_last=False, order="torch", head=5)
+    for size in (5, 100):
+        assert format_split(size, 2, 2) == format_split(size, 2, 2, **given)
+        assert format_split(size, 2, 2, window=3) == format_split(size, 2, 2, window=3, **given)
+    assert next(split_lines(10, 2, 1, shuffle=False, max_memory=0)).startswith("Distributed")
+    with pytest.raises(ValueError, match=r"^max_memory should be >= 0, but got max_memory=-1$"):
+        split_lines(10, 2, 1, max_memory=-1)
