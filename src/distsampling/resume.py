@@ -24,7 +24,7 @@ pads) to a multiple of ``W2``, or cut to one with ``drop_last``. So every positi
 ``(N, c, W2, rank)`` alone. With ``W2 == W1`` this is the uninterrupted run itself.
 
 Also here, for the batch samplers that draw their own epoch and keep their own state:
-:class:`EpochHandle`, the ``sampler`` where frameworks call ``set_epoch``.
+``EpochHandle``, the ``sampler`` where frameworks call ``set_epoch``.
 
 References:
     torchdata/stateful_dataloader/sampler.py (StatefulDistributedSampler: the state_dict calls)
