@@ -1038,3 +1038,30 @@ def test_the_batch_sampler_yields_each_steps_micro_batch_and_resumes():
         first.state_dict(consumed=4)
     with pytest.raises(TypeError, match=r"^sampler should be a MixtureSampler, but got"):
         MixtureBatchSampler(range(3))
+
+
+def test_a_doctored_past_is_refused_in_words():
+    """Invariant: a state whose past holds no mix where the schedule has one, or a negative or
+    malformed step, is refused in words; sources() of a 2-d array reads it flat; the batch
+    sampler's consumed is named with what the latest iter() handed out."""
+    s = MixtureSampler([9, 9], [1, 1], 2, 1, 0)
+    list(islice(iter(s), 4))
+    state = s.state_dict()
+    message = ("weights should agree with the mix read before step 2, where this state was "
+               "saved, but from step 0 it read shares none and these weights give 0.5, 0.5; "
+               "change the mix at step 2 or later")  # fmt: skip
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        MixtureSampler([9, 9], [1, 1], 2, 1, 0).load_state_dict({**state, "past": []})
+    for past in ([[-1, ["1/2", "1/2"]]], [[0, ["x"]]], [[0, ["1/0"]]]):
+        with pytest.raises(ValueError, match=r"^past should be the \[step, shares\] of a "):
+            MixtureSampler([9, 9], [1, 1], 2, 1, 0).load_state_dict({**state, "past": past})
+    flat = [a.tolist() for a in s.sources(np.arange(4).reshape(2, 2))]
+    assert flat == [a.tolist() for a in s.sources(range(4))]
+    from distsampling.mixture import MixtureBatchSampler
+
+    batches = MixtureBatchSampler(MixtureSampler([9, 9], [1, 1], 2, 1, 0))
+    next(iter(batches))
+    message = ("consumed should be <= 1 (batches handed out): the latest iter() handed out 1, "
+               "but got consumed=2")  # fmt: skip
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        batches.state_dict(consumed=2)
