@@ -33,8 +33,8 @@ def test_a_step_prints_each_ranks_micro_batch_as_batch_at_computes_it(capsys):
         "shuffle=True)"
     )
     assert lines[1] == (
-        "shares 0.5, 0.3, 0.2; a global batch of 64; every prefix within 0.8 of a sample of "
-        "each share (the proven bound)"
+        "shares 0.5, 0.3, 0.2; a global batch of 64; every global batch and every rank's reads "
+        "within 1.6 of a sample of each share (the proven bound)"
     )
     assert lines[2] == "step 1000 (positions 64000..64063): source:sample"
     assert lines[3:11] == [
@@ -63,7 +63,9 @@ def test_fractions_and_a_weight_of_zero_without_shuffle(capsys):
     argv = ["mixture", "--sizes", "4", "4", "--weights", "1/3", "0", "--replicas", "2"]
     main([*argv, "--batch-size", "2", "--no-shuffle", "--step", "1"])
     out = capsys.readouterr().out.splitlines()
-    assert out[1].startswith("shares 1, 0; a global batch of 4; every prefix within 0 of")
+    assert out[1].startswith(
+        "shares 1, 0; a global batch of 4; every global batch and every rank's reads within 0 of"
+    )
     assert out[3:5] == ["  rank 0: 0:0 0:1", "  rank 1: 0:2 0:3"]
     main([*argv, "--batch-size", "2", "--where", "1:0"])
     assert capsys.readouterr().out.splitlines()[-1] == (
@@ -198,11 +200,11 @@ def test_shares_and_the_bound_print_as_decimals_of_six_digits_at_most(capsys):
     assert "/" not in lines[1] + lines[2]
     printed = lines[1].split(";")[0].removeprefix("shares ").split(", ")
     printed += lines[2].removeprefix("from step 7: shares ").split(", ")
-    printed.append(lines[1].split("every prefix within ")[1].split(" ")[0])
+    printed.append(lines[1].split("reads within ")[1].split(" ")[0])
     exact = [Fraction(w) if isinstance(w, Fraction) else Fraction(repr(w)) for w in first + later]
     shares = [w / sum(exact[:3]) for w in exact[:3]] + [w / sum(exact[3:]) for w in exact[3:]]
     s = MixtureSampler([60000, 6000, 600], [(0, first), (7, later)], 8, 8, 0)
-    for text, value in zip(printed, [*shares, s.bound()], strict=True):
+    for text, value in zip(printed, [*shares, 2 * s.bound()], strict=True):
         assert digits(text) <= 6 and abs(Fraction(text) - value) <= value * Fraction(5, 10**6)
 
 

@@ -110,7 +110,7 @@ def test_a_role_naming_nothing_fails_the_strict_build(tmp_path, caplog):
 # workshop that a reader cannot place. An upstream issue is a link instead.
 JARGON = re.compile(r"\bseeds? \d{3}\b|\bthe seeds'|\bissues? #?\d+\b", re.I)
 # owner/repo#N outside the text of a markdown link, or a bare #N after "pytorch"/"torch"
-BARE_ISSUE = re.compile(r"(?<!\[)\b[\w.-]+/[\w.-]+#\d+(?!\])|\b(?:py)?torch #\d+")
+BARE_ISSUE = re.compile(r"(?<![\[\w.-])[\w.-]+/[\w.-]+#\d+(?![\]\d])|\b(?:py)?torch #\d+")
 
 
 def reader_files() -> list[Path]:
@@ -153,6 +153,7 @@ def test_readers_never_see_internal_jargon():
         "a split (seeds 000, 002)",
         "the padding (pytorch issue 25162)",
         "see pytorch/pytorch#25162",
+        "see Lightning-AI/litData#694",
         "print the seeds' examples",
     ],
 )
@@ -165,3 +166,5 @@ def test_the_jargon_check_allows_a_linked_upstream_issue():
     """Invariant: ``[pytorch/pytorch#25162](https://github.com/...)`` is the allowed form."""
     line = "([pytorch/pytorch#25162](https://github.com/pytorch/pytorch/issues/25162))"
     assert not (JARGON.search(line) or BARE_ISSUE.search(line))
+    hyphenated = "[Lightning-AI/litData#694](https://github.com/Lightning-AI/litData/issues/694)"
+    assert not BARE_ISSUE.search(hyphenated)  # an owner with a hyphen is one name

@@ -168,8 +168,8 @@ def mixture_lines(args: argparse.Namespace) -> Iterator[str]:
     head = [
         f"MixtureSampler(sizes={args.sizes}, num_replicas={args.replicas}, "
         f"batch_size={args.batch_size}, seed={args.seed}, shuffle={args.shuffle})",
-        f"shares {shares[0]}; a global batch of {B}; every prefix within "
-        f"{_decimal(s.bound())} of a sample of each share (the proven bound)",
+        f"shares {shares[0]}; a global batch of {B}; every global batch and every rank's reads "
+        f"within {_decimal(2 * s.bound())} of a sample of each share (the proven bound)",
         *(f"from step {step}: shares {text}" for (step, _), text in zip(plan[1:], shares[1:])),
     ]
     if args.where is not None:
