@@ -542,16 +542,21 @@ class ShardedMixtureDataset(IterableDataset):
 
     # --- resume -----------------------------------------------------------------------------
 
-    def _main_state(self, step: int, slot: int) -> dict[str, Any]:
-        """The main process's place at ``(step, slot)``: every reader's counts, counted again."""
+    def _recount(self, step: int, slot: int, readers: Sequence[int]) -> list[list[int]]:
+        """This rank's ``readers``' counts per source at ``(step, slot)``, from the mixture."""
         nw, at = self._readers(), self._counts(step, [self.rank])[0]
-        if slot:
+        if slot:  # the slots of the step read so far: its reader's draws in it
             ks = self._mix.sources(self._mix.positions(step, self.rank))[0][:slot]
             at[step % nw] = (
                 np.array(at[step % nw]) + np.bincount(ks, minlength=len(self.sources))
             ).tolist()
-        return {"worker": 0, "num_workers": 0, "readers": list(range(nw)), "step": step,
-                "slot": slot, "counts": at}  # fmt: skip
+        return [at[q] for q in readers]
+
+    def _main_state(self, step: int, slot: int) -> dict[str, Any]:
+        """The main process's place at ``(step, slot)``: every reader's counts, counted again."""
+        readers = list(range(self._readers()))
+        return {"worker": 0, "num_workers": 0, "readers": readers, "step": step, "slot": slot,
+                "counts": self._recount(step, slot, readers)}  # fmt: skip
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         r"""This worker's place (the main process's with ``num_workers=0``): JSON-ready, ``O(K)``
@@ -614,7 +619,12 @@ class ShardedMixtureDataset(IterableDataset):
     def load_state_dict(self, state: dict[str, Any] | list[dict[str, Any]]) -> None:
         r"""Resume: one worker's state (the same topology), or every worker's state of one rank
         (a list, :func:`loader_dataset_states`): then any ``num_replicas``, ``batch_size`` and
-        ``num_workers``, at a step boundary."""
+        ``num_workers``, at a step boundary.
+
+        A worker's state saved on another rank of the same run resumes this rank at the same
+        step and slot (the ranks step together), its readers' counts counted again from the
+        mixture: Lightning's checkpoint holds rank 0's loader state, and every rank loads it
+        (https://github.com/Lightning-AI/pytorch-lightning/pull/19361)."""
         if isinstance(state, dict):
             state = self._checked(state)
             g = state["generation"]
@@ -632,6 +642,9 @@ class ShardedMixtureDataset(IterableDataset):
                     "(load_state_dict(loader_dataset_states(loader_state)))"
                 )
             self._set_generation(dict(g))
+            if state["rank"] != self.rank:  # another rank's place: the same step, our counts
+                state = {**state, "rank": self.rank,
+                         "counts": self._recount(state["step"], state["slot"], state["readers"])}  # fmt: skip
             self._loaded = state
             self._progress = {
                 x: state[x] for x in ("worker", "num_workers", "readers", "step", "slot", "counts")
