@@ -195,6 +195,25 @@ def test_a_state_saved_on_another_rank_of_the_run_resumes_this_rank_at_the_same_
     assert again.state_dict()["rank"] == rank
 
 
+@given(args, st.integers(0, 40))
+def test_counts_at_a_step_are_the_sources_of_every_readers_positions_step_by_step(a, step):
+    """Invariant: counts_at(S)[r][w][k] is how many of rank r's positions at steps s < S with
+    s ≡ w (mod workers) MixtureSampler gives source k: step by step, one positions() call each
+    (what the counts, taken a step's W micro-batches at a time, must equal)."""
+    shards, weights = a["mix"]
+    nw = max(1, a["workers"])
+    ds = make(shards, weights, a["b"], a["world"], seed=a["seed"], num_workers=nw)
+    mix = MixtureSampler([sum(s) for s in shards], weights, a["b"], a["world"], 0, seed=a["seed"])
+    for s in range(step):
+        assert (ds._positions([s], a["world"] - 1)[0] == mix.positions(s, a["world"] - 1)).all()
+    expected = [[[0] * len(shards) for _ in range(nw)] for _ in range(a["world"])]
+    for r in range(a["world"]):
+        for s in range(step):
+            for k in mix.sources(mix.positions(s, r))[0].tolist():
+                expected[r][s % nw][k] += 1
+    assert ds.counts_at(step) == expected
+
+
 @given(args)
 def test_readers_open_each_shard_once_a_run_and_drop_at_most_one_head_a_pass(a):
     """Invariant: every open yields a sample; opens of source k number at most its non-empty
