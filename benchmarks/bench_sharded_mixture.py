@@ -5,8 +5,9 @@ ranks, micro-batch 4: construct the dataset of rank 517 and take its first micro
 (``read(shard)`` is a lazy range: nothing is decoded). The goal: <= 1 s and <= 256 MiB, with no
 epoch array. The baseline is ``MixtureSampler`` over the same 10 totals (map-style: its first
 index, no shard to open). At epoch 1 a fresh worker (a DataLoader without persistent workers)
-first counts its readers' draws of epoch 0 from the mixture (244,141 steps, one ``positions()``
-call each): the cost of counts that are a function of (step, topology).
+first counts its readers' draws of epoch 0 from the mixture (244,141 steps, a ``sources()`` call
+per 1,024 of them: a step's micro-batches are the windows its rank reads at 1,024 steps): the
+cost of counts that are a function of (step, topology).
 
 Throughput: 200,000 samples in 10 sources of long-tail shards (``bench_sharded``'s sizes),
 weights the sources' sizes, read from ready Python lists (the cheapest read there is, so the

@@ -50,6 +50,8 @@ PROPERTY = {
     "RepeatFactorSampler": ("test_repeat_factor", "test_each_rank_reads_its_strided_positions_of_detectron2s_stream"),
     "InferenceSampler": ("test_inference", "test_each_rank_reads_detectron2s_contiguous_block"),
     "BatchBalanceClassSampler": ("test_balanced", "test_index_exact_against_the_batch_by_batch_definition"),
+    # mixtures of sharded streams
+    "ShardedMixtureDataset": ("test_sharded_mixture", "test_the_source_of_every_sample_is_mixture_samplers_on_every_rank_for_any_workers"),
 }  # fmt: skip
 
 
@@ -70,6 +72,7 @@ def copy_sets() -> list[tuple[str, str, list[str]]]:
 SAMPLER_TUTORIALS = ["batch", "ddp", "distributed", "pipeline", "resume", "weighted", "windowed"]
 SAMPLER_TUTORIALS += ["wrapper"]
 SAMPLER_TUTORIALS += ["detection"]
+SAMPLER_TUTORIALS += ["sharded_mixture"]
 SETS = copy_sets()
 
 

@@ -169,6 +169,51 @@ def test_a_state_saved_at_any_step_resumes_the_worker_exactly(a, data):
     assert head + list(again.iter_worker(worker, a["workers"])) == whole
 
 
+@given(args, st.data())
+def test_a_state_saved_on_another_rank_of_the_run_resumes_this_rank_at_the_same_step(a, data):
+    """Invariant: the ranks step together, so a worker's state saved on rank ``r0`` after any
+    sample (Lightning's checkpoint holds rank 0's loader state, which every rank loads) resumes
+    worker ``w`` of rank ``r`` at that step and slot: it yields exactly the rest of rank
+    ``r``'s uninterrupted run, its readers' counts counted again."""
+    shards, weights = a["mix"]
+    saver, rank = (data.draw(st.integers(0, a["world"] - 1)) for _ in range(2))
+    worker = data.draw(st.integers(0, max(0, a["workers"] - 1)))
+
+    def fresh(r):
+        ds = make(shards, weights, a["b"], a["world"], r, seed=a["seed"], seekable=a["seekable"])
+        ds.set_epoch(a["epochs"] - 1)
+        return ds
+
+    whole = list(fresh(rank).iter_worker(worker, a["workers"]))
+    stop = data.draw(st.integers(0, len(whole)))
+    other = fresh(saver)
+    it = other.iter_worker(worker, a["workers"])
+    [next(it) for _ in range(stop)]
+    again = fresh(rank)
+    again.load_state_dict(other.state_dict())
+    assert list(again.iter_worker(worker, a["workers"])) == whole[stop:]
+    assert again.state_dict()["rank"] == rank
+
+
+@given(args, st.integers(0, 40))
+def test_counts_at_a_step_are_the_sources_of_every_readers_positions_step_by_step(a, step):
+    """Invariant: counts_at(S)[r][w][k] is how many of rank r's positions at steps s < S with
+    s ≡ w (mod workers) MixtureSampler gives source k: step by step, one positions() call each
+    (what the counts, taken a step's W micro-batches at a time, must equal)."""
+    shards, weights = a["mix"]
+    nw = max(1, a["workers"])
+    ds = make(shards, weights, a["b"], a["world"], seed=a["seed"], num_workers=nw)
+    mix = MixtureSampler([sum(s) for s in shards], weights, a["b"], a["world"], 0, seed=a["seed"])
+    for s in range(step):
+        assert (ds._positions([s], a["world"] - 1)[0] == mix.positions(s, a["world"] - 1)).all()
+    expected = [[[0] * len(shards) for _ in range(nw)] for _ in range(a["world"])]
+    for r in range(a["world"]):
+        for s in range(step):
+            for k in mix.sources(mix.positions(s, r))[0].tolist():
+                expected[r][s % nw][k] += 1
+    assert ds.counts_at(step) == expected
+
+
 @given(args)
 def test_readers_open_each_shard_once_a_run_and_drop_at_most_one_head_a_pass(a):
     """Invariant: every open yields a sample; opens of source k number at most its non-empty
@@ -324,6 +369,27 @@ def test_stateful_dataloader_resumes_exactly_what_an_uninterrupted_run_yields(wo
     again.load_state_dict(state)
     assert head + [rows(b) for b in again] == whole
     assert len(whole) == len(loader().dataset) // 2
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_rank_0s_stateful_dataloader_state_resumes_rank_1s_loader_exactly(workers):
+    """Invariant: as under Lightning (its checkpoint holds rank 0's loader state, every rank
+    loads it), rank 0's StatefulDataLoader state after 2 batches, loaded into rank 1's loader,
+    yields the rest of rank 1's uninterrupted run, with workers or without."""
+
+    def loader(rank):
+        ds = make(SHARDS, [1, 3, 2], 2, 2, rank, seed=3)
+        ds.set_epoch(1)
+        return StatefulDataLoader(ds, batch_size=2, num_workers=workers)
+
+    rows = lambda batch: [t.tolist() for t in batch]  # noqa: E731 (shards and offsets)
+    whole = [rows(b) for b in loader(1)]
+    first = loader(0)
+    it = iter(first)
+    [next(it) for _ in range(2)]
+    again = loader(1)
+    again.load_state_dict(first.state_dict())
+    assert [rows(b) for b in again] == whole[2:]
 
 
 def test_every_worker_state_of_one_rank_resumes_on_another_world_through_loaders():

@@ -40,7 +40,7 @@ would; left out, the first ``iter()`` sets it.
 Resume. A worker's state is its step, its slot in it and its count per source: ``O(K)``. A
 reader's counts are a function of (step, topology): on another topology, load every worker's
 state of one rank (``loader_dataset_states``); every old reader's counts at that step are
-counted again from ``MixtureSampler`` (``O(steps × global batch)`` positions, vectorized), the
+counted again from ``MixtureSampler`` (a ``sources()`` call per ``W`` steps of a rank), the
 unread rest of every pass in flight is split over the new readers (``O(K × old readers)``
 intervals in the state), and the mixture itself resumes on the new grid from its own state.
 
@@ -57,7 +57,7 @@ import os
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import accumulate, islice
+from itertools import accumulate, islice, pairwise
 from typing import Any
 
 import numpy as np
@@ -354,18 +354,42 @@ class ShardedMixtureDataset(IterableDataset):
         return self._counts(step, range(self._gen["num_replicas"]))
 
     def _counts(self, step: int, ranks: Sequence[int]) -> list[list[list[int]]]:
-        """:meth:`counts_at` of ``ranks`` only (a worker counts its own rank's: O(steps × b))."""
+        """:meth:`counts_at` of ``ranks`` only (a worker counts its own rank's: O(steps × b)).
+
+        Rank ``r`` at step ``s`` reads the weight tree's window ``s + r`` (MixtureSampler's
+        layout), which rank ``x`` reads at step ``a = s + r - x``: one ``sources()`` call over a
+        step's ``W`` micro-batches gives ``W`` of rank ``r``'s steps (a call costs ``O(W)``
+        whatever its positions), within a stretch of one weight tree (schedule steps cut them)."""
         step = check_int("step", step, low=self._gen["start"])
         nw, b, K = self._readers(), self._gen["batch_size"], len(self.sources)
+        W, start = self._gen["num_replicas"], self._gen["start"]
         out = np.zeros((len(ranks), nw, K), np.int64)
-        for a in range(self._gen["start"], step, 4096):  # chunks of steps: bounded memory
-            chunk = np.arange(a, min(step, a + 4096))
-            residue = np.repeat(chunk % nw, b)  # (steps * b,) the reader of each position
+        cuts = sorted({start, step, *(int(e[0]) for e in _entries(self._weights)
+                                      if start < int(e[0]) < step)})  # fmt: skip
+        for lo, hi in pairwise(cuts):  # one weight tree each
             for i, r in enumerate(ranks):
-                at = np.concatenate([self._mix.positions(s, r) for s in chunk])
-                ks = self._mix.sources(at)[0]  # (steps * b,) the source at each position
-                out[i] += np.bincount(residue * K + ks, minlength=nw * K).reshape(nw, K)
+                w = lo + r  # the next window of rank r: its step w - r
+                while w < hi + r:
+                    a = min(w, hi - 1)  # the anchor step: ranks w - a .. of it
+                    n = min(a + W, hi + r) - w  # rank r's steps w - r .. w - r + n - 1
+                    first = int(self._mix.positions(a, w - a)[0])
+                    ks = self._mix.sources(np.arange(first, first + n * b, dtype=np.int64))[0]
+                    readers = np.repeat(np.arange(w - r, w - r + n) % nw, b)  # (n * b,)
+                    out[i] += np.bincount(readers * K + ks, minlength=nw * K).reshape(nw, K)
+                    w += n
         return out.tolist()
+
+    def _positions(self, steps: np.ndarray | range, rank: int) -> np.ndarray:
+        """The global positions ``rank`` reads at each of ``steps``, ``(steps, b)`` int64: the
+        layout of the first one (``positions()``), the others shifted by a global batch a step
+        (``positions(s) = positions(s0) + (s - s0)·b·W``, the grid's steps laid end to end)."""
+        steps = np.asarray(steps, dtype=np.int64)
+        m = self._mix
+        if not len(steps):
+            return np.zeros((0, m.batch_size), np.int64)
+        s0 = int(steps[0])
+        shift = (steps - s0) * (m.batch_size * m.num_replicas)  # (steps,)
+        return m.positions(s0, rank)[None, :] + shift[:, None]
 
     def batch_at(self, step: int) -> list[list[tuple[int, int, int]]]:
         r"""``[rank][slot]``: the ``(source, shard index, offset in the shard)`` every rank reads
@@ -489,9 +513,7 @@ class ShardedMixtureDataset(IterableDataset):
         s, size = first, 1
         while s < stop:
             block = range(s, min(stop, s + size * inc), inc)
-            ks = self._mix.sources(
-                np.concatenate([self._mix.positions(t, self.rank) for t in block])
-            )[0]
+            ks = self._mix.sources(self._positions(block, self.rank))[0]
             yield from zip(block, ks.reshape(len(block), -1).tolist(), strict=True)
             s, size = block[-1] + inc, min(2 * size, 1024)
 
@@ -542,16 +564,21 @@ class ShardedMixtureDataset(IterableDataset):
 
     # --- resume -----------------------------------------------------------------------------
 
-    def _main_state(self, step: int, slot: int) -> dict[str, Any]:
-        """The main process's place at ``(step, slot)``: every reader's counts, counted again."""
+    def _recount(self, step: int, slot: int, readers: Sequence[int]) -> list[list[int]]:
+        """This rank's ``readers``' counts per source at ``(step, slot)``, from the mixture."""
         nw, at = self._readers(), self._counts(step, [self.rank])[0]
-        if slot:
+        if slot:  # the slots of the step read so far: its reader's draws in it
             ks = self._mix.sources(self._mix.positions(step, self.rank))[0][:slot]
             at[step % nw] = (
                 np.array(at[step % nw]) + np.bincount(ks, minlength=len(self.sources))
             ).tolist()
-        return {"worker": 0, "num_workers": 0, "readers": list(range(nw)), "step": step,
-                "slot": slot, "counts": at}  # fmt: skip
+        return [at[q] for q in readers]
+
+    def _main_state(self, step: int, slot: int) -> dict[str, Any]:
+        """The main process's place at ``(step, slot)``: every reader's counts, counted again."""
+        readers = list(range(self._readers()))
+        return {"worker": 0, "num_workers": 0, "readers": readers, "step": step, "slot": slot,
+                "counts": self._recount(step, slot, readers)}  # fmt: skip
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         r"""This worker's place (the main process's with ``num_workers=0``): JSON-ready, ``O(K)``
@@ -614,7 +641,12 @@ class ShardedMixtureDataset(IterableDataset):
     def load_state_dict(self, state: dict[str, Any] | list[dict[str, Any]]) -> None:
         r"""Resume: one worker's state (the same topology), or every worker's state of one rank
         (a list, :func:`loader_dataset_states`): then any ``num_replicas``, ``batch_size`` and
-        ``num_workers``, at a step boundary."""
+        ``num_workers``, at a step boundary.
+
+        A worker's state saved on another rank of the same run resumes this rank at the same
+        step and slot (the ranks step together), its readers' counts counted again from the
+        mixture: Lightning's checkpoint holds rank 0's loader state, and every rank loads it
+        (https://github.com/Lightning-AI/pytorch-lightning/pull/19361)."""
         if isinstance(state, dict):
             state = self._checked(state)
             g = state["generation"]
@@ -632,6 +664,9 @@ class ShardedMixtureDataset(IterableDataset):
                     "(load_state_dict(loader_dataset_states(loader_state)))"
                 )
             self._set_generation(dict(g))
+            if state["rank"] != self.rank:  # another rank's place: the same step, our counts
+                state = {**state, "rank": self.rank,
+                         "counts": self._recount(state["step"], state["slot"], state["readers"])}  # fmt: skip
             self._loaded = state
             self._progress = {
                 x: state[x] for x in ("worker", "num_workers", "readers", "step", "slot", "counts")
