@@ -1212,18 +1212,28 @@ def _slow_start(worker_id: int) -> None:
     time.sleep(1.0 * worker_id)  # worker 1 starts its iter() a second after worker 0
 
 
-def test_a_set_epoch_after_the_loop_began_never_reaches_a_worker_slow_to_start():
+def _plans(dataset: ShardedIterableDataset, epochs: int) -> list[list[list[int]]]:
+    """Each epoch's batches of 2 from 2 workers, worker 0's and worker 1's in turn (the loader's
+    order), each epoch checked whole against ``list(dataset)``, the main process's read.
+    (That ``iter()`` is also what lets mutation testing, which sees only this process, run the
+    tests below against the worker branch of ``__iter__``.)"""
+    plans = []
+    for epoch in range(epochs):
+        dataset.set_epoch(epoch)
+        chunks = [list(dataset.iter_worker(k, 2)) for k in range(2)]
+        assert sorted(chunks[0] + chunks[1]) == sorted(dataset)
+        chunks = [[c[i : i + 2] for i in range(0, len(c), 2)] for c in chunks]
+        plans.append([b for pair in zip_longest(*chunks) for b in pair if b])
+    return plans
+
+
+def test_a_late_set_epoch_never_reaches_a_loader_worker_slow_to_start():
     """Invariant: ``set_epoch(1)`` after the first batch of epoch 0, while worker 1 has not yet
     begun (it starts a second late): the loop reads epoch 0, whole and once, in every worker;
     the next ``iter()`` reads epoch 1. A worker holds the epoch of its loader's ``iter()``."""
     dataset = ShardedIterableDataset([0, 1, 2], SIZES_11, _read_11, num_replicas=1, rank=0,
                                      batch_size=2, seed=1)  # fmt: skip
-    plans = []  # each epoch's batches: worker 0's and worker 1's in turn (the loader's order)
-    for epoch in (0, 1):
-        dataset.set_epoch(epoch)
-        chunks = [list(dataset.iter_worker(k, 2)) for k in range(2)]
-        chunks = [[c[i : i + 2] for i in range(0, len(c), 2)] for c in chunks]
-        plans.append([b for pair in zip_longest(*chunks) for b in pair if b])
+    plans = _plans(dataset, 2)
     assert plans[0] != plans[1]  # the test can tell the epochs apart
     dl = DataLoader(dataset, batch_size=2, num_workers=2, worker_init_fn=_slow_start)
     dataset.set_epoch(0)
@@ -1234,20 +1244,56 @@ def test_a_set_epoch_after_the_loop_began_never_reaches_a_worker_slow_to_start()
     assert [b.tolist() for b in dl] == plans[1]
 
 
-def test_persistent_workers_read_each_epoch_set_before_its_iter():
+def test_persistent_loader_workers_read_the_epoch_set_before_each_iter():
     """Invariant: with ``persistent_workers=True`` the workers are started once; each later
     ``iter()`` reads the epoch ``set_epoch`` set before it (shared with the workers), not the
     epoch of their start: three epochs, each its own batches, in the loader's order."""
     dataset = ShardedIterableDataset([0, 1, 2], SIZES_11, _read_11, num_replicas=1, rank=0,
                                      batch_size=2, seed=1)  # fmt: skip
-    plans = []
-    for epoch in range(3):
-        dataset.set_epoch(epoch)
-        chunks = [list(dataset.iter_worker(k, 2)) for k in range(2)]
-        chunks = [[c[i : i + 2] for i in range(0, len(c), 2)] for c in chunks]
-        plans.append([b for pair in zip_longest(*chunks) for b in pair if b])
+    plans = _plans(dataset, 3)
     assert len({str(p) for p in plans}) == 3  # the test can tell the epochs apart
     dl = DataLoader(dataset, batch_size=2, num_workers=2, persistent_workers=True)
     for epoch in range(3):
         dataset.set_epoch(epoch)
         assert [b.tolist() for b in dl] == plans[epoch]
+
+
+def _log_warnings(path: str, worker_id: int) -> None:
+    # a worker_init_fn: this worker's warnings go to `path`, one line each, with its id (under
+    # pytest a forked worker would record them into its copy of pytest's list, unseen)
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        with open(path, "a") as f:
+            f.write(f"worker {worker_id}: {category.__name__}: {message}\n")
+
+    warnings.showwarning = show
+
+
+@pytest.mark.parametrize("batch_size", [None, 4])
+def test_only_worker_0_warns_once_and_only_without_batch_size(batch_size, tmp_path):
+    """Invariant: over two epochs of a loader with 2 workers, the workers' warnings are one,
+    from worker 0, without ``batch_size=``, and none with it. Worker 0 alone checks the flag
+    the workers share, so no two workers can both find it unset and warn twice."""
+    from functools import partial
+
+    said = tmp_path / "said.txt"
+    said.touch()
+    dataset = ShardedIterableDataset([0, 1, 2], SIZES_11, _read_11, num_replicas=1, rank=0,
+                                     batch_size=batch_size)  # fmt: skip
+    loader = DataLoader(dataset, batch_size=4, num_workers=2,
+                        worker_init_fn=partial(_log_warnings, str(said)))  # fmt: skip
+    for epoch in range(2):
+        dataset.set_epoch(epoch)
+        # every sample once (list(dataset): the main process's read, which also lets mutation
+        # testing run this test against the worker branch of __iter__)
+        assert sorted(x for b in loader for x in b.tolist()) == sorted(dataset)
+    lines = said.read_text().splitlines()
+    if batch_size is None:
+        assert len(lines) == 1
+        assert lines[0].startswith(
+            "worker 0: UserWarning: ShardedIterableDataset is read by 2 DataLoader workers "
+            "without batch_size=: split sample by sample (5 + 6 of this rank's 11)"
+        )
+    else:
+        assert lines == []
