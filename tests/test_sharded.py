@@ -1201,9 +1201,57 @@ def test_one_worker_or_a_split_that_cannot_miss_a_batch_is_not_warned_about():
         two = ShardedIterableDataset([0, 1, 2], SIZES_11, _read_11, num_replicas=1, rank=0)
         two._warn_batches(2)
         two._warn_batches(2)  # once
+        empty = ShardedIterableDataset([0], [1], lambda shard: iter([7]), num_replicas=2, rank=0,
+                                       drop_last=True)  # fmt: skip
+        empty._warn_batches(2)  # a rank of 0 samples: nothing to miss
     assert [str(w.message)[:60] for w in said] == [
         "ShardedIterableDataset is read by 2 DataLoader workers witho"
     ]
+
+
+def _batches_warned(sizes: list[int], num_workers: int) -> str:
+    """The warning about ``num_workers`` workers splitting a rank of ``sizes`` sample by sample,
+    its counts found by reading each worker's range as the DataLoader batches it."""
+    ds = ShardedIterableDataset(list(range(len(sizes))), sizes, Reader(sizes), num_replicas=1,
+                                rank=0)  # fmt: skip
+    ranges = [len(list(ds.iter_worker(k, num_workers))) for k in range(num_workers)]
+    length = sum(ranges)
+    miss = {b: sum(len(range(0, r, b)) for r in ranges) - len(range(0, length, b))
+            for b in range(1, length + 1)}  # fmt: skip
+    common = ", ".join(
+        f"{miss[b]} with batch_size={b}" for b in (2, 4, 8, 16, 32, 64) if b <= length
+    )
+    return (
+        f"ShardedIterableDataset is read by {num_workers} DataLoader workers without batch_size=: "
+        f"split sample by sample ({' + '.join(map(str, ranges))} of this rank's {length}), the "
+        "workers' short batches make the loader yield more batches than len(loader) counts, and "
+        "a Trainer, which ends the epoch at len(loader), never trains on them: len(loader) misses "
+        f"up to {max(miss.values())} of them ({common}). Pass ShardedIterableDataset(..., "
+        "batch_size=B), B the DataLoader's batch_size"
+    )
+
+
+@pytest.mark.parametrize("sizes", [[4, 4, 3], [2], [70]])
+def test_the_batch_size_warning_counts_each_common_batch_size_and_points_at_iter(sizes):
+    """Invariant: the warning says, word for word, the workers' ranges and how many batches
+    ``len(loader)`` misses for each common batch size up to the rank's length (counted here by
+    batching each worker's range), and points at the line that called ``iter()`` on the
+    dataset (``stacklevel``: ``_warn_batches``, then ``__iter__``, then that line)."""
+    import sys
+    import warnings
+
+    dataset = ShardedIterableDataset(list(range(len(sizes))), sizes, Reader(sizes),
+                                     num_replicas=1, rank=0)  # fmt: skip
+
+    def __iter__() -> None:  # the frame of ShardedIterableDataset.__iter__
+        dataset._warn_batches(2)
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        __iter__()  # the caller of iter(dataset)
+    assert [str(w.message) for w in said] == [_batches_warned(sizes, 2)]
+    assert (said[0].filename, said[0].lineno) == (__file__, line)
 
 
 def _slow_start(worker_id: int) -> None:
