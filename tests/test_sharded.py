@@ -1246,12 +1246,17 @@ def test_the_batch_size_warning_counts_each_common_batch_size_and_points_at_iter
     def __iter__() -> None:  # the frame of ShardedIterableDataset.__iter__
         dataset._warn_batches(2)
 
+    # mutation testing wraps each function of the module in trampolines, frames of its own
+    # that shift every stacklevel: there, only "not in sharded.py" can be checked
+    wrapped = any("__mutmut_" in name for name in vars(sharded))
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         line = sys._getframe().f_lineno + 1
         __iter__()  # the caller of iter(dataset)
     assert [str(w.message) for w in said] == [_batches_warned(sizes, 2)]
-    assert (said[0].filename, said[0].lineno) == (__file__, line)
+    assert said[0].filename != sharded.__file__
+    if not wrapped:
+        assert (said[0].filename, said[0].lineno) == (__file__, line)
 
 
 def _slow_start(worker_id: int) -> None:
