@@ -1237,26 +1237,28 @@ def test_the_batch_size_warning_counts_each_common_batch_size_and_points_at_iter
     ``len(loader)`` misses for each common batch size up to the rank's length (counted here by
     batching each worker's range), and points at the line that called ``iter()`` on the
     dataset (``stacklevel``: ``_warn_batches``, then ``__iter__``, then that line)."""
-    import sys
+    import traceback
     import warnings
 
     dataset = ShardedIterableDataset(list(range(len(sizes))), sizes, Reader(sizes),
                                      num_replicas=1, rank=0)  # fmt: skip
 
-    def __iter__() -> None:  # the frame of ShardedIterableDataset.__iter__
-        dataset._warn_batches(2)
+    def __iter__(num_workers) -> None:  # the frame of ShardedIterableDataset.__iter__
+        dataset._warn_batches(num_workers)
 
-    # mutation testing wraps each function of the module in trampolines, frames of its own
-    # that shift every stacklevel: there, only "not in sharded.py" can be checked
-    wrapped = any("__mutmut_" in name for name in vars(sharded))
+    # where stacklevel=3 points: two frames above _warn_batches's own, read off the traceback
+    # of a call that fails inside it from the same lines (so it holds also where mutation
+    # testing wraps each function in frames of its own)
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
-        line = sys._getframe().f_lineno + 1
-        __iter__()  # the caller of iter(dataset)
+        for num_workers in ("two", 2):
+            try:
+                __iter__(num_workers)  # the caller of iter(dataset)
+            except TypeError as e:
+                frames = traceback.extract_tb(e.__traceback__)
+    assert frames[-1].filename == sharded.__file__
     assert [str(w.message) for w in said] == [_batches_warned(sizes, 2)]
-    assert said[0].filename != sharded.__file__
-    if not wrapped:
-        assert (said[0].filename, said[0].lineno) == (__file__, line)
+    assert (said[0].filename, said[0].lineno) == (frames[-3].filename, frames[-3].lineno)
 
 
 def _slow_start(worker_id: int) -> None:
