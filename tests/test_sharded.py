@@ -1201,9 +1201,64 @@ def test_one_worker_or_a_split_that_cannot_miss_a_batch_is_not_warned_about():
         two = ShardedIterableDataset([0, 1, 2], SIZES_11, _read_11, num_replicas=1, rank=0)
         two._warn_batches(2)
         two._warn_batches(2)  # once
+        empty = ShardedIterableDataset([0], [1], lambda shard: iter([7]), num_replicas=2, rank=0,
+                                       drop_last=True)  # fmt: skip
+        empty._warn_batches(2)  # a rank of 0 samples: nothing to miss
     assert [str(w.message)[:60] for w in said] == [
         "ShardedIterableDataset is read by 2 DataLoader workers witho"
     ]
+
+
+def _batches_warned(sizes: list[int], num_workers: int) -> str:
+    """The warning about ``num_workers`` workers splitting a rank of ``sizes`` sample by sample,
+    its counts found by reading each worker's range as the DataLoader batches it."""
+    ds = ShardedIterableDataset(list(range(len(sizes))), sizes, Reader(sizes), num_replicas=1,
+                                rank=0)  # fmt: skip
+    ranges = [len(list(ds.iter_worker(k, num_workers))) for k in range(num_workers)]
+    length = sum(ranges)
+    miss = {b: sum(len(range(0, r, b)) for r in ranges) - len(range(0, length, b))
+            for b in range(1, length + 1)}  # fmt: skip
+    common = ", ".join(
+        f"{miss[b]} with batch_size={b}" for b in (2, 4, 8, 16, 32, 64) if b <= length
+    )
+    return (
+        f"ShardedIterableDataset is read by {num_workers} DataLoader workers without batch_size=: "
+        f"split sample by sample ({' + '.join(map(str, ranges))} of this rank's {length}), the "
+        "workers' short batches make the loader yield more batches than len(loader) counts, and "
+        "a Trainer, which ends the epoch at len(loader), never trains on them: len(loader) misses "
+        f"up to {max(miss.values())} of them ({common}). Pass ShardedIterableDataset(..., "
+        "batch_size=B), B the DataLoader's batch_size"
+    )
+
+
+@pytest.mark.parametrize("sizes", [[4, 4, 3], [2], [70]])
+def test_the_batch_size_warning_counts_each_common_batch_size_and_points_at_iter(sizes):
+    """Invariant: the warning says, word for word, the workers' ranges and how many batches
+    ``len(loader)`` misses for each common batch size up to the rank's length (counted here by
+    batching each worker's range), and points at the line that called ``iter()`` on the
+    dataset (``stacklevel``: ``_warn_batches``, then ``__iter__``, then that line)."""
+    import traceback
+    import warnings
+
+    dataset = ShardedIterableDataset(list(range(len(sizes))), sizes, Reader(sizes),
+                                     num_replicas=1, rank=0)  # fmt: skip
+
+    def __iter__(num_workers) -> None:  # the frame of ShardedIterableDataset.__iter__
+        dataset._warn_batches(num_workers)
+
+    # where stacklevel=3 points: two frames above _warn_batches's own, read off the traceback
+    # of a call that fails inside it from the same lines (so it holds also where mutation
+    # testing wraps each function in frames of its own)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        for num_workers in ("two", 2):
+            try:
+                __iter__(num_workers)  # the caller of iter(dataset)
+            except TypeError as e:
+                frames = traceback.extract_tb(e.__traceback__)
+    assert frames[-1].filename == sharded.__file__
+    assert [str(w.message) for w in said] == [_batches_warned(sizes, 2)]
+    assert (said[0].filename, said[0].lineno) == (frames[-3].filename, frames[-3].lineno)
 
 
 def _slow_start(worker_id: int) -> None:
@@ -1212,18 +1267,28 @@ def _slow_start(worker_id: int) -> None:
     time.sleep(1.0 * worker_id)  # worker 1 starts its iter() a second after worker 0
 
 
-def test_a_set_epoch_after_the_loop_began_never_reaches_a_worker_slow_to_start():
+def _plans(dataset: ShardedIterableDataset, epochs: int) -> list[list[list[int]]]:
+    """Each epoch's batches of 2 from 2 workers, worker 0's and worker 1's in turn (the loader's
+    order), each epoch checked whole against ``list(dataset)``, the main process's read.
+    (That ``iter()`` is also what lets mutation testing, which sees only this process, run the
+    tests below against the worker branch of ``__iter__``.)"""
+    plans = []
+    for epoch in range(epochs):
+        dataset.set_epoch(epoch)
+        chunks = [list(dataset.iter_worker(k, 2)) for k in range(2)]
+        assert sorted(chunks[0] + chunks[1]) == sorted(dataset)
+        chunks = [[c[i : i + 2] for i in range(0, len(c), 2)] for c in chunks]
+        plans.append([b for pair in zip_longest(*chunks) for b in pair if b])
+    return plans
+
+
+def test_a_late_set_epoch_never_reaches_a_loader_worker_slow_to_start():
     """Invariant: ``set_epoch(1)`` after the first batch of epoch 0, while worker 1 has not yet
     begun (it starts a second late): the loop reads epoch 0, whole and once, in every worker;
     the next ``iter()`` reads epoch 1. A worker holds the epoch of its loader's ``iter()``."""
     dataset = ShardedIterableDataset([0, 1, 2], SIZES_11, _read_11, num_replicas=1, rank=0,
                                      batch_size=2, seed=1)  # fmt: skip
-    plans = []  # each epoch's batches: worker 0's and worker 1's in turn (the loader's order)
-    for epoch in (0, 1):
-        dataset.set_epoch(epoch)
-        chunks = [list(dataset.iter_worker(k, 2)) for k in range(2)]
-        chunks = [[c[i : i + 2] for i in range(0, len(c), 2)] for c in chunks]
-        plans.append([b for pair in zip_longest(*chunks) for b in pair if b])
+    plans = _plans(dataset, 2)
     assert plans[0] != plans[1]  # the test can tell the epochs apart
     dl = DataLoader(dataset, batch_size=2, num_workers=2, worker_init_fn=_slow_start)
     dataset.set_epoch(0)
@@ -1234,20 +1299,56 @@ def test_a_set_epoch_after_the_loop_began_never_reaches_a_worker_slow_to_start()
     assert [b.tolist() for b in dl] == plans[1]
 
 
-def test_persistent_workers_read_each_epoch_set_before_its_iter():
+def test_persistent_loader_workers_read_the_epoch_set_before_each_iter():
     """Invariant: with ``persistent_workers=True`` the workers are started once; each later
     ``iter()`` reads the epoch ``set_epoch`` set before it (shared with the workers), not the
     epoch of their start: three epochs, each its own batches, in the loader's order."""
     dataset = ShardedIterableDataset([0, 1, 2], SIZES_11, _read_11, num_replicas=1, rank=0,
                                      batch_size=2, seed=1)  # fmt: skip
-    plans = []
-    for epoch in range(3):
-        dataset.set_epoch(epoch)
-        chunks = [list(dataset.iter_worker(k, 2)) for k in range(2)]
-        chunks = [[c[i : i + 2] for i in range(0, len(c), 2)] for c in chunks]
-        plans.append([b for pair in zip_longest(*chunks) for b in pair if b])
+    plans = _plans(dataset, 3)
     assert len({str(p) for p in plans}) == 3  # the test can tell the epochs apart
     dl = DataLoader(dataset, batch_size=2, num_workers=2, persistent_workers=True)
     for epoch in range(3):
         dataset.set_epoch(epoch)
         assert [b.tolist() for b in dl] == plans[epoch]
+
+
+def _log_warnings(path: str, worker_id: int) -> None:
+    # a worker_init_fn: this worker's warnings go to `path`, one line each, with its id (under
+    # pytest a forked worker would record them into its copy of pytest's list, unseen)
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        with open(path, "a") as f:
+            f.write(f"worker {worker_id}: {category.__name__}: {message}\n")
+
+    warnings.showwarning = show
+
+
+@pytest.mark.parametrize("batch_size", [None, 4])
+def test_only_worker_0_warns_once_and_only_without_batch_size(batch_size, tmp_path):
+    """Invariant: over two epochs of a loader with 2 workers, the workers' warnings are one,
+    from worker 0, without ``batch_size=``, and none with it. Worker 0 alone checks the flag
+    the workers share, so no two workers can both find it unset and warn twice."""
+    from functools import partial
+
+    said = tmp_path / "said.txt"
+    said.touch()
+    dataset = ShardedIterableDataset([0, 1, 2], SIZES_11, _read_11, num_replicas=1, rank=0,
+                                     batch_size=batch_size)  # fmt: skip
+    loader = DataLoader(dataset, batch_size=4, num_workers=2,
+                        worker_init_fn=partial(_log_warnings, str(said)))  # fmt: skip
+    for epoch in range(2):
+        dataset.set_epoch(epoch)
+        # every sample once (list(dataset): the main process's read, which also lets mutation
+        # testing run this test against the worker branch of __iter__)
+        assert sorted(x for b in loader for x in b.tolist()) == sorted(dataset)
+    lines = said.read_text().splitlines()
+    if batch_size is None:
+        assert len(lines) == 1
+        assert lines[0].startswith(
+            "worker 0: UserWarning: ShardedIterableDataset is read by 2 DataLoader workers "
+            "without batch_size=: split sample by sample (5 + 6 of this rank's 11)"
+        )
+    else:
+        assert lines == []
