@@ -280,12 +280,17 @@ def test_seed_none_gives_every_real_rank_rank_0s_seed():
 @pytest.mark.parametrize("name", list(worlds.MIXTURE))
 def test_real_ranks_read_their_micro_batch_of_every_step_of_one_mixture_stream(gathered, name):
     """Invariant: laid out step by step (rank r's micro-batch after rank r - 1's), the real
-    ranks' reads of both epochs are the steps of one global stream, as batch_at computes them."""
+    ranks' reads of both epochs are the steps of one global stream, as batch_at computes them
+    (the batch-sampler form: each batch one step's micro-batch)."""
     world, out = gathered
-    sampler = worlds.MIXTURE[name](0, world)
+    made = worlds.MIXTURE[name](0, world)
+    sampler = getattr(made, "sampler", made)  # MixtureBatchSampler: its MixtureSampler
     b = sampler.batch_size
     laid = []
-    for per_rank in out[name]:  # the epochs in order: each goes on with the stream
+    for epoch in out[name]:  # the epochs in order: each goes on with the stream
+        if sampler is not made:
+            assert all(len(batch) == b for reads in epoch for batch in reads)
+        per_rank = [worlds.flat(reads) for reads in epoch]
         assert len({len(reads) for reads in per_rank}) == 1
         steps = len(per_rank[0]) // b
         laid += [

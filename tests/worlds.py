@@ -21,6 +21,7 @@ from distsampling import (
     DistributedSampler,
     DistributedSamplerWrapper,
     IndexShuffleSampler,
+    MixtureBatchSampler,
     MixtureSampler,
     RankMismatchError,
     ResumableBatchSampler,
@@ -417,6 +418,9 @@ MIXTURE: dict[str, Factory] = {
     ),
     "MixtureSampler(schedule)": lambda r, w: MixtureSampler(
         [17, 6, 3], [(0, [1, 0, 1]), (2, [1, 1, 1])], 3, w, r, seed=5, epoch_length=20
+    ),
+    "MixtureBatchSampler": lambda r, w: MixtureBatchSampler(
+        MixtureSampler([17, 6, 3], [0.5, 0.3, 0.2], 2, w, r, seed=5, epoch_length=24)
     ),
 }
 SCENARIOS.update(MIXTURE)
