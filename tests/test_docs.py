@@ -19,8 +19,15 @@ import doctest
 import io
 import os
 import re
+import runpy
+import shlex
+import signal
 import subprocess
 import sys
+import tempfile
+import time
+import traceback
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +104,61 @@ def run_pycon(body: str, namespace: dict, where: str) -> None:
     assert runner.failures == 0, f"{where}: interactive example differs:\n{report.getvalue()}"
 
 
+# Python's own warning filters, as a fresh interpreter has them (pytest changes this process's)
+_FRESH_FILTERS = [("default", DeprecationWarning, "__main__"), ("ignore", DeprecationWarning, ""),
+                  ("ignore", PendingDeprecationWarning, ""), ("ignore", ImportWarning, ""),
+                  ("ignore", ResourceWarning, "")]  # fmt: skip
+
+
+def run_module_forked(module: str, args: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """``python -m module args`` in a forked child of this process, where torch and the package
+    are imported already (a fresh interpreter spends about 3 s of CPU importing torch).
+
+    The child runs the module as ``-m`` does (``runpy``, ``__main__``, ``sys.argv``), in the
+    repository root, with a fresh interpreter's warning filters, its stdout and stderr written
+    to files of its own; its exit status is the command's."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into pytest
+            code = 1
+            try:
+                os.chdir(ROOT)
+                os.dup2(out.fileno(), 1)
+                os.dup2(err.fileno(), 2)
+                sys.stdout = open(1, "w", closefd=False)
+                sys.stderr = open(2, "w", closefd=False)
+                warnings.resetwarnings()
+                for action, category, where in _FRESH_FILTERS:
+                    warnings.filterwarnings(action, category=category, module=where, append=True)
+                sys.argv = [module, *args]
+                try:
+                    runpy.run_module(module, run_name="__main__", alter_sys=True)
+                    code = 0
+                except SystemExit as stop:
+                    if isinstance(stop.code, str):
+                        print(stop.code, file=sys.stderr)
+                    code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+                except BaseException:
+                    traceback.print_exc()
+            finally:
+                with contextlib.suppress(BaseException):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                os._exit(code)
+        deadline = time.monotonic() + timeout
+        while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise subprocess.TimeoutExpired([module, *args], timeout)
+            time.sleep(0.02)
+        out.seek(0)
+        err.seek(0)
+        status = os.waitstatus_to_exitcode(done[1])
+        return subprocess.CompletedProcess([module, *args], status, out.read().decode(),
+                                           err.read().decode())  # fmt: skip
+
+
 def run_console(body: str, where: str) -> None:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     commands: list[tuple[str, list[str]]] = []
@@ -107,9 +169,13 @@ def run_console(body: str, where: str) -> None:
             assert commands, f"{where}: output before any '$ ' command"
             commands[-1][1].append(line)
     for command, expected in commands:
-        proc = subprocess.run(
-            command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
-        )
+        words = shlex.split(command)
+        if words[:3] == ["python", "-m", "distsampling"] and not set(command) & set("|&;<>$`"):
+            proc = run_module_forked("distsampling", words[3:], timeout=240)
+        else:
+            proc = subprocess.run(
+                command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240
+            )
         assert proc.returncode == 0, f"{where}: `{command}` failed:\n{proc.stdout}\n{proc.stderr}"
         if expected:
             assert proc.stdout.rstrip() == "\n".join(expected).rstrip(), (
