@@ -201,6 +201,15 @@ def loop_late_set_epoch(entry: Entry, workers: int) -> None:
 # --8<-- [end:loop_late_set_epoch]
 
 
+def stops(lo: int, hi: int) -> list[int]:
+    """The steps in ``[lo, hi)`` where a resume loop stops: all of them in an epoch of up to 10
+    steps; in a longer one the first six (2 workers keep up to 4 batches in flight: every place
+    their prefetch can end), the middle one and the last three."""
+    if hi - lo <= 10:
+        return list(range(lo, hi))
+    return sorted({*range(lo, lo + 6), (lo + hi) // 2, *range(hi - 3, hi)})
+
+
 def _stateful(entry: Entry, workers: int, subject=None):
     subject = subject or entry.build(WORLD, RANK)
     return subject, loader(entry, subject, StatefulDataLoader, num_workers=workers)
@@ -208,14 +217,14 @@ def _stateful(entry: Entry, workers: int, subject=None):
 
 # --8<-- [start:loop_stateful_resume]
 def loop_stateful_resume(entry: Entry, workers: int) -> None:
-    """torchdata's ``StatefulDataLoader``: stopped after every step ``k`` of epoch 0, its
+    """torchdata's ``StatefulDataLoader``: stopped after step ``k`` of epoch 0 (``stops``), its
     ``state_dict()`` loaded into a new loader (and a new object) reads the rest of the epoch;
     ``len(loader)`` stays the whole epoch's; the next epoch is epoch 1's plan."""
     ordered = not (entry.kind == "iterable" and workers > 1)
     subject, dl = _stateful(entry, workers)
     subject.set_epoch(0)
     whole = take(entry, dl)
-    for k in range(len(whole) + 1):
+    for k in stops(0, len(whole) + 1):
         subject, dl = _stateful(entry, workers)
         subject.set_epoch(0)
         it = iter(dl)
@@ -293,7 +302,7 @@ def loop_plain_resume(entry: Entry) -> None:
     dl = loader(entry, subject, num_workers=2)
     subject.set_epoch(0)
     whole = take(entry, dl)
-    for k in range(1, len(whole)):
+    for k in stops(1, len(whole)):
         subject = entry.build(WORLD, RANK)
         dl = loader(entry, subject, num_workers=2)
         subject.set_epoch(0)
