@@ -86,12 +86,12 @@ def _refuse_lightnings_rebuild(name: str) -> None:
             share = getattr(batches, "sampler", None)  # the sampler Lightning drops
             if getattr(share, "num_replicas", 1) > 1:
                 raise RuntimeError(
-                    f"{name}: Lightning's Trainer (use_distributed_sampler=True, its default) "
-                    f"rebuilds this batch sampler around a DistributedSampler of its own over the "
-                    f"whole dataset, dropping its sampler, {type(share).__name__}, which already "
-                    f"holds one rank's share (of num_replicas={share.num_replicas}): each rank "
-                    "would train on another plan. Pass Trainer(use_distributed_sampler=False): "
-                    "the loader then reads the share as built"
+                    f"{name}: Lightning's Trainer rebuilds this batch sampler around a "
+                    f"DistributedSampler of its own over the whole dataset and drops its sampler, "
+                    f"{type(share).__name__}, which already holds one rank's share (of "
+                    f"num_replicas={share.num_replicas}): each rank would train on another plan. "
+                    "That is Lightning's default (use_distributed_sampler=True): pass "
+                    "Trainer(use_distributed_sampler=False), and the loader reads the share as built"
                 )
             return
         frame = frame.f_back
