@@ -167,7 +167,10 @@ def rank_positions(n: int, num_replicas: int, rank: int, drop_last: bool = False
 
 
 class FrameworkWarning(UserWarning):
-    """A framework's default is about to train this rank on another plan than its own."""
+    r"""A framework's default is about to train this rank on another plan than its own, without
+    a word of its own: accelerate's ``prepare(loader)`` splitting a rank's share again, a loop
+    (Lightning's) that never calls a dataset's ``set_epoch``. The words name the fix; to stop
+    instead, ``warnings.filterwarnings("error", category=FrameworkWarning)``."""
 
 
 #: accelerate's wrappers of a prepared loader, and what each does to the share it consumes
