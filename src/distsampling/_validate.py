@@ -195,14 +195,10 @@ def warn_split_again(
         wrapper = frame.f_locals.get("self") if module.startswith("accelerate.") else None
         kind = type(wrapper).__name__  # type(): accelerate's loaders mask their __class__
         if kind in wrappers:
-            if (
-                frame is _WARNED[0]
-            ):  # this pass of the wrapper warned (an outer share, a pass before)
+            n = getattr(wrapper, "num_processes", None) or wrapper.state.num_processes
+            if frame is _WARNED[0] or n < 2:  # warned this pass (an outer share), or no split
                 return
-            _WARNED[0], n = (
-                frame,
-                getattr(wrapper, "num_processes", None) or wrapper.state.num_processes,
-            )
+            _WARNED[0] = frame
             warnings.warn(
                 f"{name} already holds one rank's share (of num_replicas={num_replicas}), "
                 f"and accelerate's {kind} {_RESPLIT[kind].format(n=n)}: each process trains on "
@@ -246,9 +242,8 @@ def begin_pass(dataset: object, marks: torch.Tensor) -> None:
     if info is not None and info.id != 0:
         return
     if not int(marks[0]):
-        name = type(dataset).__name__
         warnings.warn(
-            f"{name} began a pass with no set_epoch since the previous one began: it reads epoch "
+            f"{type(dataset).__name__} began a pass with no set_epoch since the previous one began: it reads epoch "
             f"{dataset.epoch} again. Call dataset.set_epoch(epoch) at the start of every epoch "  # type: ignore[attr-defined]
             "(Lightning's Trainer calls set_epoch on samplers only, never on the dataset); to read "
             "an epoch again on purpose, call set_epoch with it first",
