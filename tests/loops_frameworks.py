@@ -176,7 +176,8 @@ def lightning_resume(entry: Entry, setting: tuple[str, ...], stop_after: int) ->
         try:
             for ckpt in (None, path):
                 subject = entry.build(2, rank)
-                model = _recorder(subject, EPOCH_HOOK in setting, None if ckpt else stop_after, path)
+                stop = None if ckpt else stop_after
+                model = _recorder(subject, EPOCH_HOOK in setting, stop, path)
                 loader = user_loader(subject, StatefulDataLoader)
                 _trainer(**kwargs).fit(model, loader, ckpt_path=ckpt)
                 runs.append([model.epochs.get(e, []) for e in range(EPOCHS)])
