@@ -7,7 +7,10 @@ plans, with the settings the framework offers until one does. Each test below re
 entry's records and judges them against the entry's plan (``loops.judge``: whole and once).
 A cell is ✓ where the defaults hold; otherwise its note is written from what the runs did:
 the setting that held, and what the default did instead (the first line of its error, how
-much of its plan it trained on, or the hang of an uneven split without ``join()``).
+much of its plan it trained on, or the hang of an uneven split without ``join()``), and
+whether the package warned while the default ran (``FrameworkWarning``, recorded by the ranks:
+the note quotes its first words). A default that trains on another plan without an error or a
+warning is silent, and fails its test (``never_silent``).
 """
 
 from __future__ import annotations
