@@ -424,3 +424,41 @@ def test_batch_sampler_refuses_lightnings_rebuild_around_its_own_sampler_of_a_sh
     rebuilt = rebuild(ds.BatchSampler(RandomSampler(range(13)), 2, False))
     lightnings = torch.utils.data.DistributedSampler(range(13), 2, 0, shuffle=True, seed=0)
     assert [i for b in rebuilt for i in b.tolist()] == list(lightnings)  # Lightning's split
+
+
+def _entry_names() -> list[str]:
+    from loops import ENTRIES
+
+    return [e.name for e in ENTRIES if e.kind != "endless"]
+
+
+@pytest.mark.parametrize("name", _entry_names())
+def test_under_accelerates_prepared_loader_every_share_warns_once_a_pass_and_a_global_epoch_never(
+    name,
+):
+    """Invariant: every sampler and dataset of the loop matrix, handed to accelerate's
+    ``prepare_data_loader`` as a user's loader (2 processes, rank 0, without device placement:
+    ``BatchSamplerShard`` or ``IterableDatasetShard``), warns exactly once a pass over two passes
+    where it holds one rank's share (a batch sampler or a wrapper over a share included: one
+    warning, not one per nested share or per inner pass), and never where its epoch is the same
+    on every rank (accelerate's split is then right)."""
+    pytest.importorskip("accelerate")
+    from accelerate.data_loader import prepare_data_loader
+
+    from loops import BY_NAME
+    from loops_frameworks import user_loader
+
+    entry = BY_NAME[name]
+    subject = entry.build(2, 0)
+    prepared = prepare_data_loader(user_loader(subject), num_processes=2, process_index=0)
+
+    def two_passes() -> None:
+        for epoch in range(2):
+            subject.set_epoch(epoch)
+            list(prepared)
+
+    said = heard(two_passes)
+    assert len(said) == (0 if entry.kind == "global" else 2), said
+    assert all(
+        "already holds one rank's share (of num_replicas=2), and accelerate's" in s for s in said
+    )
