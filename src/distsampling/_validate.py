@@ -188,6 +188,8 @@ def warn_split_again(
     """Warn if ``share`` (one rank's share of ``num_replicas`` > 1, its own by default) is consumed
     by one of accelerate's ``wrappers`` (``accelerator.prepare(loader)``'s), found up the caller's
     stack: each process would train on a part of its share. Called first thing in ``__iter__``."""
+    if "accelerate" not in sys.modules:  # none of its wrappers can be up the stack: no walk
+        return
     frame, num_replicas = sys._getframe(2), num_replicas or getattr(share, "num_replicas", 1)
     name = next(c.__name__ for c in type(share).__mro__ if not c.__name__.startswith("_"))
     while frame is not None and num_replicas > 1:
