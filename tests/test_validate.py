@@ -354,14 +354,15 @@ def _sharded_datasets():
 
 
 @pytest.mark.parametrize("which", [0, 1])
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize(("workers", "persistent"), [(0, False), (2, False), (2, True)])
 def test_a_dataset_warns_once_at_a_pass_begun_with_no_set_epoch_since_the_last(
-    which, workers, tmp_path
+    which, workers, persistent, tmp_path
 ):
     """Invariant: ``ShardedIterableDataset`` and ``ShardedMixtureDataset`` warn once (from the main
-    process, or DataLoader worker 0 alone) at each pass begun with no ``set_epoch`` since the
-    previous pass began, in these exact words; the first pass after construction, and every pass
-    after a ``set_epoch`` (a new epoch, or the same epoch again on purpose), are silent."""
+    process, or DataLoader worker 0 alone, new every pass or persistent) at each pass begun with
+    no ``set_epoch`` since the previous pass began, in these exact words; the first pass after
+    construction, and every pass after a ``set_epoch`` (a new epoch, or the same epoch again on
+    purpose), are silent."""
     from functools import partial
 
     from torch.utils.data import DataLoader
@@ -373,7 +374,8 @@ def test_a_dataset_warns_once_at_a_pass_begun_with_no_set_epoch_since_the_last(
     said = tmp_path / "said.txt"
     said.touch()
     init = partial(_log_warnings, str(said)) if workers else None
-    dl = DataLoader(dataset, batch_size=2, num_workers=workers, worker_init_fn=init)
+    dl = DataLoader(dataset, batch_size=2, num_workers=workers, worker_init_fn=init,
+                    persistent_workers=persistent)  # fmt: skip
 
     def heard_all(run) -> list[str]:  # this process's, then the workers' (worker 0's only)
         lines = [f"main: {m}" for m in heard(list, run)]
