@@ -179,7 +179,7 @@ _RESPLIT = {
     "IterableDatasetShard": "splits it again over {n} processes",
     "DataLoaderDispatcher": "reads it on process 0 only and splits its batches over {n} processes",
 }
-_WARNED: list = [None]  # the wrapper's frame warned about last: one warning a pass, nested or not
+_WARNED: list = [None]  # the pass warned about last (its frame, kept): one warning a pass
 
 
 def warn_split_again(
