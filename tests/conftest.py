@@ -122,8 +122,10 @@ _cells: dict[tuple[str, str], dict] = {}
 @pytest.fixture
 def loop_cell(request):
     """``loop_cell(sampler, loop, status, note)``: what a matrix cell showed (``passed``;
-    ``setting``: the setting it needs, the default loud; ``silent``: the setting it needs, the
-    default trains on another plan without a word; ``refused`` with the error's words).
+    ``setting``: the setting it needs, the default raises; ``warned``: the setting it needs, the
+    default trains on another plan and the package warns while it runs; ``silent``: the setting
+    it needs, the default trains on another plan without a word; ``refused`` with the error's
+    words).
     Recorded on the report, so the controller sees it under ``pytest -n``."""
 
     def record(sampler: str, loop: str, status: str, note: str = "") -> None:

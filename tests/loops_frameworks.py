@@ -8,6 +8,11 @@ the settings the framework offers, one after the other, until one does. It retur
 and per run, what every epoch read on this rank, or the first line of the error it raised,
 for the parent to compare with the plan and to write the page's notes from.
 
+Every run also records the warnings the package raised while it ran (``FrameworkWarning``: a
+framework about to train a rank on another plan), each as its first line, for the parent to
+tell a loud default from a silent one. The framework loops read in the main process (no
+DataLoader workers), so every warning of the run is raised where :func:`heard` records it.
+
 A split whose ranks read unequal counts (``Entry.even`` false) hangs a step's all-reduce
 without DDP's ``join()``: :func:`unjoined_train` runs it so, its gradients on a group with a
 short timeout, and shows the hang within seconds.
@@ -18,7 +23,8 @@ from __future__ import annotations
 import os
 import tempfile
 import warnings
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 from typing import Any
 
@@ -29,6 +35,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from torch.utils.data import DataLoader
 
 import distsampling as ds
+from distsampling._validate import FrameworkWarning
 from loops import (
     BATCH,
     BY_NAME,
@@ -67,6 +74,17 @@ def _flat(batch: Any) -> list[int]:
 
 def _error(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+
+
+@contextmanager
+def heard() -> Iterator[list[str]]:
+    """The first line of every ``FrameworkWarning`` raised inside, each time it is raised (the
+    rest of the run's warnings stay filtered as they were)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FrameworkWarning)
+        lines: list[str] = []
+        yield lines
+    lines += [str(w.message).splitlines()[0] for w in caught if w.category is FrameworkWarning]
 
 
 def everyone(run: dict[str, Any]) -> list[dict[str, Any]]:
@@ -125,14 +143,18 @@ def lightning_fit(entry: Entry, setting: tuple[str, ...] = ()) -> dict[str, Any]
     setting's parts. What each epoch trained on, or the error and whether a step ran first."""
     subject = entry.build(2, dist.get_rank())
     kwargs = {"use_distributed_sampler": False} if NO_SPLIT in setting else {}
-    model = _recorder(subject, EPOCH_HOOK in setting)
-    try:
-        trainer = _trainer(**kwargs)
-        trainer.fit(model, user_loader(subject))
-    except Exception as e:  # the default may refuse: the page quotes it
-        return {"error": _error(e), "steps_before": sum(map(len, model.epochs.values()))}
+    model, trainer, error = _recorder(subject, EPOCH_HOOK in setting), None, None
+    with heard() as warned:  # what the package said while it ran
+        try:
+            trainer = _trainer(**kwargs)
+            trainer.fit(model, user_loader(subject))
+        except Exception as e:  # the default may refuse: the page quotes it
+            error = _error(e)
+    if error is not None:
+        steps = sum(map(len, model.epochs.values()))
+        return {"error": error, "steps_before": steps, "warnings": warned}
     epochs = [model.epochs.get(e, []) for e in range(EPOCHS)]
-    return {"epochs": epochs, "len": trainer.num_training_batches}  # what Lightning counts
+    return {"epochs": epochs, "len": trainer.num_training_batches, "warnings": warned}
 
 
 # --8<-- [end:lightning_fit]
@@ -150,23 +172,25 @@ def lightning_resume(entry: Entry, setting: tuple[str, ...], stop_after: int) ->
     path = os.path.join(tempfile.gettempdir(), f"loops-{os.environ['MASTER_PORT']}.ckpt")
     runs: list[list[list[list[int]]]] = []
     model = None
-    try:
-        for ckpt in (None, path):
-            subject = entry.build(2, rank)
-            model = _recorder(subject, EPOCH_HOOK in setting, None if ckpt else stop_after, path)
-            loader = user_loader(subject, StatefulDataLoader)
-            _trainer(**kwargs).fit(model, loader, ckpt_path=ckpt)
-            runs.append([model.epochs.get(e, []) for e in range(EPOCHS)])
-    except Exception as e:  # the steps both runs trained before it
-        steps = sum(len(epoch) for run in runs for epoch in run)
-        steps += sum(map(len, model.epochs.values())) if model is not None else 0
-        return {"error": _error(e), "steps_before": steps}
-    finally:
-        dist.barrier()
-        if rank == 0 and os.path.exists(path):
-            os.remove(path)
+    with heard() as warned:  # what the package said while both runs ran
+        try:
+            for ckpt in (None, path):
+                subject = entry.build(2, rank)
+                stop = None if ckpt else stop_after
+                model = _recorder(subject, EPOCH_HOOK in setting, stop, path)
+                loader = user_loader(subject, StatefulDataLoader)
+                _trainer(**kwargs).fit(model, loader, ckpt_path=ckpt)
+                runs.append([model.epochs.get(e, []) for e in range(EPOCHS)])
+        except Exception as e:  # the steps both runs trained before it
+            steps = sum(len(epoch) for run in runs for epoch in run)
+            steps += sum(map(len, model.epochs.values())) if model is not None else 0
+            return {"error": _error(e), "steps_before": steps, "warnings": warned}
+        finally:
+            dist.barrier()
+            if rank == 0 and os.path.exists(path):
+                os.remove(path)
     before, after = runs
-    return {"epochs": [before[0] + after[0], after[1]], "before": before[0]}
+    return {"epochs": [before[0] + after[0], after[1]], "before": before[0], "warnings": warned}
 
 
 # --8<-- [end:lightning_resume]
@@ -210,6 +234,13 @@ def accelerate_train(accelerator: Any, entry: Entry, prepare_loader: bool) -> di
     subject = entry.build(2, dist.get_rank())
     model = torch.nn.Linear(1, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    with heard() as warned:  # what the package said while it ran
+        run = _accelerate_epochs(accelerator, entry, subject, model, optimizer, prepare_loader)
+    return {**run, "warnings": warned}
+
+
+def _accelerate_epochs(accelerator, entry, subject, model, optimizer, prepare_loader):
+    """The two epochs of :func:`accelerate_train`: what each read, or the error."""
     try:
         loader = user_loader(subject)
         if prepare_loader:
@@ -272,6 +303,13 @@ def ddp_train(entry: Entry, join: bool) -> dict[str, Any]:
     loader = user_loader(subject)
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    with heard() as warned:  # what the package said while it ran
+        epochs = _ddp_epochs(entry, subject, loader, model, optimizer, join)
+    return {"epochs": epochs, "steps": [len(e) for e in epochs], "warnings": warned}
+
+
+def _ddp_epochs(entry, subject, loader, model, optimizer, join):
+    """The two epochs of :func:`ddp_train`: the batches each read."""
     epochs = []
     for epoch in range(EPOCHS):
         subject.set_epoch(epoch)
@@ -285,7 +323,7 @@ def ddp_train(entry: Entry, join: bool) -> dict[str, Any]:
                 model(batch.float().reshape(-1, 1)).pow(2).mean().backward()
                 optimizer.step()
         epochs.append(read)
-    return {"epochs": epochs, "steps": [len(e) for e in epochs]}
+    return epochs
 
 
 # --8<-- [end:ddp_rank]

@@ -7,7 +7,10 @@ plans, with the settings the framework offers until one does. Each test below re
 entry's records and judges them against the entry's plan (``loops.judge``: whole and once).
 A cell is ✓ where the defaults hold; otherwise its note is written from what the runs did:
 the setting that held, and what the default did instead (the first line of its error, how
-much of its plan it trained on, or the hang of an uneven split without ``join()``).
+much of its plan it trained on, or the hang of an uneven split without ``join()``), and
+whether the package warned while the default ran (``FrameworkWarning``, recorded by the ranks:
+the note quotes its first words). A default that trains on another plan without an error or a
+warning is silent, and fails its test (``never_silent``).
 """
 
 from __future__ import annotations
@@ -55,17 +58,26 @@ def by_setting(world: list[dict], name: str, part: str | None = None) -> dict[st
     return {key: [r[key] for r in records] for key in records[0]}
 
 
+def heard(runs: list[dict]) -> list[str]:
+    """The package's warnings (their first lines) that a run raised, every rank's, in order."""
+    return [line for run in runs for line in run.get("warnings", [])]
+
+
 def cell(entry: Entry, runs: dict[str, list[dict]], pad: int | None = None) -> tuple[str, str]:
     """The status and note of a cell from its runs: ✓ where the default held; else the first
     setting that held, and what the default did instead, in the words its runs give. The
     default is loud where it raised (``setting``: the note says whether before its first
-    step), silent where it trained on another plan without a word (``silent``)."""
+    step) or where the package warned while it ran (``warned``: the note quotes the warning's
+    first words, from the run), silent where it trained on another plan without a word
+    (``silent``). A run that reads its plan raised no warning (no false alarm)."""
     default = judge(entry, runs[DEFAULT], EPOCHS, pad)
     if default is None:
+        assert not heard(runs[DEFAULT]), f"{entry.name}: warned, yet read its plan"
         return "passed", ""
     held = [k for k in runs if k != DEFAULT and judge(entry, runs[k], EPOCHS, pad) is None]
     tried = {k: judge(entry, runs[k], EPOCHS, pad) for k in runs}
     assert held, f"{entry.name}: no setting reads the plan: {tried}"
+    assert not heard(runs[held[0]]), f"{entry.name}: warned under {held[0]}, yet read its plan"
     errors = [r for r in runs[DEFAULT] if "error" in r]
     if errors:  # the note quotes the error the real run raised, no other, and when
         assert default == f"raises {errors[0]['error']}"
@@ -73,7 +85,20 @@ def cell(entry: Entry, runs: dict[str, list[dict]], pad: int | None = None) -> t
         plural = "s" * (steps != 1)
         when = "before its first step" if steps == 0 else f"after {steps} step{plural}"
         return "setting", f"{held[0]}; the default {default}, {when}"
+    if warned := heard(runs[DEFAULT]):  # quoted from the run: its words up to the first colon
+        return "warned", f'{held[0]}; the default {default}, warning "{warned[0].split(": ")[0]}"'
     return "silent", f"{held[0]}; the default {default}, without a word"
+
+
+#: the framework columns, where a default must never be silent
+FRAMEWORKS = (LIGHTNING, LIGHTNING_RESUME, ACCELERATE, TORCHRUN)
+
+
+def never_silent(name: str, loop: str, status: str, note: str) -> None:
+    """Invariant: a framework's default reads the plan, or is loud (an error, or the package's
+    warning while it runs): none trains on another plan without a word."""
+    assert loop in FRAMEWORKS
+    assert status != "silent", f"{name} under {loop}: the default is silent: {note}"
 
 
 # --- Lightning ---------------------------------------------------------------------------------
@@ -101,6 +126,7 @@ def test_under_lightning_each_rank_trains_on_exactly_its_plan_by_default_or_with
     for run in runs[held]:
         assert run["len"] == len(run["epochs"][0])
     loop_cell(name, LIGHTNING, status, note)
+    never_silent(name, LIGHTNING, status, note)
 
 
 @pytest.mark.parametrize("name", ["MixtureSampler", "OrderAhead"])
@@ -133,6 +159,7 @@ def test_a_lightning_run_resumed_from_its_own_checkpoint_trains_on_the_rest_of_t
         assert len(resumed["before"]) == 1  # preempted after one step
         assert resumed["epochs"] == whole["epochs"]
     loop_cell(name, LIGHTNING_RESUME, status, note)
+    never_silent(name, LIGHTNING_RESUME, status, note)
 
 
 # --- accelerate ----------------------------------------------------------------------------------
@@ -173,6 +200,7 @@ def test_under_accelerate_each_rank_trains_on_exactly_its_plan_by_default_or_wit
     if not entry.even:
         note += hang_note(hang, "Join([model])")
     loop_cell(name, ACCELERATE, status, note or "accelerator.prepare(model, optimizer, loader)")
+    never_silent(name, ACCELERATE, status, note)
 
 
 # --- a plain DDP loop under torchrun -------------------------------------------------------------
@@ -194,6 +222,7 @@ def test_under_torchrun_ddp_every_rank_takes_as_many_steps_and_reads_its_plan(
     holds, and without which one rank hangs in an all-reduce (shown in the same launch)."""
     entry = BY_NAME[name]
     runs = by_setting(ddp_world, name)
+    assert not heard([r for rs in runs.values() for r in rs if "warnings" in r])  # no false alarm
     if entry.even:
         assert judge(entry, runs[DEFAULT], EPOCHS) is None, runs
         assert len({tuple(run["steps"]) for run in runs[DEFAULT]}) == 1

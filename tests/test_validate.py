@@ -225,3 +225,242 @@ def test_check_int64_takes_the_largest_int64_and_names_the_first_past_it():
     assert str(caught.value) == (
         "count should be < 2**63 (stored as int64), but got count=9223372036854775808"
     )
+
+
+# --- the warnings where a framework's default would train on another plan -----------------------
+
+ACCELERATE_WORDS = (
+    "{name} already holds one rank's share (of num_replicas=2), and accelerate's {wrapper} "
+    "splits it again over 2 processes: each process trains on about 1/2 of its share, without "
+    "an error. Prepare the model and optimizer, not the loader (model, optimizer = "
+    "accelerator.prepare(model, optimizer)), and iterate the loader as built"
+)
+
+
+def heard(run, *args) -> list[str]:
+    """The messages of the FrameworkWarnings that ``run(*args)`` raised (in this process)."""
+    import warnings
+
+    from distsampling._validate import FrameworkWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FrameworkWarning)
+        run(*args)
+    return [str(w.message) for w in caught if w.category is FrameworkWarning]
+
+
+def _shares(world: int):
+    """(name, accelerate's wrapper, loader) for a share of each kind, on ``world`` ranks."""
+    from torch.utils.data import DataLoader
+
+    import distsampling as ds
+
+    share = ds.DistributedSampler(range(13), world, 0, seed=5)
+    sharded = ds.ShardedIterableDataset([0, 1], [6, 7], lambda k, s=0: range(10 * k + s, 10 * k + 6 + k),
+                                        num_replicas=world, rank=0, seed=6)  # fmt: skip
+    return [
+        ("DistributedSampler", "BatchSamplerShard", DataLoader(range(13), 2, sampler=share), share),
+        ("DistributedSampler", "BatchSamplerShard",
+         DataLoader(range(13), batch_sampler=ds.BatchSampler(share, 2, False)), share),
+        ("TokenBudgetBatchSampler", "BatchSamplerShard", None, None),
+        ("ShardedIterableDataset", "IterableDatasetShard", DataLoader(sharded, 2), sharded),
+    ]  # fmt: skip
+
+
+def _token_budget(world: int):
+    from torch.utils.data import DataLoader
+
+    import distsampling as ds
+
+    s = ds.TokenBudgetBatchSampler([1 + i % 5 for i in range(13)], 8, num_replicas=world, rank=0)
+    return DataLoader(range(13), batch_sampler=s), s
+
+
+def _two_epochs(loader, obj) -> None:
+    for epoch in range(2):
+        obj.set_epoch(epoch)
+        list(loader)
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_a_share_warns_once_a_pass_when_accelerates_prepared_loader_splits_it_again(case):
+    """Invariant: a rank's share consumed by ``accelerator.prepare(loader)``'s wrapper
+    (accelerate's own ``prepare_data_loader``, 2 processes) warns once every pass, in these exact
+    words, naming the share's class and the wrapper; the same loader iterated as built (the
+    route the warning names) and the share of a single process (nothing to split again) are
+    silent."""
+    pytest.importorskip("accelerate")
+    from accelerate.data_loader import prepare_data_loader
+
+    for world in (2, 1):
+        name, wrapper, loader, obj = _shares(world)[case]
+        if loader is None:
+            loader, obj = _token_budget(world)
+        prepared = prepare_data_loader(loader, num_processes=2, process_index=0)
+
+        said = heard(_two_epochs, prepared, obj)
+        assert said == (
+            [ACCELERATE_WORDS.format(name=name, wrapper=wrapper)] * 2 if world == 2 else []
+        )
+        assert heard(_two_epochs, loader, obj) == []  # as built: nothing to warn about
+
+
+def test_a_sampler_warns_when_its_datasets_epoch_is_not_its_own_and_never_when_both_are_set():
+    """Invariant: a sampler over a dataset with epochs of its own (``SequentialWindowedDataset``,
+    ``DatasetFromSampler``) warns at every ``iter()`` where the dataset's epoch is not the
+    sampler's (a loop, as Lightning's, that sets the sampler's only), in these exact words; a
+    loop that sets both, each epoch, is silent."""
+    import distsampling as ds
+
+    for dataset in (ds.SequentialWindowedDataset(26, 3, seed=4),
+                    ds.DatasetFromSampler(ds.WeightedBalanceClassSampler([0, 1] * 6, [1, 1], 12))):  # fmt: skip
+        sampler = ds.DistributedSampler(dataset, 2, 0, seed=5)
+        name = type(dataset).__name__
+        for epoch in range(3):  # both set: silent
+            dataset.set_epoch(epoch)
+            sampler.set_epoch(epoch)
+            assert heard(list, sampler) == []
+        sampler.set_epoch(3)  # the sampler's only
+        assert heard(list, sampler) == [
+            f"{name} is at epoch 2 while its sampler, DistributedSampler, is at epoch 3: this pass "
+            f"reads the dataset's epoch 2. Call dataset.set_epoch(epoch) as well as "
+            "sampler.set_epoch(epoch) at the start of every epoch (Lightning's Trainer calls "
+            "set_epoch on the loader's sampler only)"
+        ]
+    wrapper = ds.DistributedSamplerWrapper(
+        ds.WeightedBalanceClassSampler([0, 1] * 6, [1, 1], 12), 2, 0
+    )
+    wrapper.set_epoch(4)  # its own inner epoch (its dataset) moves with it: silent
+    assert heard(lambda: list(wrapper)) == []
+
+
+def _pass_words(name: str, epoch: int) -> str:
+    return (
+        f"{name} began a pass with no set_epoch since the previous one began: it reads epoch "
+        f"{epoch} again. Call dataset.set_epoch(epoch) at the start of every epoch (Lightning's "
+        "Trainer calls set_epoch on samplers only, never on the dataset); to read an epoch again "
+        "on purpose, call set_epoch with it first"
+    )
+
+
+def _sharded_datasets():
+    import distsampling as ds
+
+    read = lambda k, s=0: range(10 * k + s, 10 * k + 6 + k)  # noqa: E731
+    sharded = ds.ShardedIterableDataset([0, 1], [6, 7], read, num_replicas=1, rank=0, batch_size=2)
+    mixture = ds.ShardedMixtureDataset([([0], [6], read), ([1], [7], read)], [1, 1], 2,
+                                       num_replicas=1, rank=0, num_workers=2)  # fmt: skip
+    return [sharded, mixture]
+
+
+@pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.parametrize(("workers", "persistent"), [(0, False), (2, False), (2, True)])
+def test_a_dataset_warns_once_at_a_pass_begun_with_no_set_epoch_since_the_last(
+    which, workers, persistent, tmp_path
+):
+    """Invariant: ``ShardedIterableDataset`` and ``ShardedMixtureDataset`` warn once (from the main
+    process, or DataLoader worker 0 alone, new every pass or persistent) at each pass begun with
+    no ``set_epoch`` since the previous pass began, in these exact words; the first pass after
+    construction, and every pass after a ``set_epoch`` (a new epoch, or the same epoch again on
+    purpose), are silent."""
+    from functools import partial
+
+    from torch.utils.data import DataLoader
+
+    from test_sharded import _log_warnings
+
+    dataset = _sharded_datasets()[which]
+    name = type(dataset).__name__
+    said = tmp_path / "said.txt"
+    said.touch()
+    init = partial(_log_warnings, str(said)) if workers else None
+    dl = DataLoader(dataset, batch_size=2, num_workers=workers, worker_init_fn=init,
+                    persistent_workers=persistent)  # fmt: skip
+
+    def heard_all(run) -> list[str]:  # this process's, then the workers' (worker 0's only)
+        lines = [f"main: {m}" for m in heard(list, run)]
+        lines += said.read_text().splitlines()
+        said.write_text("")
+        return lines
+
+    where = "worker 0: FrameworkWarning" if workers else "main"
+    assert heard_all(dl) == []  # the first pass: silent
+    assert heard_all(dl) == [f"{where}: {_pass_words(name, 0)}"]  # no set_epoch
+    assert heard_all(dl) == [f"{where}: {_pass_words(name, 0)}"]  # once a pass
+    for epoch in (1, 1, 2):  # a new epoch, the same epoch again on purpose: silent
+        dataset.set_epoch(epoch)
+        assert heard_all(dl) == []
+
+
+def test_batch_sampler_refuses_lightnings_rebuild_around_its_own_sampler_of_a_share():
+    """Invariant: Lightning's rebuild of a loader's batch sampler (its default,
+    ``use_distributed_sampler=True``; Lightning's own ``_update_dataloader`` here, the real
+    Trainer in the loop matrix) raises for ``BatchSampler`` and ``ResumableBatchSampler`` over a
+    rank's share, in these exact words, naming the setting; over a single process's sampler
+    (which Lightning's split replaces rightly) it rebuilds as before."""
+    pytest.importorskip("pytorch_lightning")
+    from pytorch_lightning.trainer.connectors.data_connector import _get_distributed_sampler
+    from pytorch_lightning.utilities.data import _update_dataloader
+    from torch.utils.data import DataLoader, RandomSampler
+
+    import distsampling as ds
+
+    def rebuild(batches):
+        loader = DataLoader(range(13), batch_sampler=batches)
+        return _update_dataloader(
+            loader, _get_distributed_sampler(loader, True, 0, num_replicas=2, rank=0)
+        )
+
+    for cls, inner in ((ds.BatchSampler, ds.DistributedSampler),
+                       (ds.ResumableBatchSampler, ds.ResumableDistributedSampler)):  # fmt: skip
+        with pytest.raises(RuntimeError) as err:
+            rebuild(cls(inner(range(13), 2, 0), 2, False))
+        assert str(err.value) == (
+            f"{cls.__name__}: Lightning's Trainer rebuilds this batch sampler around a "
+            f"DistributedSampler of its own over the whole dataset and drops its sampler, "
+            f"{inner.__name__}, which already holds one rank's share (of num_replicas=2): each "
+            "rank would train on another plan. That is Lightning's default "
+            "(use_distributed_sampler=True): pass Trainer(use_distributed_sampler=False), and "
+            "the loader reads the share as built"
+        )
+    rebuilt = rebuild(ds.BatchSampler(RandomSampler(range(13)), 2, False))
+    lightnings = torch.utils.data.DistributedSampler(range(13), 2, 0, shuffle=True, seed=0)
+    assert [i for b in rebuilt for i in b.tolist()] == list(lightnings)  # Lightning's split
+
+
+def _entry_names() -> list[str]:
+    from loops import ENTRIES
+
+    return [e.name for e in ENTRIES if e.kind != "endless"]
+
+
+@pytest.mark.parametrize("name", _entry_names())
+def test_under_accelerates_prepared_loader_every_share_warns_once_a_pass_and_a_global_epoch_never(
+    name,
+):
+    """Invariant: every sampler and dataset of the loop matrix, handed to accelerate's
+    ``prepare_data_loader`` as a user's loader (2 processes, rank 0, without device placement:
+    ``BatchSamplerShard`` or ``IterableDatasetShard``), warns exactly once a pass over two passes
+    where it holds one rank's share (a batch sampler or a wrapper over a share included: one
+    warning, not one per nested share or per inner pass), and never where its epoch is the same
+    on every rank (accelerate's split is then right)."""
+    pytest.importorskip("accelerate")
+    from accelerate.data_loader import prepare_data_loader
+
+    from loops import BY_NAME
+    from loops_frameworks import user_loader
+
+    entry = BY_NAME[name]
+    subject = entry.build(2, 0)
+    prepared = prepare_data_loader(user_loader(subject), num_processes=2, process_index=0)
+
+    def two_passes() -> None:
+        for epoch in range(2):
+            subject.set_epoch(epoch)
+            list(prepared)
+
+    said = heard(two_passes)
+    assert len(said) == (0 if entry.kind == "global" else 2), said
+    assert all(
+        "already holds one rank's share (of num_replicas=2), and accelerate's" in s for s in said
+    )

@@ -35,8 +35,9 @@ for name, loader in loaders.items():
     ours = [i for batch in loader for i in batch.tolist()]
     try:
         trained = lightnings_default(loader, rank)
-    except TypeError as error:
-        print(f"{name}: reads {ours}\n    Lightning: TypeError: {str(error).strip().split(',')[0]}")
+    except (TypeError, RuntimeError) as error:  # Lightning's refusal, or ours of its rebuild
+        first = str(error).strip().split(",")[0]
+        print(f"{name}: reads {ours}\n    Lightning: {type(error).__name__}: {first}")
         continue
     what = "left alone" if trained is loader else "replaced"
     read = [i for batch in trained for i in batch.tolist()]

@@ -28,8 +28,10 @@ NO_CELL = {
     "uneven": "not run: an evaluation split's ranks read unequal counts, which hang a "
     "Trainer's collectives (torchrun's column trains it under join())",
 }
-SYMBOLS = {"passed": "✓", "setting": "⚙", "silent": "⚠", "refused": "✗", "failed": "‼",
-           "not run": "∅"}  # fmt: skip
+SYMBOLS = {"passed": "✓", "setting": "⚙", "warned": "⚑", "silent": "⚠", "refused": "✗",
+           "failed": "‼", "not run": "∅"}  # fmt: skip
+#: the statuses whose note names the setting that holds and what the default did instead
+NEEDS = ("setting", "warned", "silent")
 
 #: the loops in the order of the table, with the test function that runs each (its snippet)
 LOOPS = [
@@ -106,14 +108,16 @@ def render(cells: list[dict]) -> str:
     counts = {s: sum(c["status"] == s for c in cells) for s in SYMBOLS}
     lines += ["", f"{len(names)} samplers and datasets, {len(LOOPS)} loops, {len(cells)} cells: "
               f"{counts['passed']} pass as written, {counts['setting']} with a named setting "
-              f"(the default fails loudly), {counts['silent']} with a named setting where the "
+              f"(the default fails loudly), {counts['warned']} with a named setting where the "
+              f"default trains on another plan and the package warns while it runs, "
+              f"{counts['silent']} with a named setting where the "
               f"framework's default trains on another plan without a word, "
               f"{counts['refused']} refused with a clear error, {counts['failed']} failed, "
               f"{counts['not run']} not run."]  # fmt: skip
     lines += ["", "## What each setting and refusal says", ""]
     for name in names:
         notes = [(i, loop, by[(name, loop)]) for i, (loop, *_) in enumerate(LOOPS, 1)
-                 if (name, loop) in by and by[(name, loop)]["status"] in ("setting", "silent", "refused")]  # fmt: skip
+                 if (name, loop) in by and by[(name, loop)]["status"] in (*NEEDS, "refused")]  # fmt: skip
         for i, loop, cell in notes:
             what = "refuses, saying" if cell["status"] == "refused" else "needs"
             what = f"{SYMBOLS[cell['status']]} {what}"
@@ -150,7 +154,7 @@ def render_outcomes(cells: list[dict], loop: str) -> str:
         note = cell["note"].replace("|", "/")
         if cell["status"] == "passed":
             note = "each rank trains on exactly its plan, every epoch"
-        elif cell["status"] in ("setting", "silent"):
+        elif cell["status"] in NEEDS:
             setting, _, default = note.partition("; ")
             note = f"{default[0].upper()}{default[1:]}. Holds with: {setting}"
         lines.append(f"| `{entry.name}` | {SYMBOLS[cell['status']]} | {note} |")

@@ -5,7 +5,7 @@ proven against torch by the Hypothesis properties in ``tests/``.
 """
 
 # one line per module: the code, its tests and its tutorial share the module's stem
-from ._validate import epoch_permutation, rank_positions, split_sizes
+from ._validate import FrameworkWarning, epoch_permutation, rank_positions, split_sizes
 from .ahead import OrderAhead
 from .balanced import BatchBalanceClassSampler, distinct_draws
 from .batch import BatchSampler
@@ -67,6 +67,7 @@ __all__ = [
     "DatasetFromSampler",
     "DistributedSampler",
     "DistributedSamplerWrapper",
+    "FrameworkWarning",
     "GroupedBatchSampler",
     "IndexShuffleSampler",
     "IterationBasedBatchSampler",

@@ -1,18 +1,22 @@
 r"""The one small helper of the sampler files: checks that name the argument and the value in
-torch's words (``... but got batch_size=0``), and the split arithmetic of DistributedSampler.
+torch's words (``... but got batch_size=0``), the split arithmetic of DistributedSampler, and
+the warnings where a framework's default would train a rank on another plan without a word.
 
-References: torch/utils/data/distributed.py (DistributedSampler.__init__ and __iter__)
+References: torch/utils/data/distributed.py (DistributedSampler.__init__ and __iter__);
+accelerate/data_loader.py (BatchSamplerShard, IterableDatasetShard, DataLoaderDispatcher)
 """
 
 from __future__ import annotations
 
 import operator
 import sys
+import warnings
 from collections.abc import Sized
 
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch.utils.data import get_worker_info
 
 _SEED_LOW, _SEED_HIGH = -(2**63), 2**64 - 1  # torch.Generator.manual_seed takes any int in them
 
@@ -157,3 +161,94 @@ def rank_positions(n: int, num_replicas: int, rank: int, drop_last: bool = False
         )
     positions = rank + num_replicas * torch.arange(num_samples)  # (num_samples,)
     return positions % max(n, 1)  # past n: the head of the order again
+
+
+# --- loud where a framework's default would read another plan without a word ---------------------
+
+
+class FrameworkWarning(UserWarning):
+    r"""A framework's default is about to train this rank on another plan than its own, without
+    a word of its own: accelerate's ``prepare(loader)`` splitting a rank's share again, a loop
+    (Lightning's) that never calls a dataset's ``set_epoch``. The words name the fix; to stop
+    instead, ``warnings.filterwarnings("error", category=FrameworkWarning)``."""
+
+
+#: accelerate's wrappers of a prepared loader, and what each does to the share it consumes
+_RESPLIT = {
+    "BatchSamplerShard": "splits it again over {n} processes",
+    "IterableDatasetShard": "splits it again over {n} processes",
+    "DataLoaderDispatcher": "reads it on process 0 only and splits its batches over {n} processes",
+}
+_WARNED: list = [None]  # the pass warned about last (its frame, kept): one warning a pass
+
+
+def warn_split_again(
+    share: object, wrappers: tuple[str, ...] = tuple(_RESPLIT), num_replicas: int = 0
+) -> None:
+    """Warn if ``share`` (one rank's share of ``num_replicas`` > 1, its own by default) is consumed
+    by one of accelerate's ``wrappers`` (``accelerator.prepare(loader)``'s), found up the caller's
+    stack: each process would train on a part of its share. Called first thing in ``__iter__``."""
+    if "accelerate" not in sys.modules:  # none of its wrappers can be up the stack: no walk
+        return
+    frame, num_replicas = sys._getframe(2), num_replicas or getattr(share, "num_replicas", 1)
+    name = next(c.__name__ for c in type(share).__mro__ if not c.__name__.startswith("_"))
+    while frame is not None and num_replicas > 1:
+        module = frame.f_globals.get("__name__", "")
+        wrapper = frame.f_locals.get("self") if module.startswith("accelerate.") else None
+        kind = type(wrapper).__name__  # type(): accelerate's loaders mask their __class__
+        if kind in wrappers:
+            n = getattr(wrapper, "num_processes", None) or wrapper.state.num_processes
+            if frame is _WARNED[0] or n < 2:  # warned this pass (an outer share), or no split
+                return
+            _WARNED[0] = frame
+            warnings.warn(
+                f"{name} already holds one rank's share (of num_replicas={num_replicas}), "
+                f"and accelerate's {kind} {_RESPLIT[kind].format(n=n)}: each process trains on "
+                f"about 1/{n} of its share, without an error. Prepare the model and optimizer, "
+                "not the loader (model, optimizer = accelerator.prepare(model, optimizer)), and "
+                "iterate the loader as built",
+                FrameworkWarning, stacklevel=3,
+            )  # fmt: skip
+            return
+        frame = frame.f_back
+
+
+def warn_stale_dataset(sampler: object) -> None:
+    """Warn if the dataset ``sampler`` splits has an epoch of its own (``set_epoch``) that is not
+    the sampler's: a loop (Lightning's) set the sampler's epoch only."""
+    dataset = getattr(sampler, "dataset", None)
+    if getattr(dataset, "sampler", 0) is getattr(sampler, "sampler", 1):  # a wrapper's own view
+        return
+    epoch = getattr(dataset, "epoch", None) if hasattr(dataset, "set_epoch") else None
+    if isinstance(epoch, int) and epoch != sampler.epoch:  # type: ignore[attr-defined]
+        warnings.warn(
+            f"{type(dataset).__name__} is at epoch {epoch} while its sampler, "
+            f"{type(sampler).__name__}, is at epoch {sampler.epoch}: this pass reads the "  # type: ignore[attr-defined]
+            f"dataset's epoch {epoch}. Call dataset.set_epoch(epoch) as well as "
+            "sampler.set_epoch(epoch) at the start of every epoch (Lightning's Trainer calls "
+            "set_epoch on the loader's sampler only)",
+            FrameworkWarning, stacklevel=3,
+        )  # fmt: skip
+
+
+def pass_marks() -> torch.Tensor:
+    """``[1]`` while a set_epoch came since the latest pass began, else ``[0]``: in shared memory,
+    so that DataLoader workers (forked, spawned or persistent) see the main process's."""
+    return torch.ones(1, dtype=torch.int64).share_memory_()
+
+
+def begin_pass(dataset: object, marks: torch.Tensor) -> None:
+    """A pass of ``dataset`` begins (its ``__iter__``): warn, once (in the main process or worker
+    0), if no set_epoch came since the previous one began: it reads the same epoch again."""
+    info = get_worker_info()
+    if info is not None and info.id != 0:
+        return
+    if not int(marks[0]):
+        warnings.warn(
+            f"{type(dataset).__name__} began a pass with no set_epoch since the previous one began: it reads epoch "
+            f"{dataset.epoch} again. Call dataset.set_epoch(epoch) at the start of every epoch "  # type: ignore[attr-defined]
+            "(Lightning's Trainer calls set_epoch on samplers only, never on the dataset); to read "
+            "an epoch again on purpose, call set_epoch with it first",
+            FrameworkWarning, stacklevel=3,
+        )  # fmt: skip
+    marks[0] = 0

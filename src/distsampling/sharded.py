@@ -46,13 +46,16 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from ._validate import (
+    begin_pass,
     check_bool,
     check_int,
     check_int64,
     check_seed,
     epoch_permutation,
+    pass_marks,
     resolve_world,
     split_sizes,
+    warn_split_again,
 )
 from .resume import check_consumed
 
@@ -240,6 +243,7 @@ class ShardedIterableDataset(IterableDataset[T]):
         # set_epoch after the loop began (a late call) never reaches a worker slow to start
         self._set, self._pinned, self._pid = 0, None, None
         self._warned = torch.zeros(1, dtype=torch.int64).share_memory_()  # the batch_size warning
+        self._passes = pass_marks()  # a set_epoch since the latest pass began (shared)
         self._reset(0)
 
     # --- the split ---------------------------------------------------------------------------
@@ -352,6 +356,9 @@ class ShardedIterableDataset(IterableDataset[T]):
         return chain.from_iterable(self._read_runs(runs, self._progress))
 
     def __iter__(self) -> Iterator[T]:
+        # accelerate's prepare(loader) would split this share again (its dispatcher: set_epoch)
+        warn_split_again(self, ("BatchSamplerShard", "IterableDatasetShard"))
+        begin_pass(self, self._passes)  # a pass with no set_epoch since the last reads it again
         info = get_worker_info()  # None in the main process (num_workers=0)
         if info is not None:
             # the first iter() of a worker process reads the epoch of its start (iter(loader));
@@ -367,7 +374,8 @@ class ShardedIterableDataset(IterableDataset[T]):
         r"""Set the epoch: the shards' order is drawn from ``(seed, epoch)``; every rank alike."""
         epoch = check_int("epoch", epoch, low=0, high=2**63 - 1)
         check_seed(self.seed, epoch if self.shuffle else 0)
-        self._epoch[0], self._set = epoch, epoch
+        self._epoch[0], self._set, self._passes[0] = epoch, epoch, 1
+        warn_split_again(self, ("DataLoaderDispatcher",))  # called by it before each pass
 
     @property
     def epoch(self) -> int:

@@ -64,7 +64,14 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from ._validate import check_bool, check_int, check_int64
+from ._validate import (
+    begin_pass,
+    check_bool,
+    check_int,
+    check_int64,
+    pass_marks,
+    warn_split_again,
+)
 from .mixture import MixtureSampler
 from .resume import check_consumed
 
@@ -231,6 +238,7 @@ class ShardedMixtureDataset(IterableDataset):
             None if num_workers is None else max(1, check_int("num_workers", num_workers, low=0))
         )
         self._in_workers = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._passes = pass_marks()  # a set_epoch since the latest pass began (shared)
         self._begin = (0, 0, 0)  # (epoch, step, slot) where the latest iter() in this process began
         self._set_generation({"start": 0, "before": 0, "num_workers": self._declared, "mixture": None,
                               "lead": [[] for _ in self.sources], "first": [0] * len(self.sources)})  # fmt: skip
@@ -541,6 +549,11 @@ class ShardedMixtureDataset(IterableDataset):
         self._carry = (self._gen, stop, dict(zip(readers, progress["counts"], strict=True)))
 
     def __iter__(self) -> Iterator[Any]:
+        # accelerate's prepare(loader) would split this share again (its dispatcher: set_epoch)
+        warn_split_again(
+            self, ("BatchSamplerShard", "IterableDatasetShard"), self.mixture.num_replicas
+        )
+        begin_pass(self, self._passes)  # a pass with no set_epoch since the last reads it again
         info = get_worker_info()  # None in the main process (num_workers=0)
         if info is not None:
             # a worker's first iter() reads the epoch set when the loader started it (a late
@@ -552,6 +565,8 @@ class ShardedMixtureDataset(IterableDataset):
     def set_epoch(self, epoch: int) -> None:
         r"""Set the epoch, the same on every rank: its steps, as :class:`MixtureSampler`'s."""
         self._set = self._epoch[0] = check_int("epoch", epoch, low=0, high=2**62)
+        self._passes[0] = 1  # the next pass is this epoch's; accelerate's dispatcher calls this
+        warn_split_again(self, ("DataLoaderDispatcher",), self.mixture.num_replicas)
 
     @property
     def epoch(self) -> int:

@@ -42,7 +42,14 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import check_bool, check_int, check_int64, check_seed, resolve_world
+from ._validate import (
+    check_bool,
+    check_int,
+    check_int64,
+    check_seed,
+    resolve_world,
+    warn_split_again,
+)
 from .resume import EpochHandle, check_consumed, check_state
 
 __all__ = ["TokenBudgetBatchSampler"]
@@ -275,6 +282,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         return out
 
     def __iter__(self) -> Iterator[list[int]]:
+        warn_split_again(self)  # accelerate's prepare(loader) would split this share again
         batches = self.batches()  # every iter() of a loaded epoch starts where it was saved
         self._yielded = self._skip
         return self._hand_out(batches)

@@ -32,6 +32,7 @@ from ._validate import (
     rank_positions,
     resolve_world,
     split_sizes,
+    warn_split_again,
 )
 
 __all__ = ["DatasetFromSampler", "DistributedSamplerWrapper", "index_tensor", "yields_indices"]
@@ -95,6 +96,7 @@ class DatasetFromSampler(Dataset[int]):
             )
         self.sampler = sampler
         self._indices: torch.Tensor | None = None
+        self.epoch = 0  # the latest set_epoch's: a sampler over this dataset warns if not its own
 
     @property
     def indices(self) -> torch.Tensor:
@@ -113,7 +115,7 @@ class DatasetFromSampler(Dataset[int]):
         r"""Forward ``epoch`` to the sampler (if it has ``set_epoch``); draw anew on next access."""
         if callable(getattr(self.sampler, "set_epoch", None)):
             self.sampler.set_epoch(epoch)  # type: ignore[attr-defined]
-        self._indices = None
+        self._indices, self.epoch = None, operator.index(epoch)
 
     def __getitem__(self, index: int) -> int:
         return int(self.indices[index])
@@ -181,6 +183,7 @@ class DistributedSamplerWrapper(DistributedSampler[int]):
         return inner[epoch_permutation(len(inner), self.shuffle, self.seed, self.epoch)[at]]
 
     def __iter__(self) -> Iterator[int]:  # drawn at iter(), as catalyst's wrapper draws
+        warn_split_again(self)  # accelerate's prepare(loader) would split this share again
         return chain.from_iterable(chunk.tolist() for chunk in self.indices().split(1 << 16))
 
     @property
