@@ -100,6 +100,8 @@ class Entry:
     #: the loops it cannot hold as the loop is written, and what the user must do instead (the
     #: matrix proves the loop as written reads something else, and other loops the way out)
     limits: dict[str, str] = field(default_factory=dict)
+    #: it reads a snapshot of a cache that grows while it trains (``build(..., snapshot=...)``)
+    grows: bool = False
 
     def plan(self, world: int, rank: int, epoch: int, **hints: Any) -> list[Any]:
         """What this rank reads in ``epoch``, from the object alone, with no loader: indices
@@ -196,9 +198,14 @@ def _from_sampler(world: int, rank: int, **_: Any) -> Subject:
 _SNAPSHOT: list[Any] = []  # one snapshot a process, written once
 
 
-def _snapshot(world: int, rank: int, **_: Any) -> Subject:
+def _snapshot(world: int, rank: int, snapshot: Any = None, **_: Any) -> Subject:
     """One epoch's snapshot of a growing cache (shards of 4, 6 and 3 rows, row ``i`` holding
-    ``i``), read memory-mapped through ResumableDistributedSampler, as tests/growing trains."""
+    ``i``; or ``snapshot``), read memory-mapped through ResumableDistributedSampler, as
+    tests/growing trains."""
+    if snapshot is not None:
+        dataset = ds.SnapshotDataset(snapshot)
+        sampler = ds.ResumableDistributedSampler(dataset, world, rank, seed=5)
+        return Subject(sampler, dataset, {"sampler": None, "collate_fn": ds.collate_batch})
     if not _SNAPSHOT:
         import atexit
         import shutil
@@ -293,7 +300,7 @@ ENTRIES: list[Entry] = [
         "persistent workers":
             "persistent_workers=False, or DistributedSamplerWrapper (it draws in the main "
             "process): a persistent worker keeps its copy of the dataset, and the first draw"}),
-    Entry("SnapshotDataset", "share", _snapshot, resumable=True, elastic=True),
+    Entry("SnapshotDataset", "share", _snapshot, resumable=True, elastic=True, grows=True),
     Entry("InfiniteSampler", "endless", _share(lambda w, r: ds.InfiniteSampler(range(N), w, r, seed=5)), resumable=True),
     Entry("RepeatFactorSampler", "endless", _share(lambda w, r: ds.RepeatFactorSampler([1.0, 2.5, 0.5] * 4 + [1.0], w, r, seed=5)), resumable=True),
 ]  # fmt: skip

@@ -12,9 +12,11 @@ from which ``docs/loops.md`` is rendered.
 
 from __future__ import annotations
 
+import tempfile
 from collections import Counter
 from itertools import islice
 
+import numpy as np
 import pytest
 import torch
 from torch.utils.data import BatchSampler as TorchBatchSampler
@@ -201,6 +203,41 @@ def loop_late_set_epoch(entry: Entry, workers: int) -> None:
 # --8<-- [end:loop_late_set_epoch]
 
 
+# --8<-- [start:loop_growing]
+def loop_growing(entry: Entry) -> None:
+    """A cache that grows while it trains (``ShardCache``): epoch ``e`` reads the snapshot
+    ``cache.snapshot(e)`` through 2 workers while a shard lands after its first batch, and the
+    loop calls ``set_epoch(e + 1)`` there too (late): the epoch reads its own snapshot's plan,
+    whole and once; the next epoch's snapshot holds the new shard, and that epoch reads its plan."""
+    with tempfile.TemporaryDirectory() as root:
+        cache, rows = ds.ShardCache(root, capacity_bytes=1 << 20), 0
+
+        def land(n: int) -> None:  # a shard of n rows; row i of the cache holds i
+            nonlocal rows
+            cache.add(np.arange(rows, rows + n, dtype=np.float32).reshape(n, 1))
+            rows += n
+
+        for n in (4, 6, 3):
+            land(n)
+        for epoch in (0, 1):
+            snapshot = cache.snapshot(epoch)  # epoch 1's holds the shard epoch 0 saw land
+            assert len(snapshot) == rows
+            subject = entry.build(WORLD, RANK, snapshot=snapshot)
+            dl = loader(entry, subject, num_workers=2)
+            subject.set_epoch(epoch)
+            it = iter(dl)
+            first = [as_list(next(it))]
+            land(7)  # mid-epoch
+            subject.set_epoch(epoch + 1)  # late: the next epoch's
+            got = first + take(entry, it)
+            assert flat(got) == entry.plan(WORLD, RANK, epoch, snapshot=snapshot)
+            assert len(dl) == len(got) and cache.snapshot(epoch) == snapshot  # frozen
+            cache.end_epoch(epoch)
+
+
+# --8<-- [end:loop_growing]
+
+
 def stops(lo: int, hi: int) -> list[int]:
     """The steps in ``[lo, hi)`` where a resume loop stops: all of them in an epoch of up to 10
     steps; in a longer one the first six (2 workers keep up to 4 batches in flight: every place
@@ -340,6 +377,7 @@ LOOPS = {  # loop name -> (which kinds it applies to, what else the entry must p
     "elastic resume, 2 -> 3 ranks": (ANY, "elastic", lambda e: loop_elastic(e, (2, 3))),
     "elastic resume, 3 -> 2 ranks": (ANY, "elastic", lambda e: loop_elastic(e, (3, 2))),
     "plain DataLoader resume, 2 workers": (ANY, "resumable", loop_plain_resume),
+    "growing cache: a shard lands mid-epoch, set_epoch late": (ANY, "grows", loop_growing),
 }  # fmt: skip
 
 

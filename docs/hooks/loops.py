@@ -50,6 +50,11 @@ LOOPS = [
     ("elastic resume, 2 -> 3 ranks", "tests/test_loops.py", "loop_elastic"),
     ("elastic resume, 3 -> 2 ranks", "tests/test_loops.py", "loop_elastic"),
     ("plain DataLoader resume, 2 workers", "tests/test_loops.py", "loop_plain_resume"),
+    (
+        "growing cache: a shard lands mid-epoch, set_epoch late",
+        "tests/test_loops.py",
+        "loop_growing",
+    ),
     ("Lightning Trainer, 2 processes", "tests/loops_frameworks.py", "lightning_fit"),
     ("Lightning resume from its checkpoint", "tests/loops_frameworks.py", "lightning_resume"),
     ("accelerate, 2 processes", "tests/loops_frameworks.py", "accelerate_train"),
