@@ -8,6 +8,7 @@ value" is the promise every sampler's bad-input tests rely on.
 from __future__ import annotations
 
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -464,3 +465,122 @@ def test_under_accelerates_prepared_loader_every_share_warns_once_a_pass_and_a_g
     assert all(
         "already holds one rank's share (of num_replicas=2), and accelerate's" in s for s in said
     )
+
+
+# --- the warnings' edges: what is not a share, not accelerate's, not a dataset with epochs ------
+
+
+class _Sized:
+    """A sampler of 13 indices with no world of its own (no ``num_replicas``)."""
+
+    def __iter__(self):
+        from distsampling._validate import warn_split_again
+
+        warn_split_again(self)
+        return iter(range(13))
+
+    def __len__(self) -> int:
+        return 13
+
+
+def test_what_holds_no_share_or_is_not_accelerates_wrapper_is_never_warned_about():
+    """Invariant: ``warn_split_again`` warns only about a share (``num_replicas`` > 1) consumed by
+    accelerate's own wrapper: a sampler without ``num_replicas`` under accelerate's
+    ``BatchSamplerShard``, a share under a class of the user's that is also named
+    ``BatchSamplerShard``, and a share iterated from code whose globals hold no ``__name__``
+    are all silent, and none of them raises."""
+    pytest.importorskip("accelerate")
+    from accelerate.data_loader import prepare_data_loader
+    from torch.utils.data import DataLoader
+
+    import distsampling as ds
+
+    plain = prepare_data_loader(DataLoader(range(13), 2, sampler=_Sized()), num_processes=2,
+                                process_index=0)  # fmt: skip
+    assert heard(list, plain) == []
+
+    share = ds.DistributedSampler(range(13), 2, 0, seed=5)
+
+    class BatchSamplerShard:  # the user's own, in this test's module (not accelerate.*)
+        def __init__(self, sampler) -> None:
+            self.sampler, self.num_processes = sampler, 2
+
+        def __iter__(self):
+            return iter(list(self.sampler))
+
+    assert heard(list, BatchSamplerShard(share)) == []
+    assert heard(exec, "out = list(share)", {"share": share}) == []  # globals without __name__
+
+
+def test_the_split_again_warning_names_the_public_class_and_points_outside_the_package():
+    """Invariant: a share of a private subclass is named by its first public class, and the
+    warning's location is the caller's code, not a file of the package."""
+    pytest.importorskip("accelerate")
+    from accelerate.data_loader import prepare_data_loader
+    from torch.utils.data import DataLoader
+
+    import distsampling as ds
+
+    class _Mine(ds.DistributedSampler):
+        pass
+
+    share = _Mine(range(13), 2, 0, seed=5)
+    prepared = prepare_data_loader(DataLoader(range(13), 2, sampler=share), num_processes=2,
+                                   process_index=0)  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ds.FrameworkWarning)
+        list(prepared)
+    (warned,) = [w for w in caught if w.category is ds.FrameworkWarning]
+    assert str(warned.message).startswith("DistributedSampler already holds one rank's share")
+    assert "distsampling" not in warned.filename
+
+
+def test_a_dataset_without_epochs_or_without_its_epoch_is_never_warned_about():
+    """Invariant: ``warn_stale_dataset`` speaks only of a dataset with ``set_epoch`` and an
+    ``epoch``: a dataset with an ``epoch`` attribute but no ``set_epoch``, and one with
+    ``set_epoch`` but no ``epoch``, are silent, and iterating raises nothing."""
+    import distsampling as ds
+
+    class EpochOnly(list):
+        epoch = 7
+
+    class SetEpochOnly(list):
+        def set_epoch(self, epoch: int) -> None:
+            pass
+
+    for dataset in (EpochOnly(range(13)), SetEpochOnly(range(13))):
+        sampler = ds.DistributedSampler(dataset, 2, 0, seed=5)
+        sampler.set_epoch(3)
+        assert heard(list, sampler) == []
+
+
+def test_a_wrappers_own_view_of_its_inner_sampler_is_never_a_stale_dataset():
+    """Invariant: ``DistributedSamplerWrapper`` reads its inner sampler through a
+    ``DatasetFromSampler`` of its own, whose epoch is the inner epoch, not the wrapper's: at any
+    wrapper epoch, with the inner sampler's epoch anywhere, it never warns."""
+    import distsampling as ds
+
+    inner = ds.WeightedBalanceClassSampler([0, 1] * 6, [1, 1], 12)
+    wrapper = ds.DistributedSamplerWrapper(inner, 2, 0)
+    for epoch in (0, 3, 1):
+        wrapper.set_epoch(epoch)
+        assert heard(list, wrapper) == []
+        inner.set_epoch(epoch + 5)
+        assert heard(list, wrapper) == []
+
+
+def test_only_worker_0_warns_of_a_pass_begun_without_set_epoch(monkeypatch):
+    """Invariant: ``begin_pass`` in a DataLoader worker other than 0 never warns (every worker
+    begins the same pass: one warning a pass), and clears the mark all the same."""
+    import types
+
+    import distsampling._validate as v
+
+    marks = v.pass_marks()
+    marks[0] = 0  # a pass began, and no set_epoch since
+    dataset = types.SimpleNamespace(epoch=3)
+    monkeypatch.setattr(v, "get_worker_info", lambda: types.SimpleNamespace(id=1))
+    assert heard(v.begin_pass, dataset, marks) == []
+    monkeypatch.setattr(v, "get_worker_info", lambda: types.SimpleNamespace(id=0))
+    assert len(heard(v.begin_pass, dataset, marks)) == 1
+    assert int(marks[0]) == 0
