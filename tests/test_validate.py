@@ -584,3 +584,33 @@ def test_only_worker_0_warns_of_a_pass_begun_without_set_epoch(monkeypatch):
     monkeypatch.setattr(v, "get_worker_info", lambda: types.SimpleNamespace(id=0))
     assert len(heard(v.begin_pass, dataset, marks)) == 1
     assert int(marks[0]) == 0
+
+
+def test_a_wrapper_that_keeps_its_process_count_in_its_state_is_read_from_there():
+    """Invariant: accelerate's ``DataLoaderDispatcher`` keeps the process count in its
+    ``state`` (no ``num_processes`` of its own): the warning reads it there and names the
+    dispatcher's split (the real one needs a process group: the loop matrix's accelerate
+    column runs it on 2 processes; here a class of that name in a module named as
+    accelerate's stands in for it, to reach this branch alone)."""
+    pytest.importorskip("accelerate")
+    import types
+
+    import distsampling as ds
+
+    share = ds.DistributedSampler(range(13), 2, 0, seed=5)
+    module = {"__name__": "accelerate.data_loader"}
+    exec(
+        "class DataLoaderDispatcher:\n"
+        "    def __init__(self, sampler, state):\n"
+        "        self.sampler, self.state = sampler, state\n"
+        "    def __iter__(self):\n"
+        "        return iter(list(self.sampler))\n",
+        module,
+    )
+    dispatcher = module["DataLoaderDispatcher"](share, types.SimpleNamespace(num_processes=2))
+    (said,) = heard(list, dispatcher)
+    assert said.startswith(
+        "DistributedSampler already holds one rank's share (of num_replicas=2), and "
+        "accelerate's DataLoaderDispatcher reads it on process 0 only and splits its batches "
+        "over 2 processes"
+    )
