@@ -67,7 +67,6 @@ import heapq
 import math
 import numbers
 from collections.abc import Iterator, Sequence
-from decimal import Decimal
 from fractions import Fraction
 from itertools import pairwise
 from typing import Any, NamedTuple
@@ -103,7 +102,17 @@ class Read(NamedTuple):
     slot: int
 
 
-def _weights(name: str, weights: object, sizes: list[int]) -> list[Fraction]:
+def _decimal(text: str) -> tuple[int, int]:
+    """The exact ``(numerator, denominator)`` of a decimal as a float prints it: ``"0.3"``,
+    ``"1e-05"``, ``"1.5e+20"`` (not reduced: ``"0.5"`` is ``(5, 10)``)."""
+    digits, _, exp = text.partition("e")
+    whole, _, frac = digits.partition(".")
+    num, e = int(whole + frac), int(exp or 0) - len(frac)
+    return (num * 10**e, 1) if e >= 0 else (num, 10**-e)
+
+
+def _weights(name: str, weights: object, sizes: list[int]) -> list[tuple[int, int]]:
+    """Each weight as an exact ``(numerator, denominator)``: a float the decimal it prints as."""
     texts = None
     if isinstance(weights, torch.Tensor):  # bfloat16 has no numpy twin: float32 holds it exactly
         weights = weights.detach().cpu()
@@ -122,7 +131,8 @@ def _weights(name: str, weights: object, sizes: list[int]) -> list[Fraction]:
         )
     out = []
     for k, w in enumerate(weights):
-        if isinstance(w, bool) or not isinstance(w, numbers.Real):
+        real = type(w) is float  # most weights: no abstract base class to ask
+        if not real and (isinstance(w, bool) or not isinstance(w, numbers.Real)):
             raise TypeError(f"{name}[{k}] should be a real number, but got {name}[{k}]={w!r}")
         if not math.isfinite(w) or w < 0:
             raise ValueError(f"{name}[{k}] should be finite and >= 0, but got {name}[{k}]={w!r}")
@@ -130,21 +140,21 @@ def _weights(name: str, weights: object, sizes: list[int]) -> list[Fraction]:
             raise ValueError(
                 f"{name}[{k}]={w!r} should be 0 for a source of length 0: sizes[{k}]=0"
             )
-        if isinstance(w, numbers.Rational):
-            out.append(Fraction(w))
-        else:  # the decimal it prints as (Decimal parses it in C)
-            out.append(Fraction(*Decimal(texts[k] if texts else repr(float(w))).as_integer_ratio()))
-    if not any(out):
+        if not real and isinstance(w, numbers.Rational):
+            out.append((int(w.numerator), int(w.denominator)))
+        else:  # the decimal it prints as
+            out.append(_decimal(texts[k] if texts else repr(float(w))))
+    if not any(n for n, _ in out):
         raise ValueError(f"{name} should have a positive sum, but got {name}={weights!r}")
     return out
 
 
-def _units(weights: list[Fraction]) -> list[int]:
+def _units(weights: list[tuple[int, int]]) -> list[int]:
     """The integer weights the tree uses: exact up to ``UNITS`` in all, else rounded to ``UNITS``
     by largest remainder, a weight below one unit kept at one: each share within
     ``(1 + m) * 2**-31`` of the given one, ``m`` the weights below one unit (usually none)."""
-    scale = math.lcm(*(w.denominator for w in weights))
-    ints = [w.numerator * (scale // w.denominator) for w in weights]
+    scale = math.lcm(*(d for _, d in weights))
+    ints = [n * (scale // d) for n, d in weights]
     common = math.gcd(*ints)  # the smallest integers of these shares: 1/3, 1/3, 1/3 is 1, 1, 1
     ints = [n // common for n in ints]
     total = sum(ints)
@@ -162,16 +172,21 @@ def _units(weights: list[Fraction]) -> list[int]:
 
 def _cipher(x: np.ndarray, keys: np.ndarray, bits: np.ndarray, n: np.ndarray) -> np.ndarray:
     """:func:`index_shuffle` of values ``x`` in ``[0, n)``, each its own ``n``, ``bits`` and round
-    ``keys`` (``(8, P)``): its Feistel rounds and cycle walking, line for line, on arrays."""
+    ``keys`` (``(8, P)`` uint32): its Feistel rounds and cycle walking, line for line, on arrays."""
     out, todo = x.copy(), np.arange(len(x))
     while len(todo):  # cycle walking: encrypt again those that land at n or past it
-        v, k, w_lo = out[todo], keys[:, todo], bits[todo] - bits[todo] // 2
+        v, k = out[todo], keys if len(todo) == len(x) else keys[:, todo]
+        w_hi = (bits if len(todo) == len(x) else bits[todo]) // 2  # (P',) the widths of L, R
+        w_lo = (bits if len(todo) == len(x) else bits[todo]) - w_hi
         hi, lo = (v >> w_lo).astype(np.uint32), (v & ((1 << w_lo) - 1)).astype(np.uint32)
+        shift = [(32 - w).astype(np.uint32) for w in (w_hi, w_lo)]  # L's width, by round parity
         for i in range(_ROUNDS):
-            w = (bits[todo] // 2 if i % 2 == 0 else w_lo).astype(np.uint32)  # L's width
-            t = (lo ^ k[i]) * np.uint32(_M1)  # uint32 products wrap modulo 2**32
+            t = np.bitwise_xor(lo, k[i])
+            t *= np.uint32(_M1)  # uint32 products wrap modulo 2**32
             t ^= t >> np.uint32(15)
-            hi ^= (t * np.uint32(_M2)) >> (np.uint32(32) - w)
+            t *= np.uint32(_M2)
+            t >>= shift[i % 2]
+            hi ^= t
             hi, lo = lo, hi
         out[todo] = (hi.astype(np.int64) << w_lo) | lo
         todo = todo[out[todo] >= n[todo]]
@@ -229,16 +244,18 @@ def _split(a: Any, b: Any, n: Any) -> tuple[Any, Any]:
     return q * a + c, z >= 2 * b
 
 
-def _route(t: _Tree, u: np.ndarray, node: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``(source, its count before)`` at tree positions ``u`` (any order), each ``(P,)``: node
-    by node, each position only as deep as its leaf."""
-    node = t.root if node is None else node
-    if node < len(t.a) // 2:  # a leaf: the source itself
-        return np.full(len(u), node, np.int64), u
-    c, is_left = _split(int(t.a[node]), int(t.b[node]), u)  # (P,) (P,)
-    ks, js = np.empty(len(u), np.int64), np.empty(len(u), np.int64)
-    ks[is_left], js[is_left] = _route(t, c[is_left], int(t.left[node]))
-    ks[~is_left], js[~is_left] = _route(t, (u - c)[~is_left], int(t.right[node]))
+def _route(t: _Tree, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(source, its count before)`` at tree positions ``u`` (any order), each ``(P,)``: all
+    positions down the tree together, a level a step, each leaving at its leaf."""
+    ks, js = np.full(len(u), t.root, np.int64), u.copy()
+    at, node, n = np.arange(len(u)), ks.copy(), u  # (P',) the positions still going down
+    while len(at) and t.root >= len(t.a) // 2:
+        c, is_left = _split(t.a[node], t.b[node], n)  # (P',) (P',)
+        node = np.where(is_left, t.left[node], t.right[node])
+        n = np.where(is_left, c, n - c)
+        leaf = node < len(t.a) // 2
+        ks[at[leaf]], js[at[leaf]] = node[leaf], n[leaf]
+        at, node, n = at[~leaf], node[~leaf], n[~leaf]
     return ks, js
 
 
@@ -329,18 +346,21 @@ class MixtureSampler(DistributedSampler):
             )
         self.sizes = [check_int(f"sizes[{k}]", n, low=0) for k, n in enumerate(sizes)]
         self.offsets = [sum(self.sizes[:k]) for k in range(len(self.sizes))]
-        self.schedule = self._schedule(weights)  # [(step, weights)], steps increasing from 0
+        self._plan = self._schedule(weights)  # [(step, weights)], steps increasing from 0
         self.batch_size = check_int("batch_size", batch_size, low=1)
         self.num_replicas, self.rank = resolve_world(num_replicas, rank)
         self.seed, self.shuffle = check_seed(seed), check_bool("shuffle", shuffle)
         length = sum(self.sizes) if epoch_length is None else epoch_length
         self.epoch_length = check_int("epoch_length", length, low=1)
-        self.units = [_units(w) for _, w in self.schedule]  # the integer weights in use
+        self.units = [_units(w) for _, w in self._plan]  # the integer weights in use
         self._trees = [_tree(u) for u in self.units]
         self.epoch, self._skip, self._before = 0, 0, 0
         self._origin, self._step0 = 0, 0  # this grid's first position and training step
         self._read0 = [0] * len(self.sizes)  # each source's count at the grid's first step
         self._counter: CountingIterator | None = None
+        self._sizes, self._offsets = np.array(self.sizes, np.int64), np.array(self.offsets, np.int64)
+        self._bits = np.array([max(_MIN_BITS, (n - 1).bit_length()) for n in self.sizes])
+        self._keys: dict[tuple[int, int], tuple[int, ...]] = {}  # (source, pass): round keys
         self._place()
 
     def __repr__(self) -> str:
@@ -350,7 +370,12 @@ class MixtureSampler(DistributedSampler):
                 f"num_replicas={self.num_replicas}, rank={self.rank}, seed={self.seed}, "
                 f"shuffle={self.shuffle}, epoch_length={self.epoch_length})")  # fmt: skip
 
-    def _schedule(self, weights: object) -> list[tuple[int, list[Fraction]]]:
+    @property
+    def schedule(self) -> list[tuple[int, list[Fraction]]]:
+        """``[(step, weights)]``, each weight exact (a float: the decimal it prints as)."""
+        return [(s, [Fraction(n, d) for n, d in w]) for s, w in self._plan]
+
+    def _schedule(self, weights: object) -> list[tuple[int, list[tuple[int, int]]]]:
         items = list(weights) if isinstance(weights, Sequence) else weights
         if not (isinstance(items, list) and items and isinstance(items[0], (tuple, list))):
             return [(0, _weights("weights", weights, self.sizes))]
@@ -375,8 +400,8 @@ class MixtureSampler(DistributedSampler):
     def _place(self) -> None:
         """The pieces ``(first step, tree)`` from the grid's first step on, and each source's
         count at each piece's first step."""
-        g0 = max(g for g, (step, _) in enumerate(self.schedule) if step <= self._step0)
-        later = [(step, g) for g, (step, _) in enumerate(self.schedule) if step > self._step0]
+        g0 = max(g for g, (step, _) in enumerate(self._plan) if step <= self._step0)
+        later = [(step, g) for g, (step, _) in enumerate(self._plan) if step > self._step0]
         self._pieces = [(self._step0, g0), *later]
         self._bases = [np.array(self._read0, np.int64)]
         for (s, g), (s2, _) in pairwise(self._pieces):
@@ -425,23 +450,27 @@ class MixtureSampler(DistributedSampler):
     def _key(self, k: int, pass_: int) -> int:
         return epoch_key(epoch_key(self.seed, k), pass_)
 
+    def _round_keys(self, k: int, pass_: int) -> tuple[int, ...]:
+        """The round keys of source ``k``'s pass ``pass_``, kept: each pass is asked again and
+        again (and more of them than the cipher's own cache holds)."""
+        keys = self._keys.get((k, pass_))
+        if keys is None:
+            keys = self._keys[k, pass_] = _round_keys(self._key(k, pass_))
+        return keys
+
     def _indices(self, ks: np.ndarray, js: np.ndarray) -> np.ndarray:
         """Indices into the ConcatDataset of sources ``ks``'s items ``js``, each ``(P,)``: every
         source and pass in one cipher call (:func:`index_shuffle`'s, a key per value)."""
-        sizes = np.array(self.sizes, np.int64)[ks]  # (P,)
-        passes, local = js // np.maximum(sizes, 1), js % np.maximum(sizes, 1)  # (P,) (P,)
+        sizes = self._sizes[ks]  # (P,)
+        passes, local = np.divmod(js, np.maximum(sizes, 1))  # (P,) (P,)
         if self.shuffle and len(ks):
             low, span = int(passes.min()), int(passes.max() - passes.min()) + 1  # a few passes
-            groups, which = np.unique(ks * span + passes - low, return_inverse=True)  # (P,)
-            keys, bits = [], []
-            for pair in groups.tolist():  # each (source, pass): its round keys and width
-                k, pass_ = pair // span, pair % span + low
-                keys.append(_round_keys(self._key(k, pass_)))
-                bits.append(max(_MIN_BITS, (self.sizes[k] - 1).bit_length()))
-            which = which.reshape(-1)
-            local = _cipher(local, np.array(keys, np.uint32).T[:, which], np.array(bits)[which],
-                            sizes)  # fmt: skip
-        return np.array(self.offsets, np.int64)[ks] + local
+            group = ks * span + passes - low  # (P,) each (source, pass)
+            present = np.flatnonzero(np.bincount(group, minlength=len(self.sizes) * span))
+            keys = np.zeros((len(self.sizes) * span, _ROUNDS), np.uint32)  # (G, 8)
+            keys[present] = [self._round_keys(g // span, g % span + low) for g in present.tolist()]
+            local = _cipher(local, keys[group].T, self._bits[ks], sizes)
+        return self._offsets[ks] + local
 
     def _few(self, positions: list[int]) -> list[int]:
         """``_indices(*_sources(positions))`` of a few positions of one step, down one path
@@ -656,7 +685,7 @@ class MixtureSampler(DistributedSampler):
         """The schedule's entries read before ``step`` (and at it, ``begun``): ``[step, shares]``,
         the shares of the integer weights in use, as exact fractions in text."""
         return [[s, [str(Fraction(u, sum(units))) for u in units]]
-                for (s, _), units in zip(self.schedule, self.units)
+                for (s, _), units in zip(self._plan, self.units)
                 if s < step or (begun and s == step)]  # fmt: skip
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
