@@ -69,7 +69,8 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from functools import cached_property
-from itertools import accumulate, pairwise
+from itertools import accumulate, chain, pairwise
+from operator import length_hint
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -87,7 +88,6 @@ from .cipher import (
     epoch_key,
     index_unshuffle,
 )
-from .resume import CountingIterator, check_consumed, check_state
 
 __all__ = ["MixtureBatchSampler", "MixtureSampler", "Read"]
 
@@ -298,6 +298,68 @@ def _position(t: _Tree, k: int, j: int) -> int:
     return j
 
 
+class _Counting:
+    """One ``iter()``'s ints at C speed (``ints``) and how many it has handed out: finished
+    blocks, plus the current block's length less what its list iterator has left (resume.py's
+    ``CountingIterator``, here so that this file copies with two helpers)."""
+
+    def __init__(self, blocks: Iterator[torch.Tensor]) -> None:
+        self._done, self._len, self._it = 0, 0, iter(())
+        self.ints: Iterator[int] = chain.from_iterable(self._lists(blocks))
+
+    def _lists(self, blocks: Iterator[torch.Tensor]) -> Iterator[Iterator[int]]:
+        for part in blocks:
+            self._done += self._len
+            self._it, self._len = iter(part.tolist()), len(part)
+            yield self._it
+        self._done, self._len = self._done + self._len, 0
+
+    @property
+    def yielded(self) -> int:
+        return self._done + self._len - length_hint(self._it)
+
+
+def _consumed(consumed: object, handed_out: int, unit: str) -> int:
+    """``consumed`` in ``[0, handed_out]``: a loop cannot have used more than it got."""
+    consumed = check_int("consumed", consumed, low=0)
+    if consumed > handed_out:
+        raise ValueError(
+            f"consumed should be <= {handed_out} ({unit} handed out): the latest iter() handed "
+            f"out {handed_out}, but got consumed={consumed}"
+        )
+    return consumed
+
+
+def _state(state: object, version: int, identity: dict[str, Any], fields: Sequence[str]) -> dict:
+    """``state`` if it is a MixtureSampler state of ``version`` with ``identity`` and
+    ``fields``; else the error resume.py's ``check_state`` gives, naming the field."""
+    if not isinstance(state, dict):
+        raise TypeError(
+            f"state should be a dict from state_dict(), but got state={state!r} "
+            f"of type {type(state).__name__}"
+        )
+    for keys in (("kind", "version"), (*identity, *fields)):  # the class and format first
+        for key in keys:
+            if key not in state:
+                raise KeyError(f"state has no {key!r}: it is not a MixtureSampler state_dict() "
+                               f"(got {state!r})")  # fmt: skip
+        if keys[0] == "kind" and state["kind"] != "MixtureSampler":
+            raise ValueError(
+                f"state comes from another sampler: kind was {state['kind']!r} when saved, "
+                "but this is a MixtureSampler"
+            )
+        if keys[0] == "kind" and state["version"] != version:
+            raise ValueError(f"state has format version={state['version']!r}, but this "
+                             f"MixtureSampler reads version={version}")  # fmt: skip
+    for key, now in identity.items():
+        if state[key] != now:
+            raise ValueError(
+                f"state does not match this sampler: {key} was {state[key]!r} when saved, "
+                f"but is {now!r} now"
+            )
+    return state
+
+
 def _text(shares: Sequence[Fraction]) -> str:
     return ", ".join(f"{float(x):.10g}" for x in shares)
 
@@ -368,7 +430,7 @@ class MixtureSampler(DistributedSampler):
         self.epoch, self._skip, self._before = 0, 0, 0
         self._origin, self._step0 = 0, 0  # this grid's first position and training step
         self._read0 = [0] * len(self.sizes)  # each source's count at the grid's first step
-        self._counter: CountingIterator | None = None
+        self._counter: _Counting | None = None
         self._sizes, self._offsets = (
             np.array(self.sizes, np.int64),
             np.array(self.offsets, np.int64),
@@ -709,7 +771,7 @@ class MixtureSampler(DistributedSampler):
 
     def __iter__(self) -> Iterator[int]:
         steps, skip = self._steps(self.epoch), self._skip  # read now: a later set_epoch waits
-        self._counter = CountingIterator(lambda: self._blocks(steps, skip))
+        self._counter = _Counting(self._blocks(steps, skip))
         return self._counter.ints
 
     # --- resume ---------------------------------------------------------------------------
@@ -734,9 +796,7 @@ class MixtureSampler(DistributedSampler):
         StatefulDataLoader needs none)."""
         handed_out = 0 if self._counter is None else self._counter.yielded
         if consumed is not None:
-            handed_out = check_consumed(
-                consumed, handed_out, f"the latest iter() handed out {handed_out}"
-            )
+            handed_out = _consumed(consumed, handed_out, "samples")
         position, b = self._skip + handed_out, self.batch_size
         reached = self._step0 + self._steps(self.epoch).start + position // b
         return {"kind": type(self).__name__, "version": 3, **self._identity(), "epoch": self.epoch,
@@ -751,7 +811,7 @@ class MixtureSampler(DistributedSampler):
         state must be at a step boundary: the rest is read on this grid from that step."""
         fields = ("epoch", "num_replicas", "batch_size", "origin", "step", "read", "past",
                   "position", "before")  # fmt: skip
-        state = check_state(state, type(self).__name__, 3, self._identity(), required=fields)
+        state = _state(state, 3, self._identity(), fields)
         epoch, origin, step0 = (
             check_int("epoch", state["epoch"], low=0),
             check_int("origin", state["origin"], low=0),
@@ -861,7 +921,7 @@ class MixtureBatchSampler(Sampler[list[int]]):
         if consumed is None:
             return self.sampler.state_dict()
         n = len(self._sizes)
-        consumed = check_consumed(consumed, n, f"the latest iter() handed out {n}", "batches")
+        consumed = _consumed(consumed, n, "batches")
         return self.sampler.state_dict(sum(self._sizes[:consumed]))
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
