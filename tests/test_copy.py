@@ -50,7 +50,8 @@ PROPERTY = {
     "RepeatFactorSampler": ("test_repeat_factor", "test_each_rank_reads_its_strided_positions_of_detectron2s_stream"),
     "InferenceSampler": ("test_inference", "test_each_rank_reads_detectron2s_contiguous_block"),
     "BatchBalanceClassSampler": ("test_balanced", "test_index_exact_against_the_batch_by_batch_definition"),
-    # mixtures of sharded streams
+    # mixtures of datasets, and of sharded streams
+    "MixtureSampler": ("test_mixture", "test_the_stream_is_the_divisor_merge_of_the_docstring_at_every_node"),
     "ShardedMixtureDataset": ("test_sharded_mixture", "test_the_source_of_every_sample_is_mixture_samplers_on_every_rank_for_any_workers"),
 }  # fmt: skip
 
@@ -73,6 +74,7 @@ SAMPLER_TUTORIALS = ["batch", "ddp", "distributed", "pipeline", "resume", "weigh
 SAMPLER_TUTORIALS += ["wrapper"]
 SAMPLER_TUTORIALS += ["detection"]
 SAMPLER_TUTORIALS += ["sharded_mixture"]
+SAMPLER_TUTORIALS += ["mixture"]
 SETS = copy_sets()
 
 

@@ -63,13 +63,14 @@ References:
 from __future__ import annotations
 
 import bisect
-import heapq
 import math
 import numbers
+from collections import deque
 from collections.abc import Iterator, Sequence
-from decimal import Decimal
 from fractions import Fraction
-from itertools import pairwise
+from functools import cached_property
+from itertools import accumulate, chain, pairwise
+from operator import length_hint
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -82,12 +83,11 @@ from .cipher import (
     _M2,
     _MIN_BITS,
     _ROUNDS,
+    _feistel_int,
     _round_keys,
     epoch_key,
-    index_shuffle,
     index_unshuffle,
 )
-from .resume import CountingIterator, check_consumed, check_state
 
 __all__ = ["MixtureBatchSampler", "MixtureSampler", "Read"]
 
@@ -103,7 +103,17 @@ class Read(NamedTuple):
     slot: int
 
 
-def _weights(name: str, weights: object, sizes: list[int]) -> list[Fraction]:
+def _decimal(text: str) -> tuple[int, int]:
+    """The exact ``(numerator, denominator)`` of a decimal as a float prints it: ``"0.3"``,
+    ``"1e-05"``, ``"1.5e+20"`` (not reduced: ``"0.5"`` is ``(5, 10)``)."""
+    digits, _, exp = text.partition("e")
+    whole, _, frac = digits.partition(".")
+    num, e = int(whole + frac), int(exp or 0) - len(frac)
+    return (num * 10**e, 1) if e >= 0 else (num, 10**-e)
+
+
+def _weights(name: str, weights: object, sizes: list[int]) -> list[tuple[int, int]]:
+    """Each weight as an exact ``(numerator, denominator)``: a float the decimal it prints as."""
     texts = None
     if isinstance(weights, torch.Tensor):  # bfloat16 has no numpy twin: float32 holds it exactly
         weights = weights.detach().cpu()
@@ -122,7 +132,8 @@ def _weights(name: str, weights: object, sizes: list[int]) -> list[Fraction]:
         )
     out = []
     for k, w in enumerate(weights):
-        if isinstance(w, bool) or not isinstance(w, numbers.Real):
+        real = type(w) is float  # most weights: no abstract base class to ask
+        if not real and (isinstance(w, bool) or not isinstance(w, numbers.Real)):
             raise TypeError(f"{name}[{k}] should be a real number, but got {name}[{k}]={w!r}")
         if not math.isfinite(w) or w < 0:
             raise ValueError(f"{name}[{k}] should be finite and >= 0, but got {name}[{k}]={w!r}")
@@ -130,21 +141,23 @@ def _weights(name: str, weights: object, sizes: list[int]) -> list[Fraction]:
             raise ValueError(
                 f"{name}[{k}]={w!r} should be 0 for a source of length 0: sizes[{k}]=0"
             )
-        if isinstance(w, numbers.Rational):
-            out.append(Fraction(w))
-        else:  # the decimal it prints as (Decimal parses it in C)
-            out.append(Fraction(*Decimal(texts[k] if texts else repr(float(w))).as_integer_ratio()))
-    if not any(out):
+        if not real and isinstance(w, numbers.Rational):
+            out.append((int(w.numerator), int(w.denominator)))
+        else:  # the decimal it prints as
+            out.append(_decimal(texts[k] if texts else repr(float(w))))
+    if not any(n for n, _ in out):
         raise ValueError(f"{name} should have a positive sum, but got {name}={weights!r}")
     return out
 
 
-def _units(weights: list[Fraction]) -> list[int]:
+def _units(weights: list[tuple[int, int]]) -> list[int]:
     """The integer weights the tree uses: exact up to ``UNITS`` in all, else rounded to ``UNITS``
     by largest remainder, a weight below one unit kept at one: each share within
     ``(1 + m) * 2**-31`` of the given one, ``m`` the weights below one unit (usually none)."""
-    scale = math.lcm(*(w.denominator for w in weights))
-    ints = [w.numerator * (scale // w.denominator) for w in weights]
+    dens = set(d for _, d in weights)  # floats' decimals share a few powers of ten
+    scale = math.lcm(*dens)
+    times = {d: scale // d for d in dens}
+    ints = [n * times[d] for n, d in weights]
     common = math.gcd(*ints)  # the smallest integers of these shares: 1/3, 1/3, 1/3 is 1, 1, 1
     ints = [n // common for n in ints]
     total = sum(ints)
@@ -152,73 +165,83 @@ def _units(weights: list[Fraction]) -> list[int]:
         return ints
     tiny = [n > 0 and n * UNITS < total for n in ints]  # below one unit: one each
     rest, left = UNITS - sum(tiny), total - sum(n for n, t in zip(ints, tiny) if t)
-    out = [1 if t else n * rest // left for n, t in zip(ints, tiny)]  # floors
-    ahead = sorted((k for k in range(len(ints)) if not tiny[k]),
-                   key=lambda k: (-(ints[k] * rest % left), k))  # fmt: skip
-    for k in ahead[: UNITS - sum(out)]:  # the largest remainders: one more
+    floors = [(0, 0) if t else divmod(n * rest, left) for n, t in zip(ints, tiny)]
+    out = [1 if t else q for (q, _), t in zip(floors, tiny)]
+    ahead = sorted((-r, k) for k, (_, r) in enumerate(floors) if not tiny[k])
+    for _, k in ahead[: UNITS - sum(out)]:  # the largest remainders: one more
         out[k] += 1
     return out
 
 
 def _cipher(x: np.ndarray, keys: np.ndarray, bits: np.ndarray, n: np.ndarray) -> np.ndarray:
     """:func:`index_shuffle` of values ``x`` in ``[0, n)``, each its own ``n``, ``bits`` and round
-    ``keys`` (``(8, P)``): its Feistel rounds and cycle walking, line for line, on arrays."""
+    ``keys`` (``(8, P)`` uint32): its Feistel rounds and cycle walking, line for line, on arrays."""
     out, todo = x.copy(), np.arange(len(x))
     while len(todo):  # cycle walking: encrypt again those that land at n or past it
-        v, k, w_lo = out[todo], keys[:, todo], bits[todo] - bits[todo] // 2
+        every = len(todo) == len(x)
+        v, k = out[todo], keys if every else keys[:, todo]
+        w_hi = (bits if every else bits[todo]) // 2  # (P',) the widths of L and R
+        w_lo = (bits if every else bits[todo]) - w_hi
         hi, lo = (v >> w_lo).astype(np.uint32), (v & ((1 << w_lo) - 1)).astype(np.uint32)
+        shift = [(32 - w).astype(np.uint32) for w in (w_hi, w_lo)]  # L's width, by round parity
+        t, u = np.empty_like(lo), np.empty_like(lo)  # two temporaries
         for i in range(_ROUNDS):
-            w = (bits[todo] // 2 if i % 2 == 0 else w_lo).astype(np.uint32)  # L's width
-            t = (lo ^ k[i]) * np.uint32(_M1)  # uint32 products wrap modulo 2**32
-            t ^= t >> np.uint32(15)
-            hi ^= (t * np.uint32(_M2)) >> (np.uint32(32) - w)
+            np.multiply(np.bitwise_xor(lo, k[i], out=t), np.uint32(_M1), out=t)  # wraps mod 2**32
+            t ^= np.right_shift(t, np.uint32(15), out=u)
+            hi ^= np.right_shift(np.multiply(t, np.uint32(_M2), out=t), shift[i % 2], out=t)
             hi, lo = lo, hi
         out[todo] = (hi.astype(np.int64) << w_lo) | lo
         todo = todo[out[todo] >= n[todo]]
     return out
 
 
-class _Tree(NamedTuple):
+class _Tree:
     """A Huffman tree as arrays over nodes (leaf ``k`` is node ``k``: ``a = 1, b = 0``, its own
-    children), its internal nodes level by level, and each source's path from the root."""
+    children; ``nodes``: the same as Python lists); its internal nodes level by level and each
+    source's path from the root, made when first asked for (the first index needs neither)."""
 
-    a: np.ndarray
-    b: np.ndarray
-    left: np.ndarray
-    right: np.ndarray
-    root: int
-    levels: list[np.ndarray]
-    paths: dict[int, list[tuple[int, int, bool]]]  # k: [(a, b, k is under the left child)]
+    def __init__(self, a: list[int], b: list[int], left: list[int], right: list[int], root: int):
+        self.nodes, self.root, self.K = (a, b, left, right), root, len(a) // 2
+        self.a, self.b, self.left, self.right = (np.array(x, np.int64) for x in self.nodes)
+
+    @cached_property
+    def levels(self) -> list[np.ndarray]:
+        """Each level's internal nodes, root first."""
+        out, todo = [], [self.root]
+        while todo := [v for v in todo if v >= self.K]:
+            out.append(np.array(todo, np.int64))
+            todo = [c for v in todo for c in (self.nodes[2][v], self.nodes[3][v])]
+        return out
+
+    @cached_property
+    def paths(self) -> dict[int, list[tuple[int, int, bool]]]:
+        """``k: [(a, b, k is under the left child)]`` from the root, for each positive source."""
+        (a, b, left, right), out, todo = self.nodes, {}, [(self.root, [])]
+        while todo:
+            v, path = todo.pop()
+            if v < self.K:
+                out[v] = path
+            else:
+                todo += [(left[v], [*path, (a[v], b[v], True)]),
+                         (right[v], [*path, (a[v], b[v], False)])]  # fmt: skip
+        return out
 
 
 def _tree(units: list[int]) -> _Tree:
     """The Huffman tree of the positive weights (the lightest two merged first, ties to the
-    older node: the smaller id)."""
+    older node: the smaller id). Two queues: the leaves sorted, the merged nodes in the order
+    made (their weights never decrease): the lightest is at the head of one of them."""
     K = len(units)
     a, b = [1] * (2 * K), [0] * (2 * K)
     left, right = list(range(2 * K)), list(range(2 * K))
-    heap = [(w, k) for k, w in enumerate(units) if w > 0]
-    heapq.heapify(heap)
-    made = K
-    while len(heap) > 1:
-        (wa, x), (wb, y) = heapq.heappop(heap), heapq.heappop(heap)
-        a[made], b[made], left[made], right[made] = wa, wb, x, y
-        heapq.heappush(heap, (wa + wb, made))
-        made += 1
-    root = heap[0][1]
-    levels, paths, todo = [], {}, [(root, [])]
-    while todo:  # breadth first: each level's internal nodes, each leaf's path
-        levels.append([v for v, _ in todo if v >= K])
-        nxt = []
-        for v, path in todo:
-            if v < K:
-                paths[v] = path
-            else:
-                nxt += [(left[v], [*path, (a[v], b[v], True)]),
-                        (right[v], [*path, (a[v], b[v], False)])]  # fmt: skip
-        todo = nxt
-    arrays = (np.array(x, np.int64) for x in (a, b, left, right))
-    return _Tree(*arrays, root, [np.array(v, np.int64) for v in levels if v], paths)
+    leaves = deque(sorted((w, k) for k, w in enumerate(units) if w > 0))
+    merged: deque[tuple[int, int]] = deque()
+    for made in range(K, K + len(leaves) - 1):  # each merge: one node fewer
+        x = (merged if merged and (not leaves or merged[0] < leaves[0]) else leaves).popleft()
+        y = (merged if merged and (not leaves or merged[0] < leaves[0]) else leaves).popleft()
+        a[made], b[made], left[made], right[made] = x[0], y[0], x[1], y[1]
+        merged.append((x[0] + y[0], made))
+    return _Tree(a, b, left, right, (merged or leaves)[0][1])
 
 
 def _split(a: Any, b: Any, n: Any) -> tuple[Any, Any]:
@@ -229,16 +252,20 @@ def _split(a: Any, b: Any, n: Any) -> tuple[Any, Any]:
     return q * a + c, z >= 2 * b
 
 
-def _route(t: _Tree, u: np.ndarray, node: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``(source, its count before)`` at tree positions ``u`` (any order), each ``(P,)``: node
-    by node, each position only as deep as its leaf."""
-    node = t.root if node is None else node
-    if node < len(t.a) // 2:  # a leaf: the source itself
-        return np.full(len(u), node, np.int64), u
-    c, is_left = _split(int(t.a[node]), int(t.b[node]), u)  # (P,) (P,)
+def _route(t: _Tree, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(source, its count before)`` at tree positions ``u`` (any order), each ``(P,)``: all
+    positions down the tree together, a level a step. A leaf is a fixed point of a step (``a =
+    1, b = 0``: left, ``n`` kept), so those at their leaf are set aside only once they are half."""
     ks, js = np.empty(len(u), np.int64), np.empty(len(u), np.int64)
-    ks[is_left], js[is_left] = _route(t, c[is_left], int(t.left[node]))
-    ks[~is_left], js[~is_left] = _route(t, (u - c)[~is_left], int(t.right[node]))
+    at, node, n = np.arange(len(u)), np.full(len(u), t.root, np.int64), u  # (P',) still going
+    while len(at):
+        c, is_left = _split(t.a[node], t.b[node], n)  # (P',) (P',)
+        node = np.where(is_left, t.left[node], t.right[node])
+        n = np.where(is_left, c, n - c)
+        leaf = node < t.K
+        if 2 * np.count_nonzero(leaf) >= len(at):
+            ks[at[leaf]], js[at[leaf]] = node[leaf], n[leaf]
+            at, node, n = at[~leaf], node[~leaf], n[~leaf]
     return ks, js
 
 
@@ -269,6 +296,68 @@ def _position(t: _Tree, k: int, j: int) -> int:
         j = ((2 * j + 1) * (a + b) + 2 * a - 1) // (2 * a) - 1 if is_left else (
             (2 * j + 1) * (a + b) // (2 * b))  # fmt: skip
     return j
+
+
+class _Counting:
+    """One ``iter()``'s ints at C speed (``ints``) and how many it has handed out: finished
+    blocks, plus the current block's length less what its list iterator has left (resume.py's
+    ``CountingIterator``, here so that this file copies with two helpers)."""
+
+    def __init__(self, blocks: Iterator[torch.Tensor]) -> None:
+        self._done, self._len, self._it = 0, 0, iter(())
+        self.ints: Iterator[int] = chain.from_iterable(self._lists(blocks))
+
+    def _lists(self, blocks: Iterator[torch.Tensor]) -> Iterator[Iterator[int]]:
+        for part in blocks:
+            self._done += self._len
+            self._it, self._len = iter(part.tolist()), len(part)
+            yield self._it
+        self._done, self._len = self._done + self._len, 0
+
+    @property
+    def yielded(self) -> int:
+        return self._done + self._len - length_hint(self._it)
+
+
+def _consumed(consumed: object, handed_out: int, unit: str) -> int:
+    """``consumed`` in ``[0, handed_out]``: a loop cannot have used more than it got."""
+    consumed = check_int("consumed", consumed, low=0)
+    if consumed > handed_out:
+        raise ValueError(
+            f"consumed should be <= {handed_out} ({unit} handed out): the latest iter() handed "
+            f"out {handed_out}, but got consumed={consumed}"
+        )
+    return consumed
+
+
+def _state(state: object, version: int, identity: dict[str, Any], fields: Sequence[str]) -> dict:
+    """``state`` if it is a MixtureSampler state of ``version`` with ``identity`` and
+    ``fields``; else the error resume.py's ``check_state`` gives, naming the field."""
+    if not isinstance(state, dict):
+        raise TypeError(
+            f"state should be a dict from state_dict(), but got state={state!r} "
+            f"of type {type(state).__name__}"
+        )
+    for keys in (("kind", "version"), (*identity, *fields)):  # the class and format first
+        for key in keys:
+            if key not in state:
+                raise KeyError(f"state has no {key!r}: it is not a MixtureSampler state_dict() "
+                               f"(got {state!r})")  # fmt: skip
+        if keys[0] == "kind" and state["kind"] != "MixtureSampler":
+            raise ValueError(
+                f"state comes from another sampler: kind was {state['kind']!r} when saved, "
+                "but this is a MixtureSampler"
+            )
+        if keys[0] == "kind" and state["version"] != version:
+            raise ValueError(f"state has format version={state['version']!r}, but this "
+                             f"MixtureSampler reads version={version}")  # fmt: skip
+    for key, now in identity.items():
+        if state[key] != now:
+            raise ValueError(
+                f"state does not match this sampler: {key} was {state[key]!r} when saved, "
+                f"but is {now!r} now"
+            )
+    return state
 
 
 def _text(shares: Sequence[Fraction]) -> str:
@@ -327,20 +416,27 @@ class MixtureSampler(DistributedSampler):
             raise TypeError(
                 f"sizes should be a non-empty sequence of lengths, but got sizes={sizes!r}"
             )
-        self.sizes = [check_int(f"sizes[{k}]", n, low=0) for k, n in enumerate(sizes)]
-        self.offsets = [sum(self.sizes[:k]) for k in range(len(self.sizes))]
-        self.schedule = self._schedule(weights)  # [(step, weights)], steps increasing from 0
+        self.sizes = [n if type(n) is int and n >= 0 else check_int(f"sizes[{k}]", n, low=0)
+                      for k, n in enumerate(sizes)]  # fmt: skip
+        self.offsets = [0, *accumulate(self.sizes[:-1])]
+        self._plan = self._schedule(weights)  # [(step, weights)], steps increasing from 0
         self.batch_size = check_int("batch_size", batch_size, low=1)
         self.num_replicas, self.rank = resolve_world(num_replicas, rank)
         self.seed, self.shuffle = check_seed(seed), check_bool("shuffle", shuffle)
         length = sum(self.sizes) if epoch_length is None else epoch_length
         self.epoch_length = check_int("epoch_length", length, low=1)
-        self.units = [_units(w) for _, w in self.schedule]  # the integer weights in use
+        self.units = [_units(w) for _, w in self._plan]  # the integer weights in use
         self._trees = [_tree(u) for u in self.units]
         self.epoch, self._skip, self._before = 0, 0, 0
         self._origin, self._step0 = 0, 0  # this grid's first position and training step
         self._read0 = [0] * len(self.sizes)  # each source's count at the grid's first step
-        self._counter: CountingIterator | None = None
+        self._counter: _Counting | None = None
+        self._sizes, self._offsets = (
+            np.array(self.sizes, np.int64),
+            np.array(self.offsets, np.int64),
+        )
+        self._bits = np.array([max(_MIN_BITS, (n - 1).bit_length()) for n in self.sizes])
+        self._keys: dict[tuple[int, int], tuple[int, ...]] = {}  # (source, pass): round keys
         self._place()
 
     def __repr__(self) -> str:
@@ -350,7 +446,12 @@ class MixtureSampler(DistributedSampler):
                 f"num_replicas={self.num_replicas}, rank={self.rank}, seed={self.seed}, "
                 f"shuffle={self.shuffle}, epoch_length={self.epoch_length})")  # fmt: skip
 
-    def _schedule(self, weights: object) -> list[tuple[int, list[Fraction]]]:
+    @property
+    def schedule(self) -> list[tuple[int, list[Fraction]]]:
+        """``[(step, weights)]``, each weight exact (a float: the decimal it prints as)."""
+        return [(s, [Fraction(n, d) for n, d in w]) for s, w in self._plan]
+
+    def _schedule(self, weights: object) -> list[tuple[int, list[tuple[int, int]]]]:
         items = list(weights) if isinstance(weights, Sequence) else weights
         if not (isinstance(items, list) and items and isinstance(items[0], (tuple, list))):
             return [(0, _weights("weights", weights, self.sizes))]
@@ -375,8 +476,8 @@ class MixtureSampler(DistributedSampler):
     def _place(self) -> None:
         """The pieces ``(first step, tree)`` from the grid's first step on, and each source's
         count at each piece's first step."""
-        g0 = max(g for g, (step, _) in enumerate(self.schedule) if step <= self._step0)
-        later = [(step, g) for g, (step, _) in enumerate(self.schedule) if step > self._step0]
+        g0 = max(g for g, (step, _) in enumerate(self._plan) if step <= self._step0)
+        later = [(step, g) for g, (step, _) in enumerate(self._plan) if step > self._step0]
         self._pieces = [(self._step0, g0), *later]
         self._bases = [np.array(self._read0, np.int64)]
         for (s, g), (s2, _) in pairwise(self._pieces):
@@ -385,15 +486,33 @@ class MixtureSampler(DistributedSampler):
 
     def _before_step(self, g: int, taus: Sequence[int]) -> np.ndarray:
         """``C(τ)``: each source's reads in tree ``g``'s first ``τ`` steps, ``(T, K)``:
-        ``Σ_{x<W} c((τ+x)·b) - c(x·b)``, from the counts of one grid of tree positions."""
-        W, b, K = self.num_replicas, self.batch_size, len(self.sizes)
-        x, tree = np.arange(W, dtype=np.int64), self._trees[g]
-        zero = _counts(tree, x * b, K).sum(0)  # (K,)
-        out, chunk = [np.zeros((0, K), np.int64)], max(1, (1 << 16) // W)
-        for c in range(0, len(taus), chunk):  # grids of at most 2**16 positions
-            grid = (np.array(taus[c : c + chunk], np.int64)[:, None] + x).ravel() * b
-            out.append(_counts(tree, grid, K).reshape(-1, W, K).sum(1) - zero)
-        return np.concatenate(out)
+        ``Σ_{x<W} c((τ+x)·b) - c(x·b)``. Steps less than ``W`` apart share their grid points: the
+        counts at ``[τ_first, τ_last + W)·b``, summed by a cumulative sum, once for them all."""
+        W, b, K, tree = self.num_replicas, self.batch_size, len(self.sizes), self._trees[g]
+        zero = _counts(tree, np.arange(W, dtype=np.int64) * b, K).sum(0)  # (K,)
+        taus = np.asarray(taus, np.int64).reshape(-1)
+        order = np.argsort(taus, kind="stable")
+        out, ts, most = np.empty((len(taus), K), np.int64), taus[order], max(W, 1 << 14)
+        first, tl = 0, ts.tolist()
+        while first < len(ts):  # a batch of runs of about ``most`` grid points at most
+            runs, points, i = [], 0, first  # runs: (first τ's index, last τ's index + 1)
+            while i < len(ts) and points + W <= most:
+                start = i  # a run: the next τ within W of the last, and within ``most``
+                while i + 1 < len(ts) and tl[i + 1] - tl[i] < W and tl[i + 1] - tl[start] < most:
+                    i += 1
+                runs.append((start, i + 1))
+                points, i = points + tl[i] - tl[start] + W, i + 1
+            lo = np.array([tl[a] for a, _ in runs], np.int64)  # (R,) each run's first step
+            size = np.array([tl[z - 1] - tl[a] + W for a, z in runs], np.int64)  # (R,) its points
+            at = np.concatenate([[0], np.cumsum(size)[:-1]])  # (R,) where its grid starts
+            grid = (np.repeat(lo - at, size) + np.arange(int(size.sum()))) * b  # (G,)
+            sums = np.zeros((len(grid) + 1, K), np.int64)
+            np.cumsum(_counts(tree, grid, K), 0, out=sums[1:])  # (G + 1, K)
+            run = np.repeat(np.arange(len(runs)), [z - a for a, z in runs])  # (T',) τ's run
+            x = at[run] + ts[first:i] - lo[run]  # (T',) τ's grid point
+            out[order[first:i]] = sums[x + W] - sums[x] - zero
+            first = i
+        return out
 
     def _locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(piece, τ: its step, u: its tree position)`` of global positions, each ``(P,)``."""
@@ -425,47 +544,56 @@ class MixtureSampler(DistributedSampler):
     def _key(self, k: int, pass_: int) -> int:
         return epoch_key(epoch_key(self.seed, k), pass_)
 
+    def _round_keys(self, k: int, pass_: int) -> tuple[int, ...]:
+        """The round keys of source ``k``'s pass ``pass_``, kept: each pass is asked again and
+        again (and more of them than the cipher's own cache holds)."""
+        keys = self._keys.get((k, pass_))
+        if keys is None:
+            keys = self._keys[k, pass_] = _round_keys(self._key(k, pass_))
+        return keys
+
     def _indices(self, ks: np.ndarray, js: np.ndarray) -> np.ndarray:
         """Indices into the ConcatDataset of sources ``ks``'s items ``js``, each ``(P,)``: every
         source and pass in one cipher call (:func:`index_shuffle`'s, a key per value)."""
-        sizes = np.array(self.sizes, np.int64)[ks]  # (P,)
-        passes, local = js // np.maximum(sizes, 1), js % np.maximum(sizes, 1)  # (P,) (P,)
+        sizes = self._sizes[ks]  # (P,)
+        passes, local = np.divmod(js, np.maximum(sizes, 1))  # (P,) (P,)
         if self.shuffle and len(ks):
             low, span = int(passes.min()), int(passes.max() - passes.min()) + 1  # a few passes
-            groups, which = np.unique(ks * span + passes - low, return_inverse=True)  # (P,)
-            keys, bits = [], []
-            for pair in groups.tolist():  # each (source, pass): its round keys and width
-                k, pass_ = pair // span, pair % span + low
-                keys.append(_round_keys(self._key(k, pass_)))
-                bits.append(max(_MIN_BITS, (self.sizes[k] - 1).bit_length()))
-            which = which.reshape(-1)
-            local = _cipher(local, np.array(keys, np.uint32).T[:, which], np.array(bits)[which],
-                            sizes)  # fmt: skip
-        return np.array(self.offsets, np.int64)[ks] + local
+            group = ks * span + passes - low  # (P,) each (source, pass)
+            present = np.flatnonzero(np.bincount(group, minlength=len(self.sizes) * span))
+            keys = np.zeros((_ROUNDS, len(self.sizes) * span), np.uint32)  # (8, G)
+            keys[:, present] = np.array(
+                [self._round_keys(g // span, g % span + low) for g in present.tolist()], np.uint32
+            ).T.reshape(_ROUNDS, -1)
+            local = _cipher(local, keys[:, group], self._bits[ks], sizes)
+        return self._offsets[ks] + local
 
     def _few(self, positions: list[int]) -> list[int]:
         """``_indices(*_sources(positions))`` of a few positions of one step, down one path
-        each: the first index at once."""
+        each, on Python ints: the first index at once."""
         out, W, b, B = [], self.num_replicas, self.batch_size, self.batch_size * self.num_replicas
         for n in positions:
             step, within = divmod(n - self._origin, B)
             step += self._step0
             p = bisect.bisect_right(self._firsts, step) - 1
             tau, tree = step - self._firsts[p], self._trees[self._pieces[p][1]]
-            u = tau * b + within
-            node, c = tree.root, u
-            while node >= len(self.sizes):  # down the tree, on Python ints
-                a_, b_ = int(tree.a[node]), int(tree.b[node])
-                left, is_left = _split(a_, b_, c)
-                node, c = (
-                    (int(tree.left[node]), left) if is_left else (int(tree.right[node]), c - left)
-                )
-            k, x = node, np.arange(W, dtype=np.int64) * b
-            before = int((_count(tree, k, x + tau * b) - _count(tree, k, x)).sum()) if tau else 0
-            j = int(self._bases[p][k]) + before + c - _count(tree, k, tau * b)
-            pass_, i = divmod(j, self.sizes[k])
-            if self.shuffle:
-                i = int(index_shuffle(i, self.sizes[k], self._key(k, pass_)))
+            (a, b_, left, right), node, c = tree.nodes, tree.root, tau * b + within
+            while node >= len(self.sizes):  # down the tree
+                n_left, is_left = _split(a[node], b_[node], c)
+                node, c = (left[node], n_left) if is_left else (right[node], c - n_left)
+            k = node
+            j = int(self._bases[p][k]) + c
+            if tau:  # C(τ) + c_k(u) - c_k(τb)
+                x = np.arange(W, dtype=np.int64) * b
+                j += int((_count(tree, k, x + tau * b) - _count(tree, k, x)).sum())
+                j -= _count(tree, k, tau * b)
+            size = self.sizes[k]
+            pass_, i = divmod(j, size)
+            if self.shuffle:  # index_shuffle's cipher and cycle walking, on one int
+                keys, bits = self._round_keys(k, pass_), max(_MIN_BITS, (size - 1).bit_length())
+                i = _feistel_int(i, keys, bits, False)
+                while i >= size:
+                    i = _feistel_int(i, keys, bits, False)
             out.append(self.offsets[k] + i)
         return out
 
@@ -644,7 +772,7 @@ class MixtureSampler(DistributedSampler):
     def __iter__(self) -> Iterator[int]:
         warn_split_again(self)  # accelerate's prepare(loader) would split this share again
         steps, skip = self._steps(self.epoch), self._skip  # read now: a later set_epoch waits
-        self._counter = CountingIterator(lambda: self._blocks(steps, skip))
+        self._counter = _Counting(self._blocks(steps, skip))
         return self._counter.ints
 
     # --- resume ---------------------------------------------------------------------------
@@ -657,7 +785,7 @@ class MixtureSampler(DistributedSampler):
         """The schedule's entries read before ``step`` (and at it, ``begun``): ``[step, shares]``,
         the shares of the integer weights in use, as exact fractions in text."""
         return [[s, [str(Fraction(u, sum(units))) for u in units]]
-                for (s, _), units in zip(self.schedule, self.units)
+                for (s, _), units in zip(self._plan, self.units)
                 if s < step or (begun and s == step)]  # fmt: skip
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
@@ -669,9 +797,7 @@ class MixtureSampler(DistributedSampler):
         StatefulDataLoader needs none)."""
         handed_out = 0 if self._counter is None else self._counter.yielded
         if consumed is not None:
-            handed_out = check_consumed(
-                consumed, handed_out, f"the latest iter() handed out {handed_out}"
-            )
+            handed_out = _consumed(consumed, handed_out, "samples")
         position, b = self._skip + handed_out, self.batch_size
         reached = self._step0 + self._steps(self.epoch).start + position // b
         return {"kind": type(self).__name__, "version": 3, **self._identity(), "epoch": self.epoch,
@@ -686,7 +812,7 @@ class MixtureSampler(DistributedSampler):
         state must be at a step boundary: the rest is read on this grid from that step."""
         fields = ("epoch", "num_replicas", "batch_size", "origin", "step", "read", "past",
                   "position", "before")  # fmt: skip
-        state = check_state(state, type(self).__name__, 3, self._identity(), required=fields)
+        state = _state(state, 3, self._identity(), fields)
         epoch, origin, step0 = (
             check_int("epoch", state["epoch"], low=0),
             check_int("origin", state["origin"], low=0),
@@ -796,7 +922,7 @@ class MixtureBatchSampler(Sampler[list[int]]):
         if consumed is None:
             return self.sampler.state_dict()
         n = len(self._sizes)
-        consumed = check_consumed(consumed, n, f"the latest iter() handed out {n}", "batches")
+        consumed = _consumed(consumed, n, "batches")
         return self.sampler.state_dict(sum(self._sizes[:consumed]))
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
