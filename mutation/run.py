@@ -66,7 +66,7 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "cipher": (["tests/test_cipher.py", "tests/test_errors_sweep.py"], False),
     "sharded": (["tests/test_sharded.py"], False),
     "token_budget": (["tests/test_token_budget.py"], False),
-    "mixture": (["tests/test_mixture.py"], False),
+    "mixture": (["tests/test_mixture.py", "tests/test_mixture_pinned.py"], False),
     "sharded_mixture": (["tests/test_sharded_mixture.py"], False),
     # the resume layer, and the resumable forms built on it
     "resume": ([RESUME], False),
