@@ -42,7 +42,7 @@ EXAMPLES = "docs/examples"
 # module -> (its tests, whether its multi-process tests run too). Adding a module is one line.
 MODULES: dict[str, tuple[list[str], bool]] = {
     "distributed": (["tests/test_distributed.py", RESUME], False),
-    "batch": (["tests/test_batch.py", RESUME], False),
+    "batch": (["tests/test_batch.py", "tests/test_validate.py", RESUME], False),
     "evaluation": (["tests/test_evaluation.py", RESUME], True),
     "windowed": (["tests/test_windowed.py", "tests/test_windowed_series.py", RESUME], False),
     "weighted": (["tests/test_weighted.py", RESUME], False),
