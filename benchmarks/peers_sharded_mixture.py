@@ -50,6 +50,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import socket
 import subprocess
 import sys
 import tempfile
@@ -321,14 +322,19 @@ def rank_job(name: str, out: str) -> None:
 def composition(name: str) -> dict[str, float | str]:
     """``bench_mixture``'s figures of ``name`` over W ranks, each a process, as torchrun runs."""
     if name.startswith("mosaic"):
+        _streaming()  # imported without its vision part (see benchmarks/peers.py)
         from streaming.base.util import clean_stale_shared_memory
 
         clean_stale_shared_memory()
+    with socket.socket() as free:  # a port for the peers that start torch.distributed (Mosaic)
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
     with tempfile.TemporaryDirectory() as tmp:
         procs = []
         for r in range(WORLD):
             env = {**os.environ, "RANK": str(r), "WORLD_SIZE": str(WORLD), "LOCAL_RANK": str(r),
-                   "LOCAL_WORLD_SIZE": str(WORLD), "MASTER_ADDR": "127.0.0.1"}  # fmt: skip
+                   "LOCAL_WORLD_SIZE": str(WORLD), "MASTER_ADDR": "127.0.0.1",
+                   "MASTER_PORT": str(port)}  # fmt: skip
             cmd = [sys.executable, "-m", "benchmarks.peers_sharded_mixture", "rank", name,
                    f"{tmp}/{r}.json"]  # fmt: skip
             procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE,
@@ -459,37 +465,51 @@ def table(rows: dict[str, dict]) -> str:
 
 
 def main() -> None:
-    repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    """``[REPEATS] [--only NAME,NAME] [--parts speed,composition,resume]``: ``--only`` and
+    ``--parts`` rerun those rows' figures into the last results, the others kept."""
+    args = sys.argv[1:]
+    opt = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i].startswith("--")}
+    repeats = int(args[0]) if args and not args[0].startswith("--") else 5
+    todo = opt.get("--only", ",".join(NAMES)).split(",")
+    parts = opt.get("--parts", "speed,composition,resume").split(",")
     write_all()  # every format written once, before any timing
     machine = f"{platform.machine()}, torch {torch.__version__}, {os.cpu_count()} cores"
     versions = ", ".join(f"{m} {_version(m)}" for m in ("streaming", "litdata", "datasets",
                                                         "torchdata"))  # fmt: skip
+    results = ROOT / "benchmarks" / "results"
     rows: dict[str, dict] = {name: {} for name in NAMES}
-    comparison = Comparison("speed", {n: f"peers_sharded_mixture:speed_{n}" for n in NAMES},
-                            "ours")  # fmt: skip
-    try:
-        timed = measure(comparison, repeats)
-    except RuntimeError:
-        timed = {}
-        for n in NAMES:  # one at a time: a peer that fails says why in its cells
-            one = Comparison("speed", {n: comparison.contenders[n]}, n)
-            try:
-                timed |= measure(one, repeats)
-            except RuntimeError as e:
-                timed[n] = {"error": _last_line(str(e))}
-    for name in NAMES:
-        t = timed[name]
-        for key in ("first_1e6_s", "first_1e8_s", "samples/s", "load_1m"):
+    if len(todo) < len(NAMES) or len(parts) < 3:  # a partial rerun: the last figures kept
+        last = json.loads((results / "peers_sharded_mixture.json").read_text())["figures"]
+        rows = {name: last[label] for name, label in NAMES.items()}
+    if "speed" in parts:
+        contenders = {n: f"peers_sharded_mixture:speed_{n}" for n in todo}
+        try:
+            timed = measure(Comparison("speed", contenders, todo[0]), repeats)
+        except RuntimeError:
+            timed = {}
+            for n in todo:  # one at a time: a peer that fails says why in its cells
+                one = Comparison("speed", {n: contenders[n]}, n)
+                try:
+                    timed |= measure(one, repeats)
+                except RuntimeError as e:
+                    timed[n] = {"error": _last_line(str(e))}
+    for name in todo:
+        for key in ("first_1e6_s", "first_1e8_s", "samples/s", "load_1m") * ("speed" in parts):
+            t = timed[name]
             if "error" in t:
                 rows[name][key] = f"fails: {t['error']}"
             elif key in t:
                 rows[name][key] = t[key]
             else:
                 rows[name][key] = "not run: its format needs the 1e8 samples written to disk"
-        comp = composition(name)
-        for key in ("prefix", "batch", "rank", "repeats", "positions"):
-            rows[name][key] = f"fails: {comp['error']}" if "error" in comp else spread([comp[key]])
-        rows[name]["resume"] = resume(name)
+        if "composition" in parts:
+            comp = composition(name)
+            for key in ("prefix", "batch", "rank", "repeats", "positions"):
+                rows[name][key] = (
+                    f"fails: {comp['error']}" if "error" in comp else spread([comp[key]])
+                )
+        if "resume" in parts:
+            rows[name]["resume"] = resume(name)
         print(name, rows[name], flush=True)
     header = (
         f"_Measured by `make bench-peers` on {machine} ({versions}); speed: median (min – max) "
@@ -503,7 +523,6 @@ def main() -> None:
     )
     text = header + "\n" + title + "\n" + table(rows)
     print(text, flush=True)
-    results = ROOT / "benchmarks" / "results"
     (results / "peers_sharded_mixture.md").write_text(text)
     summary = {"machine": machine, "peers": versions, "repeats": repeats,
                "figures": {NAMES[n]: f for n, f in rows.items()}}  # fmt: skip
