@@ -308,7 +308,7 @@ def rank_job(name: str, out: str) -> None:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if name == "litdata":  # LitData finds the ranks through torch.distributed only
         torch.distributed.init_process_group(
-            "gloo", init_method=f"file://{out}.store", rank=rank, world_size=world
+            "gloo", init_method=f"file://{Path(out).parent}/store", rank=rank, world_size=world
         )
     dl, _ = loader(name, "small", rank, world)
     got = []
