@@ -89,6 +89,7 @@ $(PEERS_VENV)/.installed: pyproject.toml $(VENV)/.installed
 bench-peers: $(PEERS_VENV)/.installed ## LitData, MosaicML streaming, WebDataset, HF datasets vs ours, checked, in .venv-peers
 	$(PEERS_VENV)/bin/python -m benchmarks.peers $(PEERS_REPEATS)
 	$(PEERS_VENV)/bin/python -m benchmarks.peers_sharded $(PEERS_REPEATS)
+	$(PEERS_VENV)/bin/python -m benchmarks.peers_sharded_mixture $(PEERS_REPEATS)
 
 $(VENV)/.mutate-installed: $(VENV)/.installed
 	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e '.[mutate]'
