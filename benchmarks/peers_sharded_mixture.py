@@ -352,11 +352,12 @@ def composition(name: str) -> dict[str, float | str]:
         if errors:
             return {"error": _last_line(errors[0])}
         per_rank = [json.loads(Path(f"{tmp}/{r}.json").read_text()) for r in range(WORLD)]
-    steps = min(len(b) for b in per_rank)
-    full = [b[:steps] for b in per_rank if all(len(x) == MICRO for x in b[:steps])]
-    if len(full) < WORLD:
-        return {"error": "batches shorter than the micro-batch"}
-    reads = np.array(full, dtype=np.int64)  # (W, steps, b, 2)
+    # the steps every rank read whole: up to the first short batch of any rank (LitData ends
+    # its epoch with one, when its smallest source runs out)
+    steps = min(next((s for s, x in enumerate(b) if len(x) != MICRO), len(b)) for b in per_rank)
+    if steps == 0:
+        return {"error": "no step with a whole micro-batch on every rank"}
+    reads = np.array([b[:steps] for b in per_rank], dtype=np.int64)  # (W, steps, b, 2)
     flat = reads.transpose(1, 0, 2, 3).reshape(-1, 2)
     figures = quality(flat[:, 0], flat[:, 1], SMALL[0], WEIGHTS)
     return {**figures, "positions": float(len(flat))}
