@@ -17,8 +17,8 @@ Every sample of the small datasets is its own index, so what a loop yields is wh
 
 A new row needs nothing else: the single-process loops (``tests/test_loops.py``) and the
 framework launches (``tests/test_loops_frameworks.py``) run every entry, first as the user
-writes it, with the framework's defaults, and :func:`judge` compares each rank's whole read
-with its whole plan. The matrix's results are one run's, whole (:func:`results`).
+writes it, with the framework's defaults, and ``judge()`` compares each rank's whole read
+with its whole plan. The matrix's results are one run's, whole (``results()``).
 """
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ for the parent to compare with the plan and to write the page's notes from.
 Every run also records the warnings the package raised while it ran (``FrameworkWarning``: a
 framework about to train a rank on another plan), each as its first line, for the parent to
 tell a loud default from a silent one. The framework loops read in the main process (no
-DataLoader workers), so every warning of the run is raised where :func:`heard` records it.
+DataLoader workers), so every warning of the run is raised where ``heard()`` records it.
 
 A split whose ranks read unequal counts (``Entry.even`` false) hangs a step's all-reduce
-without DDP's ``join()``: :func:`unjoined_train` runs it so, its gradients on a group with a
+without DDP's ``join()``: ``unjoined_train()`` runs it so, its gradients on a group with a
 short timeout, and shows the hang within seconds.
 """
 
@@ -240,7 +240,7 @@ def accelerate_train(accelerator: Any, entry: Entry, prepare_loader: bool) -> di
 
 
 def _accelerate_epochs(accelerator, entry, subject, model, optimizer, prepare_loader):
-    """The two epochs of :func:`accelerate_train`: what each read, or the error."""
+    """The two epochs of ``accelerate_train()``: what each read, or the error."""
     try:
         loader = user_loader(subject)
         if prepare_loader:
@@ -309,7 +309,7 @@ def ddp_train(entry: Entry, join: bool) -> dict[str, Any]:
 
 
 def _ddp_epochs(entry, subject, loader, model, optimizer, join):
-    """The two epochs of :func:`ddp_train`: the batches each read."""
+    """The two epochs of ``ddp_train()``: the batches each read."""
     epochs = []
     for epoch in range(EPOCHS):
         subject.set_epoch(epoch)
@@ -330,8 +330,8 @@ def _ddp_epochs(entry, subject, loader, model, optimizer, join):
 
 
 def ddp_rank(names: list[str]) -> dict[str, dict[str, Any]]:
-    """On each rank of a torchrun world of 2: every entry trained by :func:`ddp_train`; an
-    uneven split by :func:`unjoined_train` (its hang), then with ``join()``."""
+    """On each rank of a torchrun world of 2: every entry trained by ``ddp_train()``; an
+    uneven split by ``unjoined_train()`` (its hang), then with ``join()``."""
     out = {}
     for name in names:
         entry = BY_NAME[name]
