@@ -170,7 +170,20 @@ class FrameworkWarning(UserWarning):
     r"""A framework's default is about to train this rank on another plan than its own, without
     a word of its own: accelerate's ``prepare(loader)`` splitting a rank's share again, a loop
     (Lightning's) that never calls a dataset's ``set_epoch``. The words name the fix; to stop
-    instead, ``warnings.filterwarnings("error", category=FrameworkWarning)``."""
+    instead, ``warnings.filterwarnings("error", category=FrameworkWarning)``.
+
+    Examples:
+        >>> import warnings
+        >>> from distsampling import DistributedSampler, SequentialWindowedDataset
+        >>> dataset = SequentialWindowedDataset(26, 3, seed=4)
+        >>> sampler = DistributedSampler(dataset, num_replicas=2, rank=0, seed=5)
+        >>> sampler.set_epoch(1)  # the sampler's epoch only, as Lightning's loop sets it
+        >>> with warnings.catch_warnings(record=True) as heard:
+        ...     warnings.simplefilter("always", FrameworkWarning)
+        ...     first = next(iter(sampler))
+        >>> str(heard[0].message).split(":")[0]
+        'SequentialWindowedDataset is at epoch 0 while its sampler, DistributedSampler, is at epoch 1'
+    """
 
 
 #: accelerate's wrappers of a prepared loader, and what each does to the share it consumes
