@@ -7,10 +7,11 @@ StatefulDataLoader check the claims that need them.
 
 from __future__ import annotations
 
+import re
 import sys
 from bisect import bisect_right
 from collections import Counter
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from pathlib import Path
 
 import pytest
@@ -325,21 +326,25 @@ def test_a_read_yielding_fewer_samples_than_its_size_names_the_source_and_the_sh
         list(ds)
 
 
-def test_until_exhausted_ends_the_epoch_on_every_rank_at_the_same_step_before_its_next_pass():
+@pytest.mark.parametrize("weights", [[1, 3, 2], [1, 150, 100]])
+def test_until_exhausted_ends_the_epoch_on_every_rank_at_the_same_step_before_its_next_pass(
+    weights,
+):
     """Invariant: with until_exhausted=k every rank reads the same steps; epoch e reads only
-    source k's items of passes <= e, and the step after it would read pass e + 1's first."""
+    source k's items of passes <= e, and the step after it would read pass e + 1's first (k
+    common, or so light that its items lie hundreds of positions apart)."""
     world, b = 3, 2
-    datasets = [make(SHARDS, [1, 3, 2], b, world, r, until_exhausted=0, with_source=True)
+    datasets = [make(SHARDS, weights, b, world, r, until_exhausted=0, with_source=True)
                 for r in range(world)]  # fmt: skip
     totals = [sum(s) for s in SHARDS]
-    sampler = MixtureSampler(totals, [1, 3, 2], b, world, 0)
+    sampler = MixtureSampler(totals, weights, b, world, 0)
     for e in range(3):
         lens = set()
         for ds in datasets:
             ds.set_epoch(e)
             lens.add(len(rank_batches(ds, 2)))
         assert len(lens) == 1 and len(datasets[0]) == lens.pop() * b
-        fresh = make(SHARDS, [1, 3, 2], b, world, 0, until_exhausted=0)
+        fresh = make(SHARDS, weights, b, world, 0, until_exhausted=0)
         fresh.set_epoch(e)
         first, stop = _epoch_steps(fresh)
         B = b * world
@@ -347,6 +352,35 @@ def test_until_exhausted_ends_the_epoch_on_every_rank_at_the_same_step_before_it
         assert (js[ks == 0] < (e + 1) * totals[0]).all()
         ks, js = sampler.sources(range(stop * B, (stop + 1) * B))
         assert (js[ks == 0] == (e + 1) * totals[0]).any()
+
+
+def test_until_exhausted_ends_every_new_rank_at_one_step_after_an_elastic_resume_in_epoch_1():
+    """Invariant: resumed elastically inside epoch 1 (2 ranks x 2 workers, micro-batch 2 -> 3
+    ranks x 1 worker, micro-batch 3), until_exhausted=k ends epoch 1 on every new rank at the
+    same step, as len() says; over epochs 0 and 1, source k is read at most two passes' worth,
+    and the global step after the end would read past them."""
+    weights, T0 = [1, 3, 2], sum(SHARDS[0])
+    old = [make(SHARDS, weights, 2, 2, r, until_exhausted=0, with_source=True) for r in range(2)]
+    reads = sum(k == 0 for ds in old for batch in rank_batches(ds, 2) for k, _ in batch)
+    for ds in old:
+        ds.set_epoch(1)
+    steps = len(rank_batches(old[0], 2)) // 2
+    assert steps >= 1
+    reads += sum(k == 0 for ds in old for batch in rank_batches(ds, 2)[:steps] for k, _ in batch)
+    states = _states_at(old[0], 2, steps)
+    new = [make(SHARDS, weights, 3, 3, r, until_exhausted=0, with_source=True) for r in range(3)]
+    lengths = set()
+    for ds in new:
+        ds.set_epoch(1)
+        ds.load_state_dict(states)
+        lengths.add(len(ds))
+    got = [rank_batches(ds, 1) for ds in new]
+    assert len({len(g) for g in got}) == 1
+    assert {len(ds) for ds in new} == lengths and len(lengths) == 1
+    reads += sum(k == 0 for g in got for batch in g for k, _ in batch)
+    stop = new[0].state_dict()["step"]
+    following = sum(k == 0 for rank in new[0].batch_at(stop) for k, _, _ in rank)
+    assert reads <= 2 * T0 < reads + following
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -551,3 +585,129 @@ def test_a_read_returning_no_samples_and_a_size_past_int64_are_named():
         list(ds)
     with pytest.raises(ValueError, match=r"sources\[0\] sizes\[0\] should be < 2\*\*63"):
         ShardedMixtureDataset([(["a"], [2**70], forgot)], [1], 2, num_replicas=1, rank=0)
+
+
+def _named(shards, sizes=(3, 2), key=None):
+    """Source 0's shards as given (their names), source 1 one shard ``"x0"``: a dataset."""
+    sizes = list(sizes)
+    read = lambda shard: iter(range(sizes[shards.index(shard)]))  # noqa: E731
+    return ShardedMixtureDataset([(shards, sizes, read), (["x0"], [4], lambda s: iter(range(4)))],
+                                 [1, 1], 2, num_replicas=1, rank=0, key=key)  # fmt: skip
+
+
+def _saved(ds, samples=3):
+    it = iter(ds)
+    return [next(it) for _ in range(samples)], ds.state_dict()
+
+
+def test_a_state_names_shards_by_their_path_text_so_path_and_str_resume_alike():
+    """Invariant: a shard's name in a state is its path as text: a state saved with ``str``
+    paths, loaded where the same shards are ``Path`` objects (or NumPy ids where they were ints),
+    resumes exactly the rest of the uninterrupted run."""
+    whole = list(_named(["d/s0", "d/s1"]))
+    head, state = _saved(_named(["d/s0", "d/s1"]))
+    again = _named([Path("d/s0"), Path("d/s1")])
+    again.load_state_dict(state)
+    assert head + list(again) == whole
+    import numpy as np
+
+    _, state = _saved(_named([0, 1]))
+    _named(list(np.arange(2))).load_state_dict(state)  # np.int64(0) names the shard 0
+
+
+class _Shard:
+    """A shard object printed with its address (``object.__repr__``): new in every process."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
+def test_shards_whose_repr_holds_an_address_are_refused_at_once_and_key_names_them():
+    """Invariant: shards whose repr is not the same in every process are refused when the
+    dataset is built, naming the source, the shard and ``key=``; with ``key=`` (one for every
+    source, or one or None per source) new objects of the same names resume exactly."""
+    with pytest.raises(ValueError, match=r"^sources\[0\] shards\[0\] should have a repr that is "
+                       r"the same in every process .* but got <.*_Shard object at 0x.* pass key="):  # fmt: skip
+        _named([_Shard("s0"), _Shard("s1")])
+    shards = [_Shard("s0"), _Shard("s1")]
+    whole = list(_named(shards, key=[lambda s: s.path, None]))
+    head, state = _saved(_named(shards, key=[lambda s: s.path, None]))
+    again = _named([_Shard("s0"), _Shard("s1")], key=[lambda s: s.path, None])
+    again.load_state_dict(state)
+    assert head + list(again) == whole
+    with pytest.raises(TypeError, match=r"^key\(shard\) should return a str, but got "
+                       r"key\(sources\[0\] shards\[0\]\)=0 of type int$"):  # fmt: skip
+        _named(["a", "b"], key=lambda s: 0)
+    for key in ("path", [None]):
+        with pytest.raises(TypeError, match=rf"^key should be a callable, key\(shard\) -> str, "
+                           rf"or one \(or None\) per source, but got key={re.escape(repr(key))} for 2 sources$"):  # fmt: skip
+            _named(["a", "b"], key=key)
+
+
+def test_two_shards_of_one_name_are_two_shards_a_shard_is_its_place_in_the_list():
+    """Invariant: names only check that a resumed list is the saved one; a shard is its index,
+    so two shards of equal name are both read, whole, and the state resumes exactly."""
+    read = lambda shard, start=0: iter(range(start, 3))  # noqa: E731 (both named "a")
+
+    def ds():
+        return ShardedMixtureDataset([(["a", "a"], [3, 3], read), (["b"], [3], read)],
+                                     [3, 1], 2, num_replicas=1, rank=0, seekable=True,
+                                     shuffle=False, with_source=True)  # fmt: skip
+
+    whole = list(ds())
+    assert [x for k, x in whole if k == 0][:6] == [0, 1, 2, 0, 1, 2]
+    head, state = _saved(ds(), 5)
+    again = ds()
+    again.load_state_dict(state)
+    assert head + list(again) == whole
+
+
+@pytest.mark.parametrize(
+    ("shards", "sizes", "message"),
+    [
+        (["d/s1", "d/s0"], (3, 2), r"sources\[0\] lists the same shards as when saved, in another order: list them in one order in every run \(e\.g\. sorted\(glob\(\.\.\.\)\)"),
+        (["e/s0", "e/s1"], (3, 2), r"sources\[0\] shards are not the ones saved \(shards\[0\] was 'd/s0' when saved, but is 'e/s0' now\): if they are the same shards, name them alike in every run with key="),
+        (["d/s0", "e/s1"], (3, 2), r"sources\[0\] shards are not the ones saved: if they are"),
+        (["d/s0", "d/s1", "d/s2"], (3, 2, 1), r"sources\[0\] had 2 shards when saved, but has 3 now"),
+        (["d/s0", "d/s1"], (2, 3), r"sources\[0\] sizes are not the ones saved, for the same shards"),
+    ],
+)  # fmt: skip
+def test_a_state_of_other_shards_is_refused_naming_the_source_and_what_differs(
+    shards, sizes, message
+):
+    """Invariant: a state loaded where a source's shards are another list (reordered, renamed,
+    one more) or of other sizes is refused, naming the source and what differs, never read."""
+    _, state = _saved(_named(["d/s0", "d/s1"]))
+    for load in (lambda ds: ds.load_state_dict(state), lambda ds: ds.load_state_dict([state])):
+        with pytest.raises(ValueError, match=rf"^state does not match this dataset: {message}"):
+            load(_named(shards, sizes))
+    one = ShardedMixtureDataset([(["d/s0"], [5], lambda s: iter(range(5)))], [1], 2,
+                                num_replicas=1, rank=0)  # fmt: skip
+    with pytest.raises(ValueError, match=r"sources held 2 sources when saved, but 1 now$"):
+        one.load_state_dict(state)
+
+
+@st.composite
+def leftover_pieces(draw: st.DrawFn) -> list[list[int]]:
+    """``[pass, a, b]`` pieces as an elastic resume gathers them: disjoint within a pass
+    (touching ones and empty ones included), of 1 to 3 passes, in any order."""
+    pieces = []
+    for p in range(draw(st.integers(1, 3))):
+        cuts = sorted(draw(st.sets(st.integers(0, 12), max_size=6)))
+        pieces += [[p, a, b] for a, b in pairwise(cuts) if draw(st.booleans())]
+        pieces += [[p, c, c] for c in draw(st.lists(st.integers(0, 12), max_size=2))]
+    return draw(st.permutations(pieces))
+
+
+@given(leftover_pieces())
+def test_leftovers_merge_into_the_same_samples_sorted_non_empty_and_joined(pieces):
+    """Invariant: the state's leftovers (``_merge``) hold exactly the ``(pass, offset)`` pairs of
+    their pieces, as sorted non-empty intervals, two of one pass never touching: as few as the
+    samples allow (the state's ``O(K x old readers)``)."""
+    from distsampling.sharded_mixture import _merge
+
+    merged = _merge([list(p) for p in pieces])
+    expected = Counter((p, o) for p, a, b in pieces for o in range(a, b))
+    assert Counter((p, o) for p, a, b in merged for o in range(a, b)) == expected
+    assert all(a < b for _, a, b in merged) and merged == sorted(merged)
+    assert all(not (p == q and b == c) for (p, _, b), (q, c, _) in pairwise(merged))

@@ -85,6 +85,70 @@ def _digest(value: object) -> str:
     return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
 
 
+def _names(k: int, shards: list[Any], key: Callable[[Any], str] | None) -> list[Any]:
+    """What names ``sources[k]``'s shards in a state: ``key(shard)``; else a path as its text
+    (``Path("a")`` and ``"a"`` alike), a NumPy integer as an ``int``, anything else itself (its
+    ``repr``), refused where that ``repr`` holds an address (new in every process)."""
+    if key is not None:
+        names = [key(shard) for shard in shards]
+        for i, name in enumerate(names):
+            if not isinstance(name, str):
+                raise TypeError(
+                    f"key(shard) should return a str, but got key(sources[{k}] shards[{i}])="
+                    f"{name!r} of type {type(name).__name__}"
+                )
+        return names
+    names = [s if type(s) in (str, int) else os.fspath(s) if isinstance(s, os.PathLike)
+             else s.item() if isinstance(s, np.generic) else s for s in shards]  # fmt: skip
+    if " at 0x" in repr(names):  # object.__repr__ somewhere: find the shard, name it
+        for i, name in enumerate(names):
+            if not isinstance(name, str) and " at 0x" in repr(name):
+                raise ValueError(
+                    f"sources[{k}] shards[{i}] should have a repr that is the same in every "
+                    f"process (a saved state names the shards by it), but got {name!r}: pass "
+                    "key=, a function that names a shard (key=lambda shard: shard.path), or "
+                    "stable names (paths, URLs, ids)"
+                )
+    return names
+
+
+def _fingerprint(names: list[Any], sizes: list[int]) -> dict[str, Any]:
+    """A source in a state, ``O(1)``: its shard count, its names in order and as a set, its sizes,
+    and its first shard's name (shown where the names differ)."""
+    return {"shards": len(names), "names": _digest(names),
+            "set": _digest(sorted(map(repr, names))), "sizes": _digest(sizes),
+            "first": repr(names[0])[:200] if names else None}  # fmt: skip
+
+
+def _mismatch(saved: object, now: list[dict[str, Any]]) -> str | None:
+    """Why the sources of a saved state are not these (``None`` if they are), in words."""
+    if not isinstance(saved, list) or len(saved) != len(now):
+        n = len(saved) if isinstance(saved, list) else saved
+        return f"sources held {n!r} sources when saved, but {len(now)} now"
+    for k, (was, fp) in enumerate(zip(saved, now, strict=True)):
+        if was == fp:
+            continue
+        if not isinstance(was, dict) or was.keys() != fp.keys():
+            return f"sources[{k}] was {was!r} when saved"
+        if was["shards"] != fp["shards"]:
+            return f"sources[{k}] had {was['shards']} shards when saved, but has {fp['shards']} now"
+        if was["names"] != fp["names"] and was["set"] == fp["set"]:
+            return (
+                f"sources[{k}] lists the same shards as when saved, in another order: list them "
+                "in one order in every run (e.g. sorted(glob(...)), not a directory's order)"
+            )
+        if was["names"] != fp["names"]:
+            first = (f" (shards[0] was {was['first']} when saved, but is {fp['first']} now)"
+                     if was["first"] != fp["first"] else "")  # fmt: skip
+            return (
+                f"sources[{k}] shards are not the ones saved{first}: if they are the same "
+                "shards, name them alike in every run with key=, e.g. key=lambda shard: "
+                "os.path.basename(shard)"
+            )
+        return f"sources[{k}] sizes are not the ones saved, for the same shards"
+    return None
+
+
 def _source(k: int, source: object) -> tuple[list[Any], list[int], Callable[..., Iterable[Any]]]:
     """``sources[k]`` checked: a ``(shards, sizes, read)`` triple, one size >= 0 per shard."""
     if not isinstance(source, (tuple, list)) or len(source) != 3:
@@ -160,6 +224,12 @@ class ShardedMixtureDataset(IterableDataset):
             steps ``s ≡ w``). Given, a loader with 0 workers reads exactly what one with
             ``num_workers`` does (the main process reads for every reader) and another count is
             refused; ``None``: the first ``iter()`` sets it, and it must stay.
+        key: ``key(shard)``, a text that names a shard the same way in every run (or a list,
+            one ``key`` or ``None`` per source). A state
+            names each source's shards (a digest of their names in order, ``O(1)`` a source),
+            and a resume checks them; by default a shard's name is its path as text (a
+            ``Path`` and its ``str`` alike), else its ``repr``, refused where that holds an
+            address. A shard is its place in the list: equal names are allowed.
 
     Examples:
         >>> a = ([0, 1], [2, 2], lambda shard: iter(range(10 * shard, 10 * shard + 2)))
@@ -187,6 +257,7 @@ class ShardedMixtureDataset(IterableDataset):
         until_exhausted: int | None = None,
         with_source: bool = False,
         num_workers: int | None = None,
+        key: Callable[[Any], str] | Sequence[Callable[[Any], str] | None] | None = None,
     ) -> None:
         if isinstance(sources, (str, bytes)) or not isinstance(sources, Sequence) or not sources:
             raise TypeError(
@@ -194,6 +265,14 @@ class ShardedMixtureDataset(IterableDataset):
                 f"sources={sources!r}"
             )
         self.sources = [_source(k, s) for k, s in enumerate(sources)]
+        keys = key if isinstance(key, (list, tuple)) else [key] * len(self.sources)
+        if len(keys) != len(self.sources) or not all(f is None or callable(f) for f in keys):
+            raise TypeError(
+                f"key should be a callable, key(shard) -> str, or one (or None) per source, but "
+                f"got key={key!r} for {len(self.sources)} sources"
+            )
+        fingerprints = [_fingerprint(_names(k, shards, f), sizes)
+                        for k, ((shards, sizes, _), f) in enumerate(zip(self.sources, keys))]  # fmt: skip
         self.totals = [sum(sizes) for _, sizes, _ in self.sources]  # T_k: samples of a pass
         for g, (_, ws) in enumerate(_entries(weights)):
             ws = ws.tolist() if hasattr(ws, "tolist") else ws
@@ -227,9 +306,7 @@ class ShardedMixtureDataset(IterableDataset):
                     f"{last[until_exhausted]!r}: it would never run out"
                 )
         self.until_exhausted = until_exhausted
-        self._identity = {"sources": _digest([s[0] for s in self.sources]),
-                          "sizes": _digest([s[1] for s in self.sources]), "seed": seed,
-                          "shuffle": shuffle}  # fmt: skip
+        self._identity = {"sources": fingerprints, "seed": seed, "shuffle": shuffle}
         # the epoch in shared memory (persistent workers see every set_epoch), and as set here
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
         self._set, self._local, self._pid = 0, None, os.getpid()
@@ -629,7 +706,8 @@ class ShardedMixtureDataset(IterableDataset):
         step, slot = p["step"], p["slot"]
         if slot == b:  # a whole step: the next one this worker reads
             step, slot = step + (1 if len(p["readers"]) == self._readers() else self._readers()), 0
-        return {"kind": type(self).__name__, "version": 1, **self._identity, "epoch": self.epoch,
+        return {"kind": type(self).__name__, "version": 2, **self._identity,
+                "sources": [dict(f) for f in self._identity["sources"]], "epoch": self.epoch,
                 "rank": self.rank,
                 "generation": {**g, "lead": [[list(x) for x in lead] for lead in g["lead"]],
                                "first": list(g["first"])},
@@ -640,15 +718,19 @@ class ShardedMixtureDataset(IterableDataset):
         keys = ("kind", "version", *self._identity, "epoch", "rank", "generation", "worker",
                 "num_workers", "readers", "step", "slot", "counts")  # fmt: skip
         if not isinstance(state, dict) or any(k not in state for k in keys) or (
-            state["kind"], state["version"]) != (type(self).__name__, 1):  # fmt: skip
+            state["kind"], state["version"]) != (type(self).__name__, 2):  # fmt: skip
             raise ValueError(
                 f"state should be a {type(self).__name__} state_dict(), but got {state!r}"
             )
-        for key, now in {**self._identity, "epoch": self.epoch}.items():
-            if state[key] != now:
-                hint = f": call set_epoch({state[key]}) first" if key == "epoch" else ""
+        why = _mismatch(state["sources"], self._identity["sources"])
+        if why is not None:
+            raise ValueError(f"state does not match this dataset: {why}")
+        for name in ("seed", "shuffle", "epoch"):
+            now = self.epoch if name == "epoch" else self._identity[name]
+            if state[name] != now:
+                hint = f": call set_epoch({state[name]}) first" if name == "epoch" else ""
                 raise ValueError(
-                    f"state does not match this dataset: {key} was {state[key]!r} when saved, "
+                    f"state does not match this dataset: {name} was {state[name]!r} when saved, "
                     f"but is {now!r} now{hint}"
                 )
         return state
