@@ -711,3 +711,27 @@ def test_leftovers_merge_into_the_same_samples_sorted_non_empty_and_joined(piece
     assert Counter((p, o) for p, a, b in merged for o in range(a, b)) == expected
     assert all(a < b for _, a, b in merged) and merged == sorted(merged)
     assert all(not (p == q and b == c) for (p, _, b), (q, c, _) in pairwise(merged))
+
+
+@given(seeds, st.integers(1, 7), st.integers(1, 3))
+def test_with_shuffle_pass_p_of_source_k_reads_its_shards_in_the_order_keyed_by_seed_k_and_p(
+    seed, n, passes
+):
+    """Invariant: with shuffle, pass ``P`` of source ``k`` reads its shards in the order
+    ``torch.randperm(n)`` draws from a generator seeded with the first 15 hex digits of
+    ``sha256(f"{seed}/{k}/{P}")``: the same in every process and on every rank, a new one each
+    pass (one reader reads a pass whole, so its shards come out in that order)."""
+    import hashlib
+
+    import torch
+
+    ds = make([[2], [1] * n], [1, 1], 1, seed=seed)
+    got, e = [], 0
+    while len(got) < passes * n:
+        ds.set_epoch(e)
+        got += [x[1] for x in ds if x[0] == 1]
+        e += 1
+    for p in range(passes):
+        key = int(hashlib.sha256(f"{seed}/1/{p}".encode()).hexdigest()[:15], 16)
+        order = torch.randperm(n, generator=torch.Generator().manual_seed(key)).tolist()
+        assert got[p * n : (p + 1) * n] == order

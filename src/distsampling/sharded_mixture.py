@@ -85,10 +85,15 @@ def _digest(value: object) -> str:
     return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
 
 
-def _names(k: int, shards: list[Any], key: Callable[[Any], str] | None) -> list[Any]:
-    """What names ``sources[k]``'s shards in a state: ``key(shard)``; else a path as its text
-    (``Path("a")`` and ``"a"`` alike), a NumPy integer as an ``int``, anything else itself (its
-    ``repr``), refused where that ``repr`` holds an address (new in every process)."""
+def _fingerprint(
+    k: int, shards: list[Any], sizes: list[int], key: Callable[[Any], str] | None
+) -> dict[str, Any]:
+    """``sources[k]`` in a state, ``O(1)``: its shard count, its shards' names in order and as a
+    set, its sizes (digests), and its first shard's name (shown where the names differ).
+
+    A shard's name is ``key(shard)``; else its path as text (``Path("a")`` and ``"a"`` alike), a
+    NumPy integer as an ``int``, anything else itself (its ``repr``), refused where that
+    ``repr`` holds an address (new in every process)."""
     if key is not None:
         names = [key(shard) for shard in shards]
         for i, name in enumerate(names):
@@ -97,10 +102,13 @@ def _names(k: int, shards: list[Any], key: Callable[[Any], str] | None) -> list[
                     f"key(shard) should return a str, but got key(sources[{k}] shards[{i}])="
                     f"{name!r} of type {type(name).__name__}"
                 )
-        return names
-    names = [s if type(s) in (str, int) else os.fspath(s) if isinstance(s, os.PathLike)
-             else s.item() if isinstance(s, np.generic) else s for s in shards]  # fmt: skip
-    if " at 0x" in repr(names):  # object.__repr__ somewhere: find the shard, name it
+    elif not set(map(type, shards)) <= {str, int}:  # texts and ints name themselves
+        names = [os.fspath(s) if isinstance(s, os.PathLike) else s.item()
+                 if isinstance(s, np.generic) else s for s in shards]  # fmt: skip
+    else:
+        names = shards
+    text = repr(names)
+    if key is None and " at 0x" in text:  # object.__repr__ somewhere: find the shard, name it
         for i, name in enumerate(names):
             if not isinstance(name, str) and " at 0x" in repr(name):
                 raise ValueError(
@@ -109,14 +117,13 @@ def _names(k: int, shards: list[Any], key: Callable[[Any], str] | None) -> list[
                     "key=, a function that names a shard (key=lambda shard: shard.path), or "
                     "stable names (paths, URLs, ids)"
                 )
-    return names
-
-
-def _fingerprint(names: list[Any], sizes: list[int]) -> dict[str, Any]:
-    """A source in a state, ``O(1)``: its shard count, its names in order and as a set, its sizes,
-    and its first shard's name (shown where the names differ)."""
-    return {"shards": len(names), "names": _digest(names),
-            "set": _digest(sorted(map(repr, names))), "sizes": _digest(sizes),
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    try:
+        ordered = sorted(names)
+    except TypeError:  # names that do not compare (mixed types): by their text
+        ordered = sorted(map(repr, names))
+    return {"shards": len(names), "names": digest,
+            "set": digest if ordered == names else _digest(ordered), "sizes": _digest(sizes),
             "first": repr(names[0])[:200] if names else None}  # fmt: skip
 
 
@@ -271,7 +278,7 @@ class ShardedMixtureDataset(IterableDataset):
                 f"key should be a callable, key(shard) -> str, or one (or None) per source, but "
                 f"got key={key!r} for {len(self.sources)} sources"
             )
-        fingerprints = [_fingerprint(_names(k, shards, f), sizes)
+        fingerprints = [_fingerprint(k, shards, sizes, f)
                         for k, ((shards, sizes, _), f) in enumerate(zip(self.sources, keys))]  # fmt: skip
         self.totals = [sum(sizes) for _, sizes, _ in self.sources]  # T_k: samples of a pass
         for g, (_, ws) in enumerate(_entries(weights)):
@@ -491,39 +498,38 @@ class ShardedMixtureDataset(IterableDataset):
 
     # --- reading ----------------------------------------------------------------------------
 
-    def _sample(self, opened: list[Any], k: int, pass_: int, shard: int, offset: int) -> Any:
-        """Sample ``offset`` of ``shard`` (source ``k``): the open shard read on, else opened."""
-        shards, sizes, read = self.sources[k]
+    def _sample(self, opened: list[Any], k: int, pass_: int, o: int) -> Any:
+        """Sample ``o`` of pass ``pass_`` of source ``k``: the open shard read on, else opened.
+
+        ``opened[k]``: ``[pass, next offset, end offset, samples, shard index, first offset]``
+        (offsets in the pass): the next draw of a run is its ``next()``, with no search."""
         st = opened[k]
-        if (
-            st is None
-            or st[0] != (pass_, shard)
-            or st[2] > offset
-            or (self.seekable and st[2] < offset)
-        ):
+        if st is None or st[0] != pass_ or not st[1] <= o < st[2] or (self.seekable and st[1] < o):
+            shards, sizes, read = self.sources[k]
+            shard, offset = self._where(k, pass_, o)
             args = (shards[shard], offset) if self.seekable else (shards[shard],)
             samples = read(*args)
             try:
-                st = opened[k] = [
-                    (pass_, shard),
-                    iter(samples),
-                    args[-1] if self.seekable else 0,
-                ]
+                it = iter(samples)
             except TypeError:
                 raise TypeError(
                     f"sources[{k}] read should return an iterable of the shard's samples, but got "
                     f"read({', '.join(map(repr, args))})={samples!r} for shard {shards[shard]!r} "
                     f"(shards[{shard}])"
                 ) from None
-        it = st[1]
-        deque(islice(it, offset - st[2]), maxlen=0)  # front to back: the head before it, dropped
+            first = o - offset  # where the shard begins in the pass
+            st = opened[k] = [pass_, o if self.seekable else first, first + sizes[shard], it,
+                              shard, first]  # fmt: skip
+        it = st[3]
+        if o > st[1]:  # front to back: the head before it, drawn and dropped
+            deque(islice(it, o - st[1]), maxlen=0)
         x = next(it, _END)
         if x is _END:
-            self._wrong(k, shard, f"ended before its sample {offset}")
-        st[2] = offset + 1
-        if st[2] == sizes[shard]:  # its end: check that it ends there
+            self._wrong(k, st[4], f"ended before its sample {o - st[5]}")
+        st[1] = o + 1
+        if st[1] == st[2]:  # its end: check that it ends there
             if next(it, _END) is not _END:
-                self._wrong(k, shard, f"yielded more than {sizes[shard]} samples")
+                self._wrong(k, st[4], f"yielded more than {st[2] - st[5]} samples")
             opened[k] = None
         return x
 
@@ -616,7 +622,7 @@ class ShardedMixtureDataset(IterableDataset):
             for i in range(slot, len(ks)):
                 k = ks[i]
                 p, o = self._draw(k, q, W * nw, counts[k])
-                x = self._sample(opened, k, p, *self._where(k, p, o))
+                x = self._sample(opened, k, p, o)
                 counts[k] += 1
                 progress["slot"] = i + 1
                 yield (k, x) if self.with_source else x
@@ -682,7 +688,8 @@ class ShardedMixtureDataset(IterableDataset):
                 plain DataLoader (whose workers read ahead): the place is counted from it.
         """
         g, p, b = self._gen, self._progress, self._gen["batch_size"]
-        steps = self._steps(self.epoch)
+        # a worker's place is its progress (every batch, under StatefulDataLoader): no search
+        steps = self._steps(self.epoch) if consumed is not None or p is None else None
         if consumed is not None:
             _, step, slot = (
                 self._begin if self._begin[0] == self.epoch else (self.epoch, steps.start, 0)
