@@ -14,11 +14,17 @@ weights the sources' sizes, read from ready Python lists (the cheapest read ther
 mixture's cost per sample shows in full): every worker of 4 ranks x 2 workers, one after another
 in one process, against reading the same shards directly. ``Msamples/s``' ratio is the
 mixture's cost per sample.
+
+Through a loader: one rank's ``DataLoader`` with 2 workers, micro-batch 8, ``with_source``,
+against a dataset that yields a counter's ``(0, i)`` pairs (no mixing, no reading): the same
+pairs, the same collated tensors, so the ratio is what the mixture adds to the loader's cost.
 """
 
 from __future__ import annotations
 
-from itertools import islice
+from itertools import count, islice
+
+from torch.utils.data import DataLoader, IterableDataset
 
 from distsampling import MixtureSampler, ShardedMixtureDataset
 
@@ -26,7 +32,7 @@ from ._harness import Comparison
 from .bench_sharded import ListReader, shard_sizes
 
 SOURCES, SHARDS, PER_SHARD, WORLD, RANK, MICRO = 10, 10_000, 10_000, 1024, 517, 4
-TOTAL, READ_WORLD, READ_WORKERS = 200_000, 4, 2
+TOTAL, READ_WORLD, READ_WORKERS, LOADER_SAMPLES = 200_000, 4, 2, 8_000
 
 
 def mixture_first_batch(timer) -> dict[str, float]:
@@ -93,6 +99,35 @@ def ours_seekable(timer) -> dict[str, float]:
     return ours(timer, seekable=True)
 
 
+class Counting(IterableDataset):
+    """The loader's own cost: ``(0, i)`` pairs from a counter, nothing mixed, nothing read."""
+
+    def __iter__(self):
+        return ((0, i) for i in count())
+
+
+def through_loader(timer, dataset: str = "ours") -> dict[str, float]:
+    """Samples/s of one rank's DataLoader with 2 workers, micro-batch 8, after its first batch."""
+    sources = _sources()
+    weights = [sum(sizes) for _, sizes, _ in sources]
+    ds = (Counting() if dataset == "counting" else
+          ShardedMixtureDataset(sources, weights, 8, num_replicas=1, rank=0, with_source=True,
+                                num_workers=READ_WORKERS))  # fmt: skip
+    it = iter(DataLoader(ds, batch_size=8, num_workers=READ_WORKERS))
+    n = len(next(it)[0])
+    timer.start()
+    for ks, _ in it:
+        n += len(ks)
+        if n >= LOADER_SAMPLES:
+            break
+    timer.stop()
+    return {"samples/s": (n - 8) / (timer.t_end - timer.t0)}
+
+
+def through_loader_counting(timer) -> dict[str, float]:
+    return through_loader(timer, "counting")
+
+
 def suite(large: bool) -> list[Comparison]:
     return [
         Comparison(
@@ -117,5 +152,17 @@ def suite(large: bool) -> list[Comparison]:
             note="samples yielded per second",
             columns=("Msamples/s", "time_s"),
             ratios=("Msamples/s",),
+        ),
+        Comparison(
+            title=f"One rank's DataLoader, {READ_WORKERS} workers, micro-batch 8: {LOADER_SAMPLES:,} samples",
+            contenders={
+                "a counter's (0, i) pairs (the loader's own cost)": "bench_sharded_mixture:through_loader_counting",
+                "ShardedMixtureDataset, with_source": "bench_sharded_mixture:through_loader",
+            },
+            baseline="a counter's (0, i) pairs (the loader's own cost)",
+            note="samples per second after the first batch: the workers' batches reach the main "
+            "process as collated tensors, passed one file descriptor each",
+            columns=("samples/s", "time_s"),
+            ratios=("samples/s",),
         ),
     ]
