@@ -665,11 +665,11 @@ def test_two_shards_of_one_name_are_two_shards_a_shard_is_its_place_in_the_list(
 @pytest.mark.parametrize(
     ("shards", "sizes", "message"),
     [
-        (["d/s1", "d/s0"], (3, 2), r"sources\[0\] lists the same shards as when saved, in another order: list them in one order in every run \(e\.g\. sorted\(glob\(\.\.\.\)\)"),
-        (["e/s0", "e/s1"], (3, 2), r"sources\[0\] shards are not the ones saved \(shards\[0\] was 'd/s0' when saved, but is 'e/s0' now\): if they are the same shards, name them alike in every run with key="),
-        (["d/s0", "e/s1"], (3, 2), r"sources\[0\] shards are not the ones saved: if they are"),
-        (["d/s0", "d/s1", "d/s2"], (3, 2, 1), r"sources\[0\] had 2 shards when saved, but has 3 now"),
-        (["d/s0", "d/s1"], (2, 3), r"sources\[0\] sizes are not the ones saved, for the same shards"),
+        (["d/s1", "d/s0"], (3, 2), "sources[0] lists the same shards as when saved, in another order: list them in one order in every run (e.g. sorted(glob(...)), not a directory's order)"),
+        (["e/s0", "e/s1"], (3, 2), "sources[0] shards are not the ones saved (shards[0] was 'd/s0' when saved, but is 'e/s0' now): if they are the same shards, name them alike in every run with key=, e.g. key=lambda shard: os.path.basename(shard)"),
+        (["d/s0", "e/s1"], (3, 2), "sources[0] shards are not the ones saved: if they are the same shards, name them alike in every run with key=, e.g. key=lambda shard: os.path.basename(shard)"),
+        (["d/s0", "d/s1", "d/s2"], (3, 2, 1), "sources[0] had 2 shards when saved, but has 3 now"),
+        (["d/s0", "d/s1"], (2, 3), "sources[0] sizes are not the ones saved, for the same shards"),
     ],
 )  # fmt: skip
 def test_a_state_of_other_shards_is_refused_naming_the_source_and_what_differs(
@@ -679,12 +679,58 @@ def test_a_state_of_other_shards_is_refused_naming_the_source_and_what_differs(
     one more) or of other sizes is refused, naming the source and what differs, never read."""
     _, state = _saved(_named(["d/s0", "d/s1"]))
     for load in (lambda ds: ds.load_state_dict(state), lambda ds: ds.load_state_dict([state])):
-        with pytest.raises(ValueError, match=rf"^state does not match this dataset: {message}"):
+        with pytest.raises(ValueError) as info:
             load(_named(shards, sizes))
+        assert str(info.value) == f"state does not match this dataset: {message}"
+
+
+def test_a_state_of_another_number_of_sources_or_a_tampered_fingerprint_is_refused():
+    """Invariant: the state's ``sources`` must be one fingerprint per source, as saved: another
+    count, a fingerprint that is not one, or no list at all is refused, naming the value."""
+    _, state = _saved(_named(["d/s0", "d/s1"]))
     one = ShardedMixtureDataset([(["d/s0"], [5], lambda s: iter(range(5)))], [1], 2,
                                 num_replicas=1, rank=0)  # fmt: skip
-    with pytest.raises(ValueError, match=r"sources held 2 sources when saved, but 1 now$"):
-        one.load_state_dict(state)
+    cases = [
+        (one, state, "sources held 2 sources when saved, but holds 1 now"),
+        (_named(["d/s0", "d/s1"]), {**state, "sources": ["x", state["sources"][1]]},
+         "sources[0] was 'x' when saved"),
+        (_named(["d/s0", "d/s1"]), {**state, "sources": [{"shards": 2}, state["sources"][1]]},
+         "sources[0] was {'shards': 2} when saved"),
+        (_named(["d/s0", "d/s1"]), {**state, "sources": "abc"},
+         "sources was 'abc' when saved, not a list of each source's fingerprint"),
+    ]  # fmt: skip
+    for ds, bad, message in cases:
+        with pytest.raises(ValueError) as info:
+            ds.load_state_dict(bad)
+        assert str(info.value) == f"state does not match this dataset: {message}"
+
+
+def test_names_of_mixed_types_a_text_with_at_0x_and_a_long_name_are_named_and_compared():
+    """Invariant: names that do not compare (ints and texts) are still checked as a set (a
+    reordered list is named as such); a text is a name even where it reads `` at 0x``; a
+    state keeps a source's first name to 200 characters (its size stays ``O(1)`` a source)."""
+    _, state = _saved(_named([0, "d/s1"]))
+    with pytest.raises(ValueError, match=r"sources\[0\] lists the same shards as when saved, in "
+                       r"another order"):  # fmt: skip
+        _named(["d/s1", 0]).load_state_dict(state)
+    _named(["talk at 0x10.tar", "b"])  # a path, not an address
+    long = "d/" + "x" * 300
+    state = _named([long, "b"]).state_dict()
+    assert state["sources"][0]["first"] == repr(long)[:200]
+
+
+@pytest.mark.parametrize("seekable", [False, True])
+def test_a_read_yielding_more_samples_than_its_size_names_the_source_the_shard_and_the_size(
+    seekable,
+):
+    """Invariant: a shard that yields past its size is refused once its size is read, naming its
+    source, its index and its size (never read on into the next shard's place)."""
+    more = lambda shard, start=0: iter(range(start, 6))  # noqa: E731 (sizes say 4)
+    ds = ShardedMixtureDataset([(["a.tar"], [4], more)], [1], 4, num_replicas=1, rank=0,
+                               seekable=seekable)  # fmt: skip
+    with pytest.raises(ValueError, match=r"^sources\[0\]: shard 'a.tar' \(shards\[0\]\) yielded "
+                       r"more than 4 samples, but sizes\[0\]=4: read\(shard"):  # fmt: skip
+        list(ds)
 
 
 @st.composite

@@ -37,7 +37,9 @@ Readers per rank are the loader's ``num_workers``: pass it to the dataset, and t
 (``num_workers=0``) reads every reader's steps in step order, exactly what the loader's workers
 would; left out, the first ``iter()`` sets it.
 
-Resume. A worker's state is its step, its slot in it and its count per source: ``O(K)``. A
+Resume. A worker's state is its step, its slot in it and its count per source: ``O(K)``, with
+each source's fingerprint (its shard count, digests of its shards' names and sizes), so that a
+resume on other shards is refused, naming the source and what differs. A
 reader's counts are a function of (step, topology): on another topology, load every worker's
 state of one rank (``loader_dataset_states``); every old reader's counts at that step are
 counted again from ``MixtureSampler`` (a ``sources()`` call per ``W`` steps of a rank), the
@@ -129,9 +131,10 @@ def _fingerprint(
 
 def _mismatch(saved: object, now: list[dict[str, Any]]) -> str | None:
     """Why the sources of a saved state are not these (``None`` if they are), in words."""
-    if not isinstance(saved, list) or len(saved) != len(now):
-        n = len(saved) if isinstance(saved, list) else saved
-        return f"sources held {n!r} sources when saved, but {len(now)} now"
+    if not isinstance(saved, list):
+        return f"sources was {saved!r} when saved, not a list of each source's fingerprint"
+    if len(saved) != len(now):
+        return f"sources held {len(saved)} sources when saved, but holds {len(now)} now"
     for k, (was, fp) in enumerate(zip(saved, now, strict=True)):
         if was == fp:
             continue
