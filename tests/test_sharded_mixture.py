@@ -696,6 +696,8 @@ def test_a_state_of_another_number_of_sources_or_a_tampered_fingerprint_is_refus
          "sources[0] was 'x' when saved"),
         (_named(["d/s0", "d/s1"]), {**state, "sources": [{"shards": 2}, state["sources"][1]]},
          "sources[0] was {'shards': 2} when saved"),
+        (_named(["d/s0", "d/s1"]), {**state, "sources": [state["sources"][0], "x"]},
+         "sources[1] was 'x' when saved"),  # the first source as saved: the next checked too
         (_named(["d/s0", "d/s1"]), {**state, "sources": "abc"},
          "sources was 'abc' when saved, not a list of each source's fingerprint"),
     ]  # fmt: skip
