@@ -783,3 +783,24 @@ def test_with_shuffle_pass_p_of_source_k_reads_its_shards_in_the_order_keyed_by_
         key = int(hashlib.sha256(f"{seed}/1/{p}".encode()).hexdigest()[:15], 16)
         order = torch.randperm(n, generator=torch.Generator().manual_seed(key)).tolist()
         assert got[p * n : (p + 1) * n] == order
+
+
+@given(args, elastic_world_sizes, mixture_worker_counts, st.data())
+def test_with_seekable_every_sample_drawn_after_an_elastic_resume_is_yielded(
+    a, world2, workers2, data
+):
+    """Invariant: with seekable, the readers of an elastic resume read their leftovers (pieces
+    of the passes in flight, gaps between them) by opening each piece at its start: every
+    sample drawn is yielded, none read and skipped over."""
+    shards, weights = a["mix"]
+    old = make(shards, weights, a["b"], a["world"], 0, seekable=True, shuffle=False)
+    steps = data.draw(st.integers(0, len(rank_batches(old, a["workers"]))))
+    states = _states_at(old, a["workers"], steps)
+    new = [make(shards, weights, a["b"], world2, r, seekable=True, shuffle=False)
+           for r in range(world2)]  # fmt: skip
+    yielded = 0
+    for ds in new:
+        ds.load_state_dict(states)
+        yielded += sum(len(batch) for batch in rank_batches(ds, workers2))
+    drawn = sum(n for ds in new for _, _, read in ds.sources for _, _, n in read.opens)
+    assert drawn == yielded
