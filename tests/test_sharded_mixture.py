@@ -317,12 +317,13 @@ def test_bad_sources_and_weights_are_named_with_their_value(sources, weights, er
 
 @pytest.mark.parametrize("seekable", [False, True])
 def test_a_read_yielding_fewer_samples_than_its_size_names_the_source_and_the_shard(seekable):
-    """Invariant: a shard that ends early is named with its source, its index and its size."""
-    short = lambda shard, start=0: iter(range(start, 2))  # noqa: E731 (sizes say 4)
-    ds = ShardedMixtureDataset([(["a.tar"], [4], short)], [1], 4, num_replicas=1, rank=0,
-                               seekable=seekable)  # fmt: skip
-    with pytest.raises(ValueError, match=r"sources\[0\]: shard 'a.tar' \(shards\[0\]\) ended "
-                       r"before its sample 2, but sizes\[0\]=4"):  # fmt: skip
+    """Invariant: a shard that ends early is named with its source, its index, the sample it
+    lacks (counted in the shard) and its size, whichever shard of the pass it is."""
+    short = lambda shard, start=0: iter(range(start, {"a.tar": 3, "b.tar": 2}[shard]))  # noqa: E731
+    ds = ShardedMixtureDataset([(["a.tar", "b.tar"], [3, 4], short)], [1], 4, num_replicas=1,
+                               rank=0, seekable=seekable, shuffle=False)  # fmt: skip
+    with pytest.raises(ValueError, match=r"^sources\[0\]: shard 'b.tar' \(shards\[1\]\) ended "
+                       r"before its sample 2, but sizes\[1\]=4: read\(shard"):  # fmt: skip
         list(ds)
 
 
@@ -583,6 +584,12 @@ def test_a_read_returning_no_samples_and_a_size_past_int64_are_named():
     with pytest.raises(TypeError, match=r"sources\[0\] read should return an iterable of the "
                        r"shard's samples, but got read\('a'\)=None for shard 'a' \(shards\[0\]\)"):  # fmt: skip
         list(ds)
+    ds = ShardedMixtureDataset([(["a"], [2], lambda shard, start: None)], [1], 2, num_replicas=1,
+                               rank=0, seekable=True)  # fmt: skip
+    with pytest.raises(
+        TypeError, match=r"but got read\('a', 0\)=None for shard 'a' \(shards\[0\]\)$"
+    ):
+        list(ds)
     with pytest.raises(ValueError, match=r"sources\[0\] sizes\[0\] should be < 2\*\*63"):
         ShardedMixtureDataset([(["a"], [2**70], forgot)], [1], 2, num_replicas=1, rank=0)
 
@@ -727,11 +734,11 @@ def test_a_read_yielding_more_samples_than_its_size_names_the_source_the_shard_a
 ):
     """Invariant: a shard that yields past its size is refused once its size is read, naming its
     source, its index and its size (never read on into the next shard's place)."""
-    more = lambda shard, start=0: iter(range(start, 6))  # noqa: E731 (sizes say 4)
-    ds = ShardedMixtureDataset([(["a.tar"], [4], more)], [1], 4, num_replicas=1, rank=0,
-                               seekable=seekable)  # fmt: skip
-    with pytest.raises(ValueError, match=r"^sources\[0\]: shard 'a.tar' \(shards\[0\]\) yielded "
-                       r"more than 4 samples, but sizes\[0\]=4: read\(shard"):  # fmt: skip
+    more = lambda shard, start=0: iter(range(start, {"a.tar": 3, "b.tar": 6}[shard]))  # noqa: E731
+    ds = ShardedMixtureDataset([(["a.tar", "b.tar"], [3, 4], more)], [1], 4, num_replicas=1,
+                               rank=0, seekable=seekable, shuffle=False)  # fmt: skip
+    with pytest.raises(ValueError, match=r"^sources\[0\]: shard 'b.tar' \(shards\[1\]\) yielded "
+                       r"more than 4 samples, but sizes\[1\]=4: read\(shard"):  # fmt: skip
         list(ds)
 
 
