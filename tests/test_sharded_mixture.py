@@ -634,7 +634,9 @@ def test_shards_whose_repr_holds_an_address_are_refused_at_once_and_key_names_th
     dataset is built, naming the source, the shard and ``key=``; with ``key=`` (one for every
     source, or one or None per source) new objects of the same names resume exactly."""
     with pytest.raises(ValueError, match=r"^sources\[0\] shards\[0\] should have a repr that is "
-                       r"the same in every process .* but got <.*_Shard object at 0x.* pass key="):  # fmt: skip
+                       r"the same in every process \(a saved state names the shards by it\), but "
+                       r"got <.*_Shard object at 0x\w+>: pass key=, a function that names a shard "
+                       r"\(key=lambda shard: shard.path\), or stable names \(paths, URLs, ids\)$"):  # fmt: skip
         _named([_Shard("s0"), _Shard("s1")])
     shards = [_Shard("s0"), _Shard("s1")]
     whole = list(_named(shards, key=[lambda s: s.path, None]))
@@ -722,6 +724,8 @@ def test_names_of_mixed_types_a_text_with_at_0x_and_a_long_name_are_named_and_co
     with pytest.raises(ValueError, match=r"sources\[0\] lists the same shards as when saved, in "
                        r"another order"):  # fmt: skip
         _named(["d/s1", 0]).load_state_dict(state)
+    with pytest.raises(ValueError, match=r"sources\[0\] shards are not the ones saved: "):
+        _named([0, "d/s2"]).load_state_dict(state)
     _named(["talk at 0x10.tar", "b"])  # a path, not an address
     long = "d/" + "x" * 300
     state = _named([long, "b"]).state_dict()
