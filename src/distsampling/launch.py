@@ -414,17 +414,19 @@ class _Zygote:
 
 
 def _exists(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie, orphaned when its zygote died, has ended)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
         return False
-    return True
 
 
 def _zygote() -> _Zygote:
     """The caller's zygote, new if there is none yet or the environment or path changed."""
     env, path = dict(os.environ), list(sys.path)
-    if _ZYGOTES and (_ZYGOTES[0].env != env or _ZYGOTES[0].path != path or not _ZYGOTES[0].alive):
+    old = _ZYGOTES[0] if _ZYGOTES else None
+    if old and (old.env != env or old.path != path or old.proc.poll() is not None):
         _ZYGOTES.pop().proc.kill()
     if not _ZYGOTES:
         _ZYGOTES.append(_Zygote(env, path))
