@@ -173,7 +173,7 @@ def run(module: str, max_children: int, survivors: bool = False, functions: list
     last run's survivors against the tests as they are now (the module itself unchanged); with
     ``functions``, only the mutants of those functions (what a change touched)."""
     mutmut = Path(sys.executable).with_name("mutmut")
-    env = {**os.environ, "HYPOTHESIS_PROFILE": "ci", "PYTHONPATH": ""}
+    env = {**os.environ, "HYPOTHESIS_PROFILE": "mutate", "PYTHONPATH": ""}
     if survivors:
         work = WORK / module
         code = f"src/distsampling/{module}.py"
