@@ -422,9 +422,15 @@ def _exists(pid: int) -> bool:
         return False
 
 
+#: variables that change while a caller runs and that no import reads (pytest names each test)
+_VOLATILE = ("PYTEST_CURRENT_TEST",)
+
+
 def _zygote() -> _Zygote:
-    """The caller's zygote, new if there is none yet or the environment or path changed."""
-    env, path = dict(os.environ), list(sys.path)
+    """The caller's zygote, new if there is none yet or the environment or path changed (the
+    ranks get the environment of the call in full; the zygote's matters to what it imported)."""
+    env = {k: v for k, v in os.environ.items() if k not in _VOLATILE}
+    path = list(sys.path)
     old = _ZYGOTES[0] if _ZYGOTES else None
     if old and (old.env != env or old.path != path or old.proc.poll() is not None):
         _ZYGOTES.pop().proc.kill()
