@@ -31,7 +31,7 @@ demo: $(VENV)/.installed ## The main job: print which rank reads which sample fo
 	$(PY) -m distsampling demo
 
 .PHONY: test
-test: $(VENV)/.installed chromium ## Run the whole suite in parallel (Hypothesis profile ci; HYPOTHESIS_PROFILE=thorough searches 10x deeper)
+test: $(VENV)/.installed chromium ## Run the whole suite in parallel (Hypothesis profile ci; HYPOTHESIS_PROFILE=thorough searches 20x deeper)
 	$(PY) -m pytest -n auto --dist loadgroup
 
 .PHONY: test-fast

@@ -40,14 +40,16 @@ RESUME = "tests/test_resume.py"
 # the docs' example code, which some tests load beside the package (mutmut copies it into its tree)
 EXAMPLES = "docs/examples"
 # module -> (its tests, whether its multi-process tests run too). Adding a module is one line.
+# tests/test_validate.py goes with every module that warns of a framework's default: it holds
+# the warnings' tests (every entry of the loop matrix under accelerate's prepared loader).
 MODULES: dict[str, tuple[list[str], bool]] = {
-    "distributed": (["tests/test_distributed.py", RESUME], False),
+    "distributed": (["tests/test_distributed.py", "tests/test_validate.py", RESUME], False),
     "batch": (["tests/test_batch.py", "tests/test_validate.py", RESUME], False),
     "evaluation": (["tests/test_evaluation.py", RESUME], True),
     "windowed": (["tests/test_windowed.py", "tests/test_windowed_series.py", RESUME], False),
     "weighted": (["tests/test_weighted.py", RESUME], False),
     "wrapper": (["tests/test_wrapper.py", RESUME], False),
-    "grouped": (["tests/test_grouped.py", RESUME], False),
+    "grouped": (["tests/test_grouped.py", "tests/test_validate.py", RESUME], False),
     "iteration": (["tests/test_iteration.py", RESUME], False),
     "pipeline": (["tests/test_pipeline.py", RESUME], False),
     "checks": (["tests/test_checks.py", RESUME], True),
@@ -56,20 +58,20 @@ MODULES: dict[str, tuple[list[str], bool]] = {
         ["tests/test_repeat_factor.py", "tests/test_detection_loaders.py", RESUME],
         False,
     ),
-    "inference": (["tests/test_inference.py", RESUME], False),
-    "balanced": (["tests/test_balanced.py", RESUME], False),
-    "ahead": (["tests/test_ahead.py"], False),
+    "inference": (["tests/test_inference.py", "tests/test_validate.py", RESUME], False),
+    "balanced": (["tests/test_balanced.py", "tests/test_validate.py", RESUME], False),
+    "ahead": (["tests/test_ahead.py", "tests/test_validate.py"], False),
     # its resume is the resume layer's (tests/test_resume.py); its own file proves the rest
     "index_shuffle": (["tests/test_index_shuffle.py"], False),
     # the cipher the sampler and the mixture read their orders from (the reference, the
     # bijection, the statistics, the scalar path); its errors swept with every public name's
     "cipher": (["tests/test_cipher.py", "tests/test_errors_sweep.py"], False),
-    "sharded": (["tests/test_sharded.py"], False),
-    "token_budget": (["tests/test_token_budget.py"], False),
+    "sharded": (["tests/test_sharded.py", "tests/test_validate.py"], False),
+    "token_budget": (["tests/test_token_budget.py", "tests/test_validate.py"], False),
     "mixture": (["tests/test_mixture.py", "tests/test_mixture_pinned.py"], False),
     "sharded_mixture": (["tests/test_sharded_mixture.py"], False),
     # the resume layer, and the resumable forms built on it
-    "resume": ([RESUME], False),
+    "resume": ([RESUME, "tests/test_validate.py"], False),
     "resumable": (["tests/test_resumable.py", RESUME], False),
     # the checks every sampler copies along (tests/test_validate.py) and the split arithmetic
     # of DistributedSampler (proven against torch's in tests/test_distributed.py)
@@ -173,7 +175,7 @@ def run(module: str, max_children: int, survivors: bool = False, functions: list
     last run's survivors against the tests as they are now (the module itself unchanged); with
     ``functions``, only the mutants of those functions (what a change touched)."""
     mutmut = Path(sys.executable).with_name("mutmut")
-    env = {**os.environ, "HYPOTHESIS_PROFILE": "ci", "PYTHONPATH": ""}
+    env = {**os.environ, "HYPOTHESIS_PROFILE": "mutate", "PYTHONPATH": ""}
     if survivors:
         work = WORK / module
         code = f"src/distsampling/{module}.py"

@@ -170,16 +170,17 @@ def test_bad_arguments_exit_with_code_2_naming_the_option_and_value_under_its_us
     assert "PASS_" not in err and not re.search(r"(?<![\w-])(num_replicas|batch_size|pass_)", err)
 
 
-def test_the_module_runs_from_the_shell_and_survives_a_closed_pipe():
+def test_the_module_runs_from_the_shell_and_survives_a_closed_pipe(capsys):
     """Invariant: ``... | head -1`` prints the first line and ends without a traceback. The step
     printed (4,096 ranks of 32) is about 1 MB of text, far more than a pipe holds (64 KiB
     on Linux): the writer always meets the closed pipe, on every run."""
-    wide = [*TASK[:-4], "--replicas", "4096", "--batch-size", "32"]
-    cmd = f"{sys.executable} -m distsampling {' '.join(wide)} --step 3"
-    whole = subprocess.run(cmd, shell=True, capture_output=True, text=True, check=True)
-    assert len(whole.stdout) > 8 * 65536
-    out = subprocess.run(f"{cmd} | head -1", shell=True, capture_output=True, text=True, check=True)
-    assert out.stdout == whole.stdout.splitlines(keepends=True)[0]
+    wide = [*TASK[:-4], "--replicas", "4096", "--batch-size", "32", "--step", "3"]
+    main(wide)  # the whole output, in this process
+    whole = capsys.readouterr().out
+    assert len(whole) > 8 * 65536
+    cmd = f"{sys.executable} -m distsampling {' '.join(wide)} | head -1"
+    out = subprocess.run(cmd, shell=True, capture_output=True, text=True, check=True)
+    assert out.stdout == whole.splitlines(keepends=True)[0]
     assert out.stdout.startswith("MixtureSampler(sizes=[60000, 6000, 600]")
     assert "Error" not in out.stderr and "Traceback" not in out.stderr, out.stderr
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from distsampling import run_nodes, run_world
+from distsampling import launch, run_nodes, run_world
 
 TESTS = str(Path(__file__).parent)
 
@@ -115,3 +115,30 @@ def test_a_target_that_is_not_a_string_is_rejected():
     """Invariant: a function object is not pickled to the ranks: it must be named by path."""
     with pytest.raises(TypeError, match=r"target should be 'module:function'.*but got target=<"):
         run_world(math.sqrt, 2, 4.0, timeout=60)
+
+
+@world
+def test_a_forked_rank_sees_the_callers_environment_and_directory_at_the_call(
+    monkeypatch, tmp_path
+):
+    """Invariant: ranks forked from the zygote see what a fresh process started now would see:
+    the environment and working directory of the call (a changed environment gets a new
+    zygote), and a global numpy seed of their own."""
+    assert run_world("os:getenv", 2, "DISTSAMPLING_PROBE") == [None, None]
+    monkeypatch.setenv("DISTSAMPLING_PROBE", "set after the zygote started")
+    monkeypatch.chdir(tmp_path)
+    assert run_world("os:getenv", 2, "DISTSAMPLING_PROBE") == ["set after the zygote started"] * 2
+    assert run_world("os:getcwd", 2) == [str(tmp_path)] * 2
+    first, second = run_world("numpy.random:random", 2)
+    assert first != second
+
+
+@world
+@pytest.mark.skipif(not launch._ZYGOTE_WORKS, reason="ranks fork from a zygote on Linux only")
+def test_a_zygote_that_died_is_replaced_at_the_next_run():
+    """Invariant: if the zygote that forks the ranks is killed between runs, the next run starts
+    a new one and returns every rank's result."""
+    assert run_world("torch.distributed:get_rank", 2) == [0, 1]
+    launch._ZYGOTES[0].proc.kill()
+    launch._ZYGOTES[0].proc.wait()
+    assert run_world("torch.distributed:get_rank", 2) == [0, 1]

@@ -12,6 +12,7 @@ from which ``docs/loops.md`` is rendered.
 
 from __future__ import annotations
 
+import copy
 import tempfile
 from collections import Counter
 from itertools import islice
@@ -254,27 +255,29 @@ def _stateful(entry: Entry, workers: int, subject=None):
 
 # --8<-- [start:loop_stateful_resume]
 def loop_stateful_resume(entry: Entry, workers: int) -> None:
-    """torchdata's ``StatefulDataLoader``: stopped after step ``k`` of epoch 0 (``stops``), its
-    ``state_dict()`` loaded into a new loader (and a new object) reads the rest of the epoch;
-    ``len(loader)`` stays the whole epoch's; the next epoch is epoch 1's plan."""
+    """torchdata's ``StatefulDataLoader``: a checkpoint, ``state_dict()`` saved after step ``k``
+    of epoch 0 while the run goes on (at each of ``stops``), loaded into a new loader (and a new
+    object) reads the rest of the epoch; ``len(loader)`` stays the whole epoch's; the next epoch
+    is epoch 1's plan."""
     ordered = not (entry.kind == "iterable" and workers > 1)
     subject, dl = _stateful(entry, workers)
     subject.set_epoch(0)
-    whole = take(entry, dl)
+    whole, saved, it = [], [], iter(dl)
+    while True:  # the uninterrupted epoch, a checkpoint saved after every step
+        saved.append(copy.deepcopy(dl.state_dict()))  # as torch.save would keep it
+        batch = next(it, None)
+        if batch is None or (entry.kind == "endless" and len(flat(whole)) >= ENDLESS_STEPS):
+            break
+        whole.append(as_list(batch))
+    del it
     for k in stops(0, len(whole) + 1):
         subject, dl = _stateful(entry, workers)
-        subject.set_epoch(0)
-        it = iter(dl)
-        first = [as_list(next(it)) for _ in range(k)]
-        state = dl.state_dict()
-        del it
-        subject, dl = _stateful(entry, workers)
-        dl.load_state_dict(state)
+        dl.load_state_dict(saved[k])
         subject.set_epoch(0)  # at the top of the resumed epoch, as the loop does: kept
         rest = take(entry, dl)
-        check(entry, first + rest, 0, ordered=ordered)
+        check(entry, whole[:k] + rest, 0, ordered=ordered)
         if entry.kind != "endless":  # a stream has no epochs: every iter() starts where it loaded
-            assert len(first) + len(rest) == len(dl) == len(whole)
+            assert k + len(rest) == len(dl) == len(whole)
             subject.set_epoch(1)
             check(entry, take(entry, dl), 1, ordered=ordered)
 
@@ -332,27 +335,26 @@ def loop_elastic(entry: Entry, worlds: tuple[int, int]) -> None:
 
 # --8<-- [start:loop_plain_resume]
 def loop_plain_resume(entry: Entry) -> None:
-    """A plain ``DataLoader`` with 2 workers (they prefetch), stopped after ``k`` batches:
-    ``state_dict(consumed=...)`` (the items of the latest ``iter()`` the loop used: indices for a
-    sampler, batches for a batch sampler) loaded into a new object reads the rest."""
+    """A plain ``DataLoader`` with 2 workers (they prefetch): a checkpoint saved after ``k``
+    batches while the run goes on, ``state_dict(consumed=...)`` (the items of the latest
+    ``iter()`` the loop used: indices for a sampler, batches for a batch sampler), loaded into a
+    new object reads the rest."""
     subject = entry.build(WORLD, RANK)
     dl = loader(entry, subject, num_workers=2)
     subject.set_epoch(0)
-    whole = take(entry, dl)
+    whole, saved = [], {}
+    for batch in dl:  # the uninterrupted epoch, a checkpoint saved after every batch
+        whole.append(as_list(batch))
+        consumed = len(whole) if entry.kind == "batch" else len(flat(whole))
+        saved[len(whole)] = subject.obj.state_dict(consumed=consumed)
+        if entry.kind == "endless" and consumed >= ENDLESS_STEPS:  # a stream's head is enough
+            break
     for k in stops(1, len(whole)):
         subject = entry.build(WORLD, RANK)
-        dl = loader(entry, subject, num_workers=2)
-        subject.set_epoch(0)
-        it = iter(dl)
-        first = [as_list(next(it)) for _ in range(k)]
-        consumed = k if entry.kind == "batch" else len(flat(first))
-        state = subject.obj.state_dict(consumed=consumed)
-        del it
-        subject = entry.build(WORLD, RANK)
-        subject.obj.load_state_dict(state)
+        subject.obj.load_state_dict(saved[k])
         subject.set_epoch(0)
         rest = take(entry, loader(entry, subject, num_workers=2))
-        check(entry, first + rest, 0)
+        check(entry, whole[:k] + rest, 0)
 
 
 # --8<-- [end:loop_plain_resume]

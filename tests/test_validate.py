@@ -307,15 +307,18 @@ def test_a_share_warns_once_a_pass_when_accelerates_prepared_loader_splits_it_ag
 
 
 def test_a_sampler_warns_when_its_datasets_epoch_is_not_its_own_and_never_when_both_are_set():
-    """Invariant: a sampler over a dataset with epochs of its own (``SequentialWindowedDataset``,
-    ``DatasetFromSampler``) warns at every ``iter()`` where the dataset's epoch is not the
+    """Invariant: a sampler (``DistributedSampler``, ``ResumableDistributedSampler``) over a
+    dataset with epochs of its own (``SequentialWindowedDataset``, ``DatasetFromSampler``) warns
+    at every ``iter()`` where the dataset's epoch is not the
     sampler's (a loop, as Lightning's, that sets the sampler's only), in these exact words; a
     loop that sets both, each epoch, is silent."""
     import distsampling as ds
 
-    for dataset in (ds.SequentialWindowedDataset(26, 3, seed=4),
-                    ds.DatasetFromSampler(ds.WeightedBalanceClassSampler([0, 1] * 6, [1, 1], 12))):  # fmt: skip
-        sampler = ds.DistributedSampler(dataset, 2, 0, seed=5)
+    cases = [(cls, dataset) for cls in (ds.DistributedSampler, ds.ResumableDistributedSampler)
+             for dataset in (ds.SequentialWindowedDataset(26, 3, seed=4),
+                             ds.DatasetFromSampler(ds.WeightedBalanceClassSampler([0, 1] * 6, [1, 1], 12)))]  # fmt: skip
+    for cls, dataset in cases:  # the plain sampler, and the resumable one (its own __iter__)
+        sampler = cls(dataset, 2, 0, seed=5)
         name = type(dataset).__name__
         for epoch in range(3):  # both set: silent
             dataset.set_epoch(epoch)
@@ -323,7 +326,7 @@ def test_a_sampler_warns_when_its_datasets_epoch_is_not_its_own_and_never_when_b
             assert heard(list, sampler) == []
         sampler.set_epoch(3)  # the sampler's only
         assert heard(list, sampler) == [
-            f"{name} is at epoch 2 while its sampler, DistributedSampler, is at epoch 3: this pass "
+            f"{name} is at epoch 2 while its sampler, {cls.__name__}, is at epoch 3: this pass "
             f"reads the dataset's epoch 2. Call dataset.set_epoch(epoch) as well as "
             "sampler.set_epoch(epoch) at the start of every epoch (Lightning's Trainer calls "
             "set_epoch on the loader's sampler only)"

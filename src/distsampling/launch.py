@@ -1,10 +1,17 @@
 r"""Run a function on every rank of a real ``torch.distributed`` group, and never hang.
 
-:func:`run_world` is a tiny ``torchrun`` for tests and demos: it starts ``world_size`` fresh
-Python processes, joins them in one process group (gloo on localhost, a free port), calls the
-same function in each, and returns what every rank returned, in rank order. If a rank fails,
-or the whole run outlasts ``timeout``, every rank is killed (their whole process groups) and
-the error shows each rank's last output: no orphan processes, no hung test.
+:func:`run_world` is a tiny ``torchrun`` for tests and demos: it starts ``world_size``
+processes, joins them in one process group (gloo on localhost, a free port), calls the same
+function in each, and returns what every rank returned, in rank order. If a rank fails, or the
+whole run outlasts ``timeout``, every rank is killed (their whole process groups) and the error
+shows each rank's last output: no orphan processes, no hung test.
+
+On Linux, gloo ranks are forked from a *zygote*: a Python process, started once with the
+caller's environment and import path, that imported torch and this package and nothing else.
+Importing torch costs a fresh interpreter about 3 s of CPU; a fork costs milliseconds, and the
+rank starts as a fresh process would, with its own session, environment, working directory and
+log. A caller whose environment or ``sys.path`` changed gets a new zygote. nccl ranks, and
+other systems, start as fresh interpreters (``python -m distsampling.launch``).
 
 The function is named by import path (``"package.module:function"``) rather than pickled, so
 each rank imports it fresh, exactly as ``torchrun script.py`` would run a script. A rank that
@@ -24,16 +31,19 @@ from __future__ import annotations
 import atexit
 import gc
 import importlib
+import json
 import math
 import numbers
 import os
 import pickle
+import select
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -100,16 +110,11 @@ def run_world(
                 PYTHONPATH=os.pathsep.join(p for p in paths if p),
             )
             log = open(work / f"rank{rank}.log", "w+b")
-            cmd = [
-                sys.executable,
-                "-m",
-                "distsampling.launch",
-                target,
-                str(work),
-                backend,
-                str(timeout),
-            ]
-            procs.append(_start(cmd, env, log))
+            argv = [target, str(work), backend, str(timeout)]
+            if backend == "gloo" and _ZYGOTE_WORKS:  # forked: no 3 s torch import a rank
+                procs.append(_zygote().fork(argv, env, work / f"rank{rank}.log"))
+            else:
+                procs.append(_start([sys.executable, "-m", "distsampling.launch", *argv], env, log))
             logs.append(log)
         try:
             failed = _wait_all(procs, time.monotonic() + timeout)
@@ -323,6 +328,181 @@ def _exit_now() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+# --- the zygote: gloo ranks forked from a process that imported torch once ---------------------
+
+_ZYGOTE_WORKS = sys.platform == "linux" and hasattr(os, "pidfd_open")
+_ZYGOTES: list[_Zygote] = []  # the caller's one zygote, kept while its environment holds
+
+
+class _Forked:
+    """A rank forked by the zygote, as ``run_world`` uses a ``subprocess.Popen``: ``pid`` (its
+    own process group), ``poll()``, ``wait()`` and ``returncode`` (negative: killed by that
+    signal). The zygote, its parent, reports its exit."""
+
+    def __init__(self, zygote: _Zygote, pid: int) -> None:
+        self.zygote, self.pid, self.returncode = zygote, pid, None
+
+    def poll(self) -> int | None:
+        self.zygote.pump(0)
+        self.returncode = self.zygote.codes.get(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"rank {self.pid}", timeout or 0)
+            self.zygote.pump(0.05)
+        return self.returncode  # type: ignore[return-value]
+
+
+class _Zygote:
+    """A Python process (``_serve``) started with ``env`` and ``path``: it forks a
+    rank for each request line and reports ``pid P`` after each fork, ``exit P CODE`` after
+    each end. It ends when the caller closes its stdin (the caller ended)."""
+
+    def __init__(self, env: dict[str, str], path: list[str]) -> None:
+        self.env, self.path, self.codes, self.lines = env, path, {}, []
+        self.buffer, self.alive, self.started = b"", True, []
+        zenv = dict(env, PYTHONPATH=os.pathsep.join(p for p in path if p))
+        cmd = [sys.executable, "-c", "from distsampling.launch import _serve; _serve()"]
+        self.proc = subprocess.Popen(
+            cmd, env=zenv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+        )
+        self._line(120.0)  # "ready": torch imported
+
+    def fork(self, argv: list[str], env: dict[str, str], log: Path) -> _Forked:
+        request = {"argv": argv, "env": env, "log": str(log), "cwd": os.getcwd()}
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+        self.proc.stdin.flush()
+        pid = int(self._line(60.0).split()[1])  # "pid P"
+        self.started.append(pid)
+        return _Forked(self, pid)
+
+    def pump(self, wait: float) -> None:
+        """Read what the zygote wrote (within ``wait`` seconds): exits land in ``codes``."""
+        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        while self.alive and select.select([fd], [], [], wait)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:  # the zygote is gone: so are its ranks' reports
+                self.alive = False
+                break
+            self.buffer += chunk
+            while b"\n" in self.buffer:
+                line, self.buffer = self.buffer.split(b"\n", 1)
+                word, *rest = line.decode().split()
+                if word == "exit":
+                    self.codes[int(rest[0])] = int(rest[1])
+                else:  # "ready", "pid P": answers to the caller
+                    self.lines.append(line.decode())
+            wait = 0
+        if not self.alive:  # ranks of a dead zygote: ended once their process is gone
+            for pid in self.started:
+                if pid not in self.codes and not _exists(pid):
+                    self.codes[pid] = -signal.SIGKILL
+
+    def _line(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while not self.lines:
+            if not self.alive or time.monotonic() > deadline:
+                raise RuntimeError("the zygote that forks run_world's ranks did not answer")
+            self.pump(0.1)
+        return self.lines.pop(0)
+
+
+def _exists(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie, orphaned when its zygote died, has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+#: variables that change while a caller runs and that no import reads (pytest names each test)
+_VOLATILE = ("PYTEST_CURRENT_TEST",)
+
+
+def _zygote() -> _Zygote:
+    """The caller's zygote, new if there is none yet or the environment or path changed (the
+    ranks get the environment of the call in full; the zygote's matters to what it imported)."""
+    env = {k: v for k, v in os.environ.items() if k not in _VOLATILE}
+    path = list(sys.path)
+    old = _ZYGOTES[0] if _ZYGOTES else None
+    if old and (old.env != env or old.path != path or old.proc.poll() is not None):
+        _ZYGOTES.pop().proc.kill()
+    if not _ZYGOTES:
+        _ZYGOTES.append(_Zygote(env, path))
+    return _ZYGOTES[0]
+
+
+def _serve() -> None:
+    """The zygote's loop: fork a rank for each request on stdin, report pids and exits."""
+    import torch.distributed  # noqa: F401  (the point: imported once, inherited by each rank)
+
+    inp, out, children = sys.stdin.fileno(), sys.stdout.fileno(), {}
+    os.write(out, b"ready\n")
+    buffer = b""
+    while True:
+        for fd in select.select([inp, *children], [], [])[0]:
+            if fd != inp:  # a rank ended: its pidfd is readable
+                pid = children.pop(fd)
+                os.close(fd)
+                code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+                os.write(out, f"exit {pid} {code}\n".encode())
+                continue
+            chunk = os.read(inp, 65536)
+            if not chunk:  # the caller ended
+                return
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                started, ready = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    os.close(started)
+                    _forked_rank(json.loads(line), ready, [inp, out, *children])
+                os.close(ready)
+                os.read(started, 1)  # the rank leads its own session: killpg(pid) finds it
+                os.close(started)
+                children[os.pidfd_open(pid)] = pid
+                os.write(out, f"pid {pid}\n".encode())
+
+
+def _forked_rank(request: dict[str, Any], ready: int, inherited: list[int]) -> None:
+    """In the forked rank: a session, the log as stdout and stderr, the rank's environment,
+    working directory and import path, as ``python -m distsampling.launch`` would have them."""
+    code = 1
+    try:
+        os.setsid()
+        os.write(ready, b"1")
+        os.close(ready)
+        log = os.open(request["log"], os.O_WRONLY | os.O_APPEND)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        for fd in [log, *inherited[2:]]:  # the zygote's pipes are 0 and 1: replaced above
+            os.close(fd)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        extra = request["env"].get("PYTHONPATH", "").split(os.pathsep)
+        sys.path[:0] = [p for p in [os.getcwd(), *extra] if p and p not in sys.path]
+        sys.argv = [__file__, *request["argv"]]
+        if "numpy" in sys.modules:  # a fresh process draws its own global numpy seed
+            sys.modules["numpy"].random.seed()
+        _rank_main(*request["argv"])
+        _exit_now()
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
