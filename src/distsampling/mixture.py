@@ -488,8 +488,10 @@ class MixtureSampler(DistributedSampler):
             raise TypeError(
                 f"sizes should be a non-empty sequence of lengths, but got sizes={sizes!r}"
             )
-        self.sizes = [n if type(n) is int and n >= 0 else check_int(f"sizes[{k}]", n, low=0)
-                      for k, n in enumerate(sizes)]  # fmt: skip
+        if set(map(type, sizes)) == {int} and min(sizes) >= 0:  # most: checked at once
+            self.sizes = list(sizes)
+        else:  # each checked in turn, the first bad one named
+            self.sizes = [check_int(f"sizes[{k}]", n, low=0) for k, n in enumerate(sizes)]
         self.offsets = [0, *accumulate(self.sizes[:-1])]
         self._plan = self._schedule(weights)  # [(step, weights)], steps increasing from 0
         self.batch_size = check_int("batch_size", batch_size, low=1)
@@ -798,16 +800,18 @@ class MixtureSampler(DistributedSampler):
 
     def _blocks(self, steps: range, skip: int) -> Iterator[torch.Tensor | list[int]]:
         """This rank's indices of ``steps`` (of the grid) less the first ``skip``: a few down
-        their paths first (the first index at once), then blocks of steps doubling up to about
+        their paths first (the first index alone, at once), then blocks of steps doubling up to about
         2**14 indices. A block routes the tree positions of its steps and the ``W`` after them
         (every rank's reads), once each: their sources give each source's count at each step's
         tree position and, summed, its reads in the steps before."""
         W, b, K = self.num_replicas, self.batch_size, len(self.sizes)
         s = steps.start + skip // b
         first = self._origin + s * (W * b) + self.rank * b + skip % b  # the first to read
-        if s < steps.stop:  # up to 16 of the first step
+        if s < steps.stop:  # the first index alone, then up to 15 more of its step: lists
             head = range(first, min(first + 16, self._origin + s * W * b + (self.rank + 1) * b))
-            yield self._few(list(head))  # a list: no tensor made for the first index
+            yield self._few([first])
+            if len(head) > 1:
+                yield self._few(list(head[1:]))
             first = head.stop
         s, stop = s + self._step0, steps.stop + self._step0
         for p, (start, g) in enumerate(self._pieces):
