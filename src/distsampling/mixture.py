@@ -78,10 +78,9 @@ from torch.utils.data import DistributedSampler, Sampler
 
 from ._validate import check_bool, check_int, check_seed, resolve_world, warn_split_again
 from .cipher import (
-    _M1,
-    _M2,
     _MIN_BITS,
     _ROUNDS,
+    _feistel,
     _feistel_int,
     _round_keys,
     epoch_key,
@@ -207,22 +206,11 @@ def _units(weights: list[tuple[int, int]]) -> list[int]:
 
 def _cipher(x: np.ndarray, keys: np.ndarray, bits: np.ndarray, n: np.ndarray) -> np.ndarray:
     """:func:`index_shuffle` of values ``x`` in ``[0, n)``, each its own ``n``, ``bits`` and round
-    ``keys`` (``(8, P)`` uint32): its Feistel rounds and cycle walking, line for line, on arrays."""
-    out, todo = x.copy(), np.arange(len(x))
-    while len(todo):  # cycle walking: encrypt again those that land at n or past it
-        every = len(todo) == len(x)
-        v, k = out[todo], keys if every else keys[:, todo]
-        w_hi = (bits if every else bits[todo]) // 2  # (P',) the widths of L and R
-        w_lo = (bits if every else bits[todo]) - w_hi
-        hi, lo = (v >> w_lo).astype(np.uint32), (v & ((1 << w_lo) - 1)).astype(np.uint32)
-        shift = [(32 - w).astype(np.uint32) for w in (w_hi, w_lo)]  # L's width, by round parity
-        t, u = np.empty_like(lo), np.empty_like(lo)  # two temporaries
-        for i in range(_ROUNDS):
-            np.multiply(np.bitwise_xor(lo, k[i], out=t), np.uint32(_M1), out=t)  # wraps mod 2**32
-            t ^= np.right_shift(t, np.uint32(15), out=u)
-            hi ^= np.right_shift(np.multiply(t, np.uint32(_M2), out=t), shift[i % 2], out=t)
-            hi, lo = lo, hi
-        out[todo] = (hi.astype(np.int64) << w_lo) | lo
+    ``keys`` (``(8, P)`` uint32): the cipher's rounds (its ``_feistel``), and cycle walking."""
+    out = _feistel(x, keys, bits, False)
+    todo = np.flatnonzero(out >= n)  # encrypt again those that land at n or past it
+    while len(todo):
+        out[todo] = _feistel(out[todo], keys[:, todo], bits[todo], False)
         todo = todo[out[todo] >= n[todo]]
     return out
 
