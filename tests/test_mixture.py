@@ -162,6 +162,27 @@ def test_weights_are_their_exact_integers_or_rounded_to_2_to_the_31_within_one_u
             assert abs(Fraction(u, 2**31) - w / sum(given)) < Fraction(1 + tiny, 2**31)
 
 
+@given(
+    weights=st.lists(
+        st.one_of(st.floats(0.0, 1e6), st.sampled_from([1e-05, 2.5e-07, 1e22, 3.0, 0.1])),
+        min_size=1,
+        max_size=12,
+    ).filter(any)
+)
+@example(weights=[0.5, 0.25, 0.125])  # fractions of different lengths: over one denominator
+@example(weights=[1e-05, 0.3, 12.5])  # an exponent among them: each read alone
+def test_float_weights_are_the_decimals_they_print_as_in_any_form(weights):
+    """Invariant: a list of floats is read as the exact decimals their reprs print (0.1 is 1/10,
+    1e-05 is 1/100000, 12.5 is 25/2), whatever their forms, lengths and mix; a float32 array
+    as the decimals float32 prints."""
+    s = MixtureSampler([5] * len(weights), weights, 1, 1, 0)
+    assert s.schedule == [(0, [Fraction(repr(w)) for w in weights])]
+    w32 = np.array(weights, dtype=np.float32)
+    if np.isfinite(w32).all() and w32.any():
+        s32 = MixtureSampler([5] * len(weights), w32, 1, 1, 0)
+        assert s32.schedule == [(0, [Fraction(str(x)) for x in w32])]
+
+
 def test_float_weights_as_users_compute_them_are_rounded_and_stated():
     """Example: 100 sources weighted n_tokens / total: the exact decimals need far more than
     int64; their shares in use differ from the given floats by less than 2**-31 each."""
@@ -584,6 +605,15 @@ BAD_INPUT = [
     ([3, 3], "11", TypeError, "weights should be a sequence of 2 numbers, but got weights='11'"),
     ([3, 3], 5, TypeError, "weights should be a sequence of 2 numbers, but got weights=5"),
     ([3, 0], [1, 0.5], ValueError, "weights[1]=0.5 should be 0 for a source of length 0: sizes[1]=0"),
+    # floats only: the weights users compute, checked all at once, refused in the same words
+    ([3, 3], [0.0, 0.0], ValueError, "weights should have a positive sum, but got weights=[0.0, 0.0]"),
+    ([3, 3], [1.0, -1.0], ValueError, "weights[1] should be finite and >= 0, but got weights[1]=-1.0"),
+    ([3, 3], [1.0, math.nan], ValueError, "weights[1] should be finite and >= 0, but got weights[1]=nan"),
+    ([3, 3], [1.0, math.inf], ValueError, "weights[1] should be finite and >= 0, but got weights[1]=inf"),
+    ([3, 3], [math.inf, -math.inf], ValueError,
+     "weights[0] should be finite and >= 0, but got weights[0]=inf"),
+    ([3, 0], [1.0, 0.5], ValueError, "weights[1]=0.5 should be 0 for a source of length 0: sizes[1]=0"),
+    ([3, True], [1, 1], TypeError, "sizes[1] should be an integer, but got sizes[1]=True of type bool"),
     ([3, -1], [1, 1], ValueError, "sizes[1] should be >= 0, but got sizes[1]=-1"),
     ([], [], TypeError, "sizes should be a non-empty sequence of lengths, but got sizes=[]"),
     ("ab", [1], TypeError, "sizes should be a non-empty sequence of lengths, but got sizes='ab'"),

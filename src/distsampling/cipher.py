@@ -100,26 +100,33 @@ def _few(values: object, n: int) -> list[int] | None:
     return ints if all(0 <= v < n for v in ints) else None
 
 
-def _feistel(x: np.ndarray, keys: list[int], bits: int, inverse: bool) -> np.ndarray:
-    """The cipher (or its inverse) on a 1-d int64 array of values in ``[0, 2**bits)``."""
-    a, b = bits // 2, bits - bits // 2  # widths of L (high bits) and R (low bits)
+def _feistel(
+    x: np.ndarray, keys: Sequence[int] | np.ndarray, bits: int | np.ndarray, inverse: bool
+) -> np.ndarray:
+    """The cipher (or its inverse) on a 1-d int64 array of values in ``[0, 2**bits)``: ``keys``
+    the 8 round keys, ``bits`` the width, of all values, or each value's own (``(8, P)`` uint32
+    keys, ``(P,)`` int64 widths: a mixture's sources, each its pass and its size)."""
+    a, b = bits // 2, bits - bits // 2  # widths of L (high bits) and R (low bits): ints or (P,)
+    each = isinstance(keys, np.ndarray)  # a key per value (and a width: bits is (P,))
     u32, out = np.uint32, np.empty_like(x)
     rounds = range(_ROUNDS)[::-1] if inverse else range(_ROUNDS)
     for s in range(0, len(x), _CACHE):  # a block stays in cache
-        block = x[s : s + _CACHE]
-        hi, lo = (block >> b).astype(u32), (block & ((1 << b) - 1)).astype(u32)  # (B,) L, R
+        block, at = x[s : s + _CACHE], slice(s, s + _CACHE)
+        bb, wa, wb = (b[at], a[at], b[at]) if each else (b, a, b)
+        hi, lo = (block >> bb).astype(u32), (block & ((1 << bb) - 1)).astype(u32)  # (B,) L, R
+        shifts = [(32 - w).astype(u32) if each else u32(32 - w) for w in (wa, wb)]  # by parity
         t, u = np.empty_like(lo), np.empty_like(lo)  # two temporaries
         for i in rounds:
             if inverse:  # undo round i: swap back, then L ^= F_i(R) again
                 hi, lo = lo, hi
-            w = a if i % 2 == 0 else b  # the width of L entering round i
+            key = keys[i, at] if each else u32(keys[i])
             # uint32 products wrap modulo 2**32: unsigned arithmetic, defined on every platform
-            np.multiply(np.bitwise_xor(lo, u32(keys[i]), out=t), u32(_M1), out=t)
+            np.multiply(np.bitwise_xor(lo, key, out=t), u32(_M1), out=t)
             t ^= np.right_shift(t, u32(15), out=u)
-            hi ^= np.right_shift(np.multiply(t, u32(_M2), out=t), u32(32 - w), out=t)
+            hi ^= np.right_shift(np.multiply(t, u32(_M2), out=t), shifts[i % 2], out=t)
             if not inverse:
                 hi, lo = lo, hi
-        np.bitwise_or(hi.astype(np.int64) << b, lo, out=out[s : s + _CACHE])
+        np.bitwise_or(hi.astype(np.int64) << bb, lo, out=out[at])
     return out
 
 

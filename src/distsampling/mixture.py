@@ -65,10 +65,9 @@ from __future__ import annotations
 import bisect
 import math
 import numbers
-from collections import deque
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import accumulate, chain, pairwise
 from operator import length_hint
 from typing import Any, NamedTuple
@@ -79,10 +78,9 @@ from torch.utils.data import DistributedSampler, Sampler
 
 from ._validate import check_bool, check_int, check_seed, resolve_world, warn_split_again
 from .cipher import (
-    _M1,
-    _M2,
     _MIN_BITS,
     _ROUNDS,
+    _feistel,
     _feistel_int,
     _round_keys,
     epoch_key,
@@ -106,10 +104,27 @@ class Read(NamedTuple):
 def _decimal(text: str) -> tuple[int, int]:
     """The exact ``(numerator, denominator)`` of a decimal as a float prints it: ``"0.3"``,
     ``"1e-05"``, ``"1.5e+20"`` (not reduced: ``"0.5"`` is ``(5, 10)``)."""
-    digits, _, exp = text.partition("e")
+    digits, e, exp = text.partition("e")
     whole, _, frac = digits.partition(".")
-    num, e = int(whole + frac), int(exp or 0) - len(frac)
+    if not e:  # most: no exponent
+        return int(whole + frac), 10 ** len(frac)
+    num, e = int(whole + frac), int(exp) - len(frac)
     return (num * 10**e, 1) if e >= 0 else (num, 10**-e)
+
+
+def _decimals(weights: list[float]) -> list[tuple[int, int]]:
+    """:func:`_decimal` of each float, over one denominator: their texts made by one ``repr`` of
+    the list and, where none has an exponent (most weights), cut at ``", "`` and ``"."`` into
+    whole and fraction, each fraction padded to the longest (``0.5, 0.25`` is ``50, 25`` over
+    ``100``)."""
+    text = repr(weights)[1:-1]
+    if "e" in text:
+        return [_decimal(x) for x in text.split(", ")]
+    parts = text.replace(", ", ".").split(".")  # (2K,) whole, fraction, whole, fraction, ...
+    wholes, fractions = parts[0::2], parts[1::2]
+    places = max(map(len, fractions))
+    den = 10**places
+    return [(int(w + f.ljust(places, "0")), den) for w, f in zip(wholes, fractions)]
 
 
 def _weights(name: str, weights: object, sizes: list[int]) -> list[tuple[int, int]]:
@@ -130,21 +145,27 @@ def _weights(name: str, weights: object, sizes: list[int]) -> list[tuple[int, in
         raise ValueError(
             f"{name} should hold one weight per source ({len(sizes)}), but got {name}={weights!r}"
         )
-    out = []
-    for k, w in enumerate(weights):
-        real = type(w) is float  # most weights: no abstract base class to ask
-        if not real and (isinstance(w, bool) or not isinstance(w, numbers.Real)):
-            raise TypeError(f"{name}[{k}] should be a real number, but got {name}[{k}]={w!r}")
-        if not math.isfinite(w) or w < 0:
-            raise ValueError(f"{name}[{k}] should be finite and >= 0, but got {name}[{k}]={w!r}")
-        if w > 0 and sizes[k] == 0:
-            raise ValueError(
-                f"{name}[{k}]={w!r} should be 0 for a source of length 0: sizes[{k}]=0"
-            )
-        if not real and isinstance(w, numbers.Rational):
-            out.append((int(w.numerator), int(w.denominator)))
-        else:  # the decimal it prints as
-            out.append(_decimal(texts[k] if texts else repr(float(w))))
+    floats = set(map(type, weights)) == {float}  # most weights: checked at once (a NaN sums to NaN)
+    if floats and min(weights) >= 0 and sum(weights) < math.inf and all(sizes):
+        out = [_decimal(x) for x in texts] if texts else _decimals(weights)  # checked at once
+    else:  # each weight checked in turn, the first bad one named
+        out = []
+        for k, w in enumerate(weights):
+            real = type(w) is float
+            if not real and (isinstance(w, bool) or not isinstance(w, numbers.Real)):
+                raise TypeError(f"{name}[{k}] should be a real number, but got {name}[{k}]={w!r}")
+            if not math.isfinite(w) or w < 0:
+                raise ValueError(
+                    f"{name}[{k}] should be finite and >= 0, but got {name}[{k}]={w!r}"
+                )
+            if w > 0 and sizes[k] == 0:
+                raise ValueError(
+                    f"{name}[{k}]={w!r} should be 0 for a source of length 0: sizes[{k}]=0"
+                )
+            if not real and isinstance(w, numbers.Rational):
+                out.append((int(w.numerator), int(w.denominator)))
+            else:  # the decimal it prints as
+                out.append(_decimal(texts[k] if texts else repr(float(w))))
     if not any(n for n, _ in out):
         raise ValueError(f"{name} should have a positive sum, but got {name}={weights!r}")
     return out
@@ -154,55 +175,69 @@ def _units(weights: list[tuple[int, int]]) -> list[int]:
     """The integer weights the tree uses: exact up to ``UNITS`` in all, else rounded to ``UNITS``
     by largest remainder, a weight below one unit kept at one: each share within
     ``(1 + m) * 2**-31`` of the given one, ``m`` the weights below one unit (usually none)."""
-    dens = set(d for _, d in weights)  # floats' decimals share a few powers of ten
-    scale = math.lcm(*dens)
-    times = {d: scale // d for d in dens}
-    ints = [n * times[d] for n, d in weights]
+    nums, dens = zip(*weights)
+    if len(set(dens)) == 1:  # one denominator (floats' decimals): the numerators are the integers
+        ints = list(nums)
+    else:
+        scale = math.lcm(*set(dens))
+        ints = [n * (scale // d) for n, d in weights]
     common = math.gcd(*ints)  # the smallest integers of these shares: 1/3, 1/3, 1/3 is 1, 1, 1
-    ints = [n // common for n in ints]
+    if common > 1:
+        ints = [n // common for n in ints]
     total = sum(ints)
     if total <= UNITS:
         return ints
-    tiny = [n > 0 and n * UNITS < total for n in ints]  # below one unit: one each
-    rest, left = UNITS - sum(tiny), total - sum(n for n, t in zip(ints, tiny) if t)
-    floors = [(0, 0) if t else divmod(n * rest, left) for n, t in zip(ints, tiny)]
-    out = [1 if t else q for (q, _), t in zip(floors, tiny)]
-    ahead = sorted((-r, k) for k, (_, r) in enumerate(floors) if not tiny[k])
-    for _, k in ahead[: UNITS - sum(out)]:  # the largest remainders: one more
+    small = (total - 1) // UNITS  # n * UNITS < total: below one unit, kept at one
+    tiny = (
+        [k for k, n in enumerate(ints) if 0 < n <= small]
+        if min(filter(None, ints)) <= small
+        else []
+    )
+    rest, left = UNITS - len(tiny), total - sum(ints[k] for k in tiny)
+    floors = [divmod(n * rest, left) for n in ints]  # (K,) (q, r): n * rest = q * left + r
+    out, rems = [q for q, _ in floors], [r for _, r in floors]
+    for k in tiny:  # one unit each, never one more
+        out[k], rems[k] = 1, -1
+    ahead = sorted(range(len(ints)), key=rems.__getitem__, reverse=True)  # ties: smaller k first
+    for k in ahead[: UNITS - sum(out)]:  # the largest remainders: one more
         out[k] += 1
     return out
 
 
 def _cipher(x: np.ndarray, keys: np.ndarray, bits: np.ndarray, n: np.ndarray) -> np.ndarray:
     """:func:`index_shuffle` of values ``x`` in ``[0, n)``, each its own ``n``, ``bits`` and round
-    ``keys`` (``(8, P)`` uint32): its Feistel rounds and cycle walking, line for line, on arrays."""
-    out, todo = x.copy(), np.arange(len(x))
-    while len(todo):  # cycle walking: encrypt again those that land at n or past it
-        every = len(todo) == len(x)
-        v, k = out[todo], keys if every else keys[:, todo]
-        w_hi = (bits if every else bits[todo]) // 2  # (P',) the widths of L and R
-        w_lo = (bits if every else bits[todo]) - w_hi
-        hi, lo = (v >> w_lo).astype(np.uint32), (v & ((1 << w_lo) - 1)).astype(np.uint32)
-        shift = [(32 - w).astype(np.uint32) for w in (w_hi, w_lo)]  # L's width, by round parity
-        t, u = np.empty_like(lo), np.empty_like(lo)  # two temporaries
-        for i in range(_ROUNDS):
-            np.multiply(np.bitwise_xor(lo, k[i], out=t), np.uint32(_M1), out=t)  # wraps mod 2**32
-            t ^= np.right_shift(t, np.uint32(15), out=u)
-            hi ^= np.right_shift(np.multiply(t, np.uint32(_M2), out=t), shift[i % 2], out=t)
-            hi, lo = lo, hi
-        out[todo] = (hi.astype(np.int64) << w_lo) | lo
+    ``keys`` (``(8, P)`` uint32): the cipher's rounds (its ``_feistel``), and cycle walking."""
+    out = _feistel(x, keys, bits, False)
+    todo = np.flatnonzero(out >= n)  # encrypt again those that land at n or past it
+    while len(todo):
+        out[todo] = _feistel(out[todo], keys[:, todo], bits[todo], False)
         todo = todo[out[todo] >= n[todo]]
     return out
 
 
 class _Tree:
-    """A Huffman tree as arrays over nodes (leaf ``k`` is node ``k``: ``a = 1, b = 0``, its own
-    children; ``nodes``: the same as Python lists); its internal nodes level by level and each
-    source's path from the root, made when first asked for (the first index needs neither)."""
+    """A Huffman tree over nodes (leaf ``k`` is node ``k``: ``a = 1, b = 0``, its own children;
+    ``nodes``: Python lists); as arrays, its internal nodes level by level and each source's
+    path from the root, made when first asked for (the first index needs none of them)."""
 
     def __init__(self, a: list[int], b: list[int], left: list[int], right: list[int], root: int):
         self.nodes, self.root, self.K = (a, b, left, right), root, len(a) // 2
-        self.a, self.b, self.left, self.right = (np.array(x, np.int64) for x in self.nodes)
+
+    @cached_property
+    def a(self) -> np.ndarray:
+        return np.array(self.nodes[0], np.int64)
+
+    @cached_property
+    def b(self) -> np.ndarray:
+        return np.array(self.nodes[1], np.int64)
+
+    @cached_property
+    def left(self) -> np.ndarray:
+        return np.array(self.nodes[2], np.int64)
+
+    @cached_property
+    def right(self) -> np.ndarray:
+        return np.array(self.nodes[3], np.int64)
 
     @cached_property
     def levels(self) -> list[np.ndarray]:
@@ -230,18 +265,43 @@ class _Tree:
 def _tree(units: list[int]) -> _Tree:
     """The Huffman tree of the positive weights (the lightest two merged first, ties to the
     older node: the smaller id). Two queues: the leaves sorted, the merged nodes in the order
-    made (their weights never decrease): the lightest is at the head of one of them."""
+    made, node ``K + j`` the ``j``-th (their weights never decrease): the lightest is at the head
+    of one of them, of the leaves on a tie (they are older)."""
     K = len(units)
-    a, b = [1] * (2 * K), [0] * (2 * K)
-    left, right = list(range(2 * K)), list(range(2 * K))
-    leaves = deque(sorted((w, k) for k, w in enumerate(units) if w > 0))
-    merged: deque[tuple[int, int]] = deque()
-    for made in range(K, K + len(leaves) - 1):  # each merge: one node fewer
-        x = (merged if merged and (not leaves or merged[0] < leaves[0]) else leaves).popleft()
-        y = (merged if merged and (not leaves or merged[0] < leaves[0]) else leaves).popleft()
-        a[made], b[made], left[made], right[made] = x[0], y[0], x[1], y[1]
-        merged.append((x[0] + y[0], made))
-    return _Tree(a, b, left, right, (merged or leaves)[0][1])
+    leaves = [k for k in sorted(range(K), key=units.__getitem__) if units[k]]  # ties: smaller k
+    weights = [units[k] for k in leaves] + [UNITS + 1]  # (L + 1,) heavier than any node: the end
+    made: list[int] = []  # the merged nodes' weights: node K + j weighs made[j]
+    a, b, left, right = [1] * K, [0] * K, list(range(K)), list(range(K))  # leaves: fixed points
+    i = j = 0  # the heads of the two queues
+    for _ in range(len(leaves) - 1):  # each merge: one node fewer
+        if j < len(made) and made[j] < weights[i]:
+            x, v = made[j], K + j
+            j += 1
+        else:
+            x, v = weights[i], leaves[i]
+            i += 1
+        if j < len(made) and made[j] < weights[i]:
+            y, w = made[j], K + j
+            j += 1
+        else:
+            y, w = weights[i], leaves[i]
+            i += 1
+        made.append(x + y)
+        a.append(x)
+        b.append(y)
+        left.append(v)
+        right.append(w)
+    rest = range(K + len(made), 2 * K)  # the nodes never made: fixed points too
+    a, b = a + [1] * len(rest), b + [0] * len(rest)
+    left, right = left + list(rest), right + list(rest)
+    return _Tree(a, b, left, right, K + len(made) - 1 if made else leaves[0])
+
+
+@lru_cache(maxsize=16)  # the same weights again: a schedule's, another rank's, another epoch's
+def _integer_mix(weights: tuple[tuple[int, int], ...]) -> tuple[tuple[int, ...], _Tree]:
+    """The integer weights in use and their tree, once per distinct weights."""
+    units = _units(list(weights))
+    return tuple(units), _tree(units)
 
 
 def _split(a: Any, b: Any, n: Any) -> tuple[Any, Any]:
@@ -303,14 +363,14 @@ class _Counting:
     blocks, plus the current block's length less what its list iterator has left (resume.py's
     ``CountingIterator``, here so that this file copies with two helpers)."""
 
-    def __init__(self, blocks: Iterator[torch.Tensor]) -> None:
+    def __init__(self, blocks: Iterator[torch.Tensor | list[int]]) -> None:
         self._done, self._len, self._it = 0, 0, iter(())
         self.ints: Iterator[int] = chain.from_iterable(self._lists(blocks))
 
-    def _lists(self, blocks: Iterator[torch.Tensor]) -> Iterator[Iterator[int]]:
+    def _lists(self, blocks: Iterator[torch.Tensor | list[int]]) -> Iterator[Iterator[int]]:
         for part in blocks:
             self._done += self._len
-            self._it, self._len = iter(part.tolist()), len(part)
+            self._it, self._len = iter(part if isinstance(part, list) else part.tolist()), len(part)
             yield self._it
         self._done, self._len = self._done + self._len, 0
 
@@ -416,8 +476,10 @@ class MixtureSampler(DistributedSampler):
             raise TypeError(
                 f"sizes should be a non-empty sequence of lengths, but got sizes={sizes!r}"
             )
-        self.sizes = [n if type(n) is int and n >= 0 else check_int(f"sizes[{k}]", n, low=0)
-                      for k, n in enumerate(sizes)]  # fmt: skip
+        if set(map(type, sizes)) == {int} and min(sizes) >= 0:  # most: checked at once
+            self.sizes = list(sizes)
+        else:  # each checked in turn, the first bad one named
+            self.sizes = [check_int(f"sizes[{k}]", n, low=0) for k, n in enumerate(sizes)]
         self.offsets = [0, *accumulate(self.sizes[:-1])]
         self._plan = self._schedule(weights)  # [(step, weights)], steps increasing from 0
         self.batch_size = check_int("batch_size", batch_size, low=1)
@@ -425,17 +487,13 @@ class MixtureSampler(DistributedSampler):
         self.seed, self.shuffle = check_seed(seed), check_bool("shuffle", shuffle)
         length = sum(self.sizes) if epoch_length is None else epoch_length
         self.epoch_length = check_int("epoch_length", length, low=1)
-        self.units = [_units(w) for _, w in self._plan]  # the integer weights in use
-        self._trees = [_tree(u) for u in self.units]
+        mixes = [_integer_mix(tuple(w)) for _, w in self._plan]  # once per distinct weights
+        self.units = [list(units) for units, _ in mixes]  # the integer weights in use
+        self._trees = [tree for _, tree in mixes]
         self.epoch, self._skip, self._before = 0, 0, 0
         self._origin, self._step0 = 0, 0  # this grid's first position and training step
         self._read0 = [0] * len(self.sizes)  # each source's count at the grid's first step
         self._counter: _Counting | None = None
-        self._sizes, self._offsets = (
-            np.array(self.sizes, np.int64),
-            np.array(self.offsets, np.int64),
-        )
-        self._bits = np.array([max(_MIN_BITS, (n - 1).bit_length()) for n in self.sizes])
         self._keys: dict[tuple[int, int], tuple[int, ...]] = {}  # (source, pass): round keys
         self._place()
 
@@ -474,15 +532,22 @@ class MixtureSampler(DistributedSampler):
     # --- the pieces of this grid: a tree each, from a step on ------------------------------
 
     def _place(self) -> None:
-        """The pieces ``(first step, tree)`` from the grid's first step on, and each source's
-        count at each piece's first step."""
+        """The pieces ``(first step, tree)`` from the grid's first step on; their ``_bases``
+        are made again when next asked for."""
         g0 = max(g for g, (step, _) in enumerate(self._plan) if step <= self._step0)
         later = [(step, g) for g, (step, _) in enumerate(self._plan) if step > self._step0]
         self._pieces = [(self._step0, g0), *later]
-        self._bases = [np.array(self._read0, np.int64)]
-        for (s, g), (s2, _) in pairwise(self._pieces):
-            self._bases.append(self._bases[-1] + self._before_step(g, [s2 - s])[0])
         self._firsts = [s for s, _ in self._pieces]
+        self.__dict__.pop("_bases", None)
+
+    @cached_property
+    def _bases(self) -> list[np.ndarray]:
+        """Each source's count at each piece's first step, ``(K,)`` a piece (the first piece's
+        is ``_read0``: the first index reads that list, with no array made)."""
+        out = [np.array(self._read0, np.int64)]
+        for (s, g), (s2, _) in pairwise(self._pieces):
+            out.append(out[-1] + self._before_step(g, [s2 - s])[0])
+        return out
 
     def _before_step(self, g: int, taus: Sequence[int]) -> np.ndarray:
         """``C(τ)``: each source's reads in tree ``g``'s first ``τ`` steps, ``(T, K)``:
@@ -552,10 +617,18 @@ class MixtureSampler(DistributedSampler):
             keys = self._keys[k, pass_] = _round_keys(self._key(k, pass_))
         return keys
 
+    @cached_property
+    def _by_source(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each source's size, offset and cipher width in bits, ``(K,)`` each: for the blocks,
+        made when first asked for (the first index needs none of them)."""
+        bits = [max(_MIN_BITS, (n - 1).bit_length()) for n in self.sizes]
+        return tuple(np.array(x, np.int64) for x in (self.sizes, self.offsets, bits))
+
     def _indices(self, ks: np.ndarray, js: np.ndarray) -> np.ndarray:
         """Indices into the ConcatDataset of sources ``ks``'s items ``js``, each ``(P,)``: every
         source and pass in one cipher call (:func:`index_shuffle`'s, a key per value)."""
-        sizes = self._sizes[ks]  # (P,)
+        size_of, offset_of, bits_of = self._by_source
+        sizes = size_of[ks]  # (P,)
         passes, local = np.divmod(js, np.maximum(sizes, 1))  # (P,) (P,)
         if self.shuffle and len(ks):
             low, span = int(passes.min()), int(passes.max() - passes.min()) + 1  # a few passes
@@ -565,8 +638,8 @@ class MixtureSampler(DistributedSampler):
             keys[:, present] = np.array(
                 [self._round_keys(g // span, g % span + low) for g in present.tolist()], np.uint32
             ).T.reshape(_ROUNDS, -1)
-            local = _cipher(local, keys[:, group], self._bits[ks], sizes)
-        return self._offsets[ks] + local
+            local = _cipher(local, keys[:, group], bits_of[ks], sizes)
+        return offset_of[ks] + local
 
     def _few(self, positions: list[int]) -> list[int]:
         """``_indices(*_sources(positions))`` of a few positions of one step, down one path
@@ -582,7 +655,7 @@ class MixtureSampler(DistributedSampler):
                 n_left, is_left = _split(a[node], b_[node], c)
                 node, c = (left[node], n_left) if is_left else (right[node], c - n_left)
             k = node
-            j = int(self._bases[p][k]) + c
+            j = (self._read0[k] if p == 0 else int(self._bases[p][k])) + c
             if tau:  # C(τ) + c_k(u) - c_k(τb)
                 x = np.arange(W, dtype=np.int64) * b
                 j += int((_count(tree, k, x + tau * b) - _count(tree, k, x)).sum())
@@ -713,18 +786,20 @@ class MixtureSampler(DistributedSampler):
         # the whole epoch's count, before and after a resume: read on an earlier grid, then here
         return self._before + len(self._steps(self.epoch)) * self.batch_size
 
-    def _blocks(self, steps: range, skip: int) -> Iterator[torch.Tensor]:
+    def _blocks(self, steps: range, skip: int) -> Iterator[torch.Tensor | list[int]]:
         """This rank's indices of ``steps`` (of the grid) less the first ``skip``: a few down
-        their paths first (the first index at once), then blocks of steps doubling up to about
+        their paths first (the first index alone, at once), then blocks of steps doubling up to about
         2**14 indices. A block routes the tree positions of its steps and the ``W`` after them
         (every rank's reads), once each: their sources give each source's count at each step's
         tree position and, summed, its reads in the steps before."""
         W, b, K = self.num_replicas, self.batch_size, len(self.sizes)
         s = steps.start + skip // b
         first = self._origin + s * (W * b) + self.rank * b + skip % b  # the first to read
-        if s < steps.stop:  # up to 16 of the first step
+        if s < steps.stop:  # the first index alone, then up to 15 more of its step: lists
             head = range(first, min(first + 16, self._origin + s * W * b + (self.rank + 1) * b))
-            yield torch.tensor(self._few(list(head)), dtype=torch.int64)
+            yield self._few([first])
+            if len(head) > 1:
+                yield self._few(list(head[1:]))
             first = head.stop
         s, stop = s + self._step0, steps.stop + self._step0
         for p, (start, g) in enumerate(self._pieces):
