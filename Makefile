@@ -12,6 +12,10 @@ TORCH ?= torch==2.13.0
 VENV := .venv
 PY := $(VENV)/bin/python
 HYPOTHESIS_PROFILE ?= ci
+# pytest workers: twice the cores. Much of the suite's time is waiting, not computing (ranks and
+# torchrun agents starting, rendezvous, S3 servers, a timeout shown on purpose): the extra
+# workers fill it. TEST_WORKERS=auto runs one a core.
+TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * (os.cpu_count() or 1))')
 export NO_MKDOCS_2_WARNING := 1
 export HYPOTHESIS_PROFILE
 
@@ -31,12 +35,12 @@ demo: $(VENV)/.installed ## The main job: print which rank reads which sample fo
 	$(PY) -m distsampling demo
 
 .PHONY: test
-test: $(VENV)/.installed chromium ## Run the whole suite in parallel (Hypothesis profile ci; HYPOTHESIS_PROFILE=thorough searches 20x deeper)
-	$(PY) -m pytest -n auto --dist loadgroup
+test: $(VENV)/.installed chromium ## Run the whole suite in parallel (2 workers a core; Hypothesis profile ci; HYPOTHESIS_PROFILE=thorough searches 20x deeper)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 .PHONY: test-fast
 test-fast: $(VENV)/.installed ## Run the suite without the multi-process (torch.distributed) tests
-	$(PY) -m pytest -n auto --dist loadgroup -m 'not multiprocess'
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m 'not multiprocess'
 
 # the loop matrix's results (docs/loops.md is rendered from them); make test writes them too
 LOOP_TESTS := tests/test_loops.py tests/test_loops_frameworks.py tests/test_detection_loaders.py
@@ -45,7 +49,7 @@ docs/generated/loops.json:
 
 .PHONY: loops
 loops: $(VENV)/.installed ## Run every sampler inside every loop users run (the matrix on docs/loops.md)
-	$(PY) -m pytest -n auto --dist loadgroup -q $(LOOP_TESTS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -q $(LOOP_TESTS)
 
 .PHONY: docs
 docs: $(VENV)/.installed docs/generated/loops.json ## Build the documentation with mkdocs build --strict

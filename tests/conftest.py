@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 
 # One torch thread per test process, set before anything imports torch and inherited by every
-# rank, torchrun agent and server a test starts. `make test` already runs one pytest worker per
+# rank, torchrun agent and server a test starts. `make test` already runs two pytest workers a
 # core and the multi-process tests add ranks: torch's own thread pools would only oversubscribe
 # the cores, and OpenMP threads spinning on a busy core stall unrelated tests many times over
 # (a 0.4 s property took 10.6 s). torchrun sets the same for its ranks.
