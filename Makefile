@@ -18,6 +18,10 @@ HYPOTHESIS_PROFILE ?= ci
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * (os.cpu_count() or 1))')
 export NO_MKDOCS_2_WARNING := 1
 export HYPOTHESIS_PROFILE
+# the tests keep compiled modules in __pycache__ (pytest its rewritten tests too) even where the
+# environment turns that off (PYTHONDONTWRITEBYTECODE): else every pytest worker, and every rank
+# or command a test starts, would compile the same files again on each run
+test test-fast loops: export PYTHONDONTWRITEBYTECODE :=
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -257,8 +257,8 @@ def _stateful(entry: Entry, workers: int, subject=None):
 def loop_stateful_resume(entry: Entry, workers: int) -> None:
     """torchdata's ``StatefulDataLoader``: a checkpoint, ``state_dict()`` saved after step ``k``
     of epoch 0 while the run goes on (at each of ``stops``), loaded into a new loader (and a new
-    object) reads the rest of the epoch; ``len(loader)`` stays the whole epoch's; the next epoch
-    is epoch 1's plan."""
+    object) reads the rest of the epoch; ``len(loader)`` stays the whole epoch's; after a resume
+    at the first step, the second and the end, the next epoch is epoch 1's plan."""
     ordered = not (entry.kind == "iterable" and workers > 1)
     subject, dl = _stateful(entry, workers)
     subject.set_epoch(0)
@@ -278,8 +278,9 @@ def loop_stateful_resume(entry: Entry, workers: int) -> None:
         check(entry, whole[:k] + rest, 0, ordered=ordered)
         if entry.kind != "endless":  # a stream has no epochs: every iter() starts where it loaded
             assert k + len(rest) == len(dl) == len(whole)
-            subject.set_epoch(1)
-            check(entry, take(entry, dl), 1, ordered=ordered)
+            if k in (0, 1, len(whole)):  # a loaded state ends with its epoch: proven at each end
+                subject.set_epoch(1)
+                check(entry, take(entry, dl), 1, ordered=ordered)
 
 
 # --8<-- [end:loop_stateful_resume]

@@ -18,8 +18,11 @@ import pytest
 
 from distsampling.launch import free_port
 
-moto_server = pytest.importorskip("moto.server", reason="the S3 tests need moto[server]")
-s3fs = pytest.importorskip("s3fs", reason="the S3 tests need s3fs")
+
+def _needs(module: str):
+    """``module`` imported when a test first starts a server (moto and s3fs take about a second
+    to import: a pytest worker that runs no S3 test never pays it), or the test skipped."""
+    return pytest.importorskip(module, reason=f"the S3 tests need {module.split('.')[0]}")
 
 
 class S3:
@@ -32,7 +35,7 @@ class S3:
         self.start()
 
     def start(self) -> None:
-        self._server = moto_server.ThreadedMotoServer(
+        self._server = _needs("moto.server").ThreadedMotoServer(
             ip_address="127.0.0.1", port=self.port, verbose=False
         )
         self._server.start()
@@ -63,7 +66,7 @@ class S3:
         } | overrides
 
     def filesystem(self):
-        return s3fs.S3FileSystem(**self.options())
+        return _needs("s3fs").S3FileSystem(**self.options())
 
     def put_arrays(self, prefix: str, arrays: dict[str, np.ndarray]) -> str:
         """Upload ``name -> array`` as ``.npy`` objects under ``s3://prefix``; return that URL."""
