@@ -250,6 +250,20 @@ class ShardedMixtureDataset(IterableDataset):
         [0, 'x0', 1, 10, 'x1', 11, 0, 'x2', 1]
         >>> ds.batch_at(1)  # rank 0's (source, shard, offset) at step 1, read from nothing
         [[(0, 1, 0), (1, 0, 1), (0, 1, 1)]]
+
+        Shards that are objects (a ``repr`` with an address) are named by ``key=``:
+
+        >>> class Shard:
+        ...     def __init__(self, url):
+        ...         self.url = url
+        >>> c = ([Shard("s3://b/0.tar"), Shard("s3://b/1.tar")], [2, 2], lambda s: iter("pq"))
+        >>> ShardedMixtureDataset([c], [1], 2, num_replicas=1, rank=0)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: sources[0] shards[0] should have a repr that is the same in every process ...
+        >>> ds = ShardedMixtureDataset([c], [1], 2, num_replicas=1, rank=0, key=lambda s: s.url)
+        >>> ds.state_dict()["sources"][0]["first"]  # a state names the shards by their keys
+        "'s3://b/0.tar'"
     """
 
     def __init__(
