@@ -83,8 +83,9 @@ def main() -> None:
         module = importlib.import_module(f"benchmarks.bench_{stem}")
         sections = [
             f"_Measured by `make bench` on {machine}; median (min – max) of {args.repeats} "
-            "fresh-process runs; **ratios** of medians against the table's baseline; `load_1m`: "
-            "the machine's load average after each run._\n"
+            "fresh-process runs (one where a table says its figures are counts); **ratios** of "
+            "medians against the table's baseline; `load_1m`: the machine's load average after "
+            "each run._\n"
         ]
         results = []  # every figure's min/median/max, for pages and pictures to read
         last = RESULTS / f"{stem}.json"
@@ -101,6 +102,9 @@ def main() -> None:
             else:
                 figures = measure(comparison, args.repeats)
                 text = report(comparison, figures)
+                if comparison.unfinished:  # a row left out is said, never silently missing
+                    text += (f"\n_Left out: {', '.join(comparison.unfinished)} did not finish a "
+                             f"run in {comparison.timeout:.0f} s._\n")  # fmt: skip
             print(text, flush=True)
             sections.append(text)
             results.append(

@@ -87,6 +87,9 @@ class Comparison:
     columns: tuple[str, ...] = ()  # the figures to report (default: all)
     ratios: tuple[str, ...] | None = None  # the figures with a ratio to the baseline (default: all)
     python: str | None = None  # the interpreter its contenders run in (default: this one)
+    runs: int | None = None  # fresh-process runs a contender (default: --repeats); 1 for counts
+    timeout: float = 600  # seconds a run may take; a contender past it is left out, and said so
+    unfinished: list[str] = field(default_factory=list)  # filled by measure(): the ones left out
 
 
 def run_in_fresh_process(
@@ -115,14 +118,23 @@ def spread(values: Iterable[float]) -> Spread:
 
 
 def measure(comparison: Comparison, repeats: int) -> dict[str, dict[str, Spread]]:
-    """Min/median/max of ``repeats`` fresh-process runs for each contender, runs interleaved."""
+    """Min/median/max of ``repeats`` fresh-process runs for each contender (``comparison.runs``
+    where set: figures that are counts come out the same every run), runs interleaved. A
+    contender whose run passes ``comparison.timeout`` is left out and named in ``unfinished``."""
     runs: dict[str, list[dict[str, float]]] = {label: [] for label in comparison.contenders}
-    for _ in range(repeats):  # interleave contenders so drift in the machine hits all alike
+    comparison.unfinished = []
+    for _ in range(comparison.runs or repeats):  # interleaved: drift in the machine hits all
         for label, target in comparison.contenders.items():
-            runs[label].append(
-                run_in_fresh_process(target, comparison.params, python=comparison.python)
-            )
-    return {label: {key: spread(r[key] for r in rs) for key in rs[0]} for label, rs in runs.items()}
+            if label in comparison.unfinished:
+                continue
+            try:
+                runs[label].append(run_in_fresh_process(
+                    target, comparison.params, comparison.timeout, comparison.python
+                ))  # fmt: skip
+            except subprocess.TimeoutExpired:
+                comparison.unfinished.append(label)
+    return {label: {key: spread(r[key] for r in rs) for key in rs[0]}
+            for label, rs in runs.items() if label not in comparison.unfinished}  # fmt: skip
 
 
 def _child(target: str, params_json: str) -> None:
