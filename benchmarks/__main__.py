@@ -96,20 +96,22 @@ def main() -> None:
             again = not args.only or any(text in comparison.title for text in args.only)
             if not again and comparison.title in kept:
                 figures = kept[comparison.title]["figures"]
+                comparison.unfinished = kept[comparison.title].get("unfinished", [])
                 text = report(comparison, figures) + (
                     "\n_Kept from the last results: `--only` ran the other tables again._\n"
                 )
             else:
                 figures = measure(comparison, args.repeats)
                 text = report(comparison, figures)
-                if comparison.unfinished:  # a row left out is said, never silently missing
-                    text += (f"\n_Left out: {', '.join(comparison.unfinished)} did not finish a "
-                             f"run in {comparison.timeout:.0f} s._\n")  # fmt: skip
+            if comparison.unfinished:  # a row left out is said, never silently missing
+                text += (f"\n_Left out: {', '.join(comparison.unfinished)} did not finish a "
+                         f"run in {comparison.timeout:.0f} s._\n")  # fmt: skip
             print(text, flush=True)
             sections.append(text)
             results.append(
                 {"title": comparison.title, "baseline": comparison.baseline}
                 | {"params": comparison.params, "figures": figures}
+                | {"unfinished": comparison.unfinished}
             )
         Path(RESULTS / f"{stem}.md").write_text("\n".join(sections))
         summary = {"machine": machine, "repeats": args.repeats, "comparisons": results}

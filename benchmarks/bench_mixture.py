@@ -12,8 +12,10 @@ micro-batches of every step (rank ``r`` at ``[s*64 + 8r, s*64 + 8r + 8)``):
 Three sets of tasks: three sources (60,000 / 6,000 / 600 samples at 0.5 / 0.3 / 0.2) and a long tail of 100
 sources (``10**6 / (k+1)**1.3`` samples, weights ``size**0.3``, as temperature sampling sets
 them), and 30 random tasks of 2 to 12 sources with weights of 0 and 1e-4 among them (the worst
-figure over the 30; ``bound``, the largest prefix bound ``MixtureSampler.bound()`` promises for
-them). Contenders: ``MixtureSampler``; Megatron's ``build_blending_indices`` (the compiled
+figure over the 30; ``bound``, the largest ``MixtureSampler.bound()`` of them: every global
+batch and every rank's share within twice it, every prefix within it on one rank; on 8 ranks
+``MixtureSampler`` spreads each source over the ranks inside a global batch, so the prefixes of
+the ranks' layout are promised nothing finer than a batch). Contenders: ``MixtureSampler``; Megatron's ``build_blending_indices`` (the compiled
 helper of megatron-core), torchdata's ``MultiNodeWeightedSampler``, Hugging Face's
 ``interleave_datasets`` + ``split_dataset_by_node`` and Grain's ``MapDataset.mix`` sharded
 ``[rank::8]``, each run by its real code in ``.venv-peers`` (``benchmarks/peers_mixture.py`` says
@@ -237,7 +239,12 @@ def suite(large: bool) -> list[Comparison]:
             "HF interleave_datasets + split_dataset_by_node": "bench_mixture:hugging_face_quality",
             "Grain MapDataset.mix [rank::8]": "bench_mixture:grain_quality",
         }
-    note = "in samples (0 is exact); W=8, micro-batch 8, 59,968 positions"
+    note = (
+        "in samples (0 is exact); W=8, micro-batch 8, 59,968 positions; prefix: of the "
+        "stream as the ranks lay it out (MixtureSampler spreads each source over the ranks "
+        "inside a global batch: its promise is per batch and per rank); counts of a fixed "
+        "stream: one run each"
+    )
     out = [
         Comparison(title, contenders, "MixtureSampler", {"task": task}, note, QUALITY, ())
         for title, task in [
@@ -250,7 +257,9 @@ def suite(large: bool) -> list[Comparison]:
         random_rows["Megatron build_blending_indices"] = "bench_mixture:megatron_random"
     out.append(Comparison("30 random tasks of 2 to 12 sources, 0 and 1e-4 weights among them",
                           random_rows, "MixtureSampler", {}, "the worst of each figure; 3,968 "
-                          "positions a task; bound: the largest MixtureSampler.bound() promised",
+                          "positions a task (one run: counts); bound: the largest MixtureSampler.bound(): a "
+                          "global batch and a rank within twice it (a prefix within it on one "
+                          "rank)",
                           ("prefix", "batch", "rank", "bound"), ()))  # fmt: skip
     for q in out:  # counts of a fixed stream: the same in every run, so one run each
         q.python, q.runs = python, 1
