@@ -131,6 +131,51 @@ def _patterns(module: str, functions: list[str]) -> list[str]:
             for f in functions]  # fmt: skip
 
 
+#: the counts of a function's mutants as mutmut reads them (survived and no tests: the unexplained
+#: and the equivalent, told apart by equivalent.md)
+_COUNTED = ("mutants", "killed", "survived", "timeout", "no tests")
+#: the counts of a row of results.md
+COLUMNS = ("mutants", "killed", "equivalent", "timeout", "survived")
+
+
+def function_of(name: str, module: str) -> str:
+    """``f`` or ``Class.method`` of mutmut's mutant name: ``distsampling.M.x_f__mutmut_7`` or
+    ``distsampling.M.xǁClassǁmethod__mutmut_7``."""
+    return name.split("__mutmut_")[0].split(f"{module}.", 1)[1][2:].replace("ǁ", ".")
+
+
+def total(by_function: dict[str, dict[str, int]]) -> dict[str, int]:
+    """A module's row: the sum of its functions' counts."""
+    return {k: sum(c[k] for c in by_function.values()) for k in COLUMNS}
+
+
+def merge(old: dict | None, new: dict) -> dict:
+    """The row after a run of some functions (``--functions``, ``--survivors``): ``new``'s counts
+    for the functions it ran, ``old``'s (its latest run of each) for the others, the row their
+    sum. A row from before counts were kept per function holds its functions' counts as one
+    entry (``"f, C.m"``), dropped when one of them runs again; a failed row, or a whole one of
+    that time, is replaced."""
+    if not old or "failed" in old or "failed" in new:
+        return new
+    if "by_function" in old:
+        earlier = old["by_function"]
+    elif "functions" in old:
+        earlier = {", ".join(old["functions"]): {k: old[k] for k in COLUMNS}}
+    else:
+        return new
+    ran = set(new["by_function"]) | set(new.get("functions", []))
+    by_function = {f: c for f, c in earlier.items() if not set(f.split(", ")) & ran}
+    by_function.update(new["by_function"])
+    kept = {name for f in by_function for name in f.split(", ")}
+    row = {**total(by_function), "by_function": by_function}
+    row["unexplained"] = [
+        u for u in old["unexplained"] if u["function"].split(".", 1)[1] in kept - ran
+    ] + new["unexplained"]
+    if "functions" in old:  # a row of some functions (now of these too), not of the module
+        row["functions"] = [name for f in by_function for name in f.split(", ")]
+    return row
+
+
 def survivors_and_counts(
     work: Path, module: str, only: list[str] = ()
 ) -> tuple[dict, list[tuple[str, str, str]]]:
@@ -148,22 +193,22 @@ def survivors_and_counts(
         path = Path(f"src/distsampling/{module}.py")
         data = SourceFileMutationData(path=path)
         data.load()
-        counts = {"mutants": 0, "killed": 0, "survived": 0, "timeout": 0, "no tests": 0}
+        counts: dict[str, dict[str, int]] = {}  # function -> its counts
         found = []
         for name, code in sorted(data.exit_code_by_key.items()):
             if only and not any(fnmatch.fnmatch(name, p) for p in only):
                 continue
             status = _STATUS.get(code, "survived")  # suspicious or unchecked: never a pass
-            counts["mutants"] += 1
-            counts[status] += 1
+            function = function_of(name, module)
+            mine = counts.setdefault(function, dict.fromkeys(_COUNTED, 0))
+            mine["mutants"] += 1
+            mine[status] += 1
             if status in ("survived", "no tests"):
                 diff = get_diff_for_mutant(name, path=path)
                 # the mutated line: the first added line of the diff (not its +++ header)
                 added = [ln[1:].strip() for ln in diff.splitlines() if ln[:1] == "+"]
                 line = next((a for a in added if a and not a.startswith("++")), "")
-                # distsampling.M.x_function__mutmut_7 or distsampling.M.xǁClassǁmethod__mutmut_7
-                function = name.split("__mutmut_")[0].split(f"{module}.", 1)[1][2:]
-                found.append((name, f"{module}.{function.replace('ǁ', '.')}", line, diff))
+                found.append((name, f"{module}.{function}", line, diff))
         return counts, found
     finally:
         os.chdir(cwd)
@@ -203,19 +248,22 @@ def run(module: str, max_children: int, survivors: bool = False, functions: list
     )
     if done.returncode != 0:  # e.g. the clean run of the tests failed: no count means anything
         return {"failed": f"mutmut run exited with {done.returncode}", "unexplained": []}
-    counts, found = survivors_and_counts(work, module, _patterns(module, list(functions)))
+    by_function, found = survivors_and_counts(work, module, _patterns(module, list(functions)))
     known = equivalents()
-    counts["equivalent"] = 0
+    for counts in by_function.values():
+        counts["equivalent"], counts["survived"] = 0, 0
+        counts.pop("no tests")
     unexplained = []
     for name, function, line, diff in found:
+        mine = by_function[function.split(".", 1)[1]]
         if (function, line) in known:
-            counts["equivalent"] += 1
+            mine["equivalent"] += 1
         else:
+            mine["survived"] += 1
             unexplained.append({"mutant": name, "function": function, "line": line, "diff": diff})
-    counts["survived"] = len(unexplained)
-    counts.pop("no tests")
     return {
-        **counts,
+        **total(by_function),
+        "by_function": by_function,
         "unexplained": unexplained,
         **({"functions": list(functions)} if functions else {}),
     }
@@ -232,7 +280,7 @@ def write(results: dict) -> None:
         if r and "failed" in r:
             rows.append(f"| `{module}.py` | run failed: {r['failed']} | | | | |")
         elif r:
-            cells = [r[k] for k in ("mutants", "killed", "equivalent", "timeout", "survived")]
+            cells = [r[k] for k in COLUMNS]
             only = f" (the changed: {', '.join(r['functions'])})" if r.get("functions") else ""
             rows.append(f"| `{module}.py`{only} | " + " | ".join(map(str, cells)) + " |")
         else:
@@ -269,9 +317,19 @@ def main(argv: list[str] | None = None) -> int:
             r["equivalent"] = r.get("equivalent", 0) + len(listed)
             r["unexplained"] = [u for u in r["unexplained"] if u not in listed]
             r["survived"] = len(r["unexplained"])
+            for u in listed:  # and in its function's counts
+                mine = r.get("by_function", {}).get(u["function"].split(".", 1)[1])
+                if mine:
+                    mine["equivalent"], mine["survived"] = (
+                        mine["equivalent"] + 1,
+                        mine["survived"] - 1,
+                    )
         write(results)
     for module in [] if args.recount else args.modules or list(MODULES):
-        results[module] = run(module, args.max_children, args.survivors, args.functions)
+        done = run(module, args.max_children, args.survivors, args.functions)
+        # a run of some functions updates only their counts in the module's row
+        some = args.functions or args.survivors  # --survivors: those of the last run's functions
+        results[module] = merge(results.get(module), done) if some else done
         write(results)
         for s in results[module]["unexplained"]:
             print(f"survived: {s['mutant']}\n{s['diff']}\n")
