@@ -269,6 +269,13 @@ def run(module: str, max_children: int, survivors: bool = False, functions: list
     }
 
 
+def read() -> dict:
+    """results.json: each module's row."""
+    path = HERE / "results.json"
+    results = json.loads(path.read_text()) if path.exists() else {}
+    return {m: r for m, r in results.items() if m in MODULES}
+
+
 def write(results: dict) -> None:
     (HERE / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     rows = [
@@ -307,9 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         help="only these functions' mutants (f or Class.method): what a change touched",
     )
     args = parser.parse_args(argv)
-    path = HERE / "results.json"
-    results = json.loads(path.read_text()) if path.exists() else {}
-    results = {m: r for m, r in results.items() if m in MODULES}
+    results = read()
     if args.recount:  # survivors since listed in equivalent.md: no mutant is run again
         known = equivalents()
         for r in results.values():
@@ -327,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         write(results)
     for module in [] if args.recount else args.modules or list(MODULES):
         done = run(module, args.max_children, args.survivors, args.functions)
+        results = read()  # as it is now: a run of other modules meanwhile keeps its rows
         # a run of some functions updates only their counts in the module's row
         some = args.functions or args.survivors  # --survivors: those of the last run's functions
         results[module] = merge(results.get(module), done) if some else done
