@@ -15,6 +15,10 @@ to ``mutation/results.json`` and ``mutation/results.md`` (the docs include the l
     python mutation/run.py --survivors distributed   # its last survivors again, with new tests
     python mutation/run.py inference --functions InferenceSampler.state_dict   # one method's
     python mutation/run.py --survivors inference --functions InferenceSampler.state_dict  # again
+    python mutation/run.py --collect mixture   # a run cut short: the functions it finished
+
+A run of some functions (``--functions``, ``--survivors``, ``--collect``) updates only their
+counts in the module's row: results.json keeps each function's counts, the row sums the latest.
 
 The exit status is 1 when a survivor is not listed as equivalent.
 """
@@ -177,10 +181,11 @@ def merge(old: dict | None, new: dict) -> dict:
 
 
 def survivors_and_counts(
-    work: Path, module: str, only: list[str] = ()
+    work: Path, module: str, only: list[str] = (), finished: bool = False
 ) -> tuple[dict, list[tuple[str, str, str]]]:
     """Read mutmut's results in ``work``: the counts, and each survivor as (name, function, line);
-    with ``only`` (mutmut name patterns), of those mutants alone."""
+    with ``only`` (mutmut name patterns), of those mutants alone; with ``finished`` (a run cut
+    short), of the functions whose every mutant was run alone."""
     sys.path.insert(0, str(work))  # nothing of ours is imported: only mutmut's result files
     cwd = os.getcwd()
     os.chdir(work)
@@ -195,8 +200,12 @@ def survivors_and_counts(
         data.load()
         counts: dict[str, dict[str, int]] = {}  # function -> its counts
         found = []
-        for name, code in sorted(data.exit_code_by_key.items()):
+        codes = data.exit_code_by_key
+        unrun = {function_of(name, module) for name, code in codes.items() if code is None}
+        for name, code in sorted(codes.items()):
             if only and not any(fnmatch.fnmatch(name, p) for p in only):
+                continue
+            if finished and function_of(name, module) in unrun:
                 continue
             status = _STATUS.get(code, "survived")  # suspicious or unchecked: never a pass
             function = function_of(name, module)
@@ -249,6 +258,21 @@ def run(module: str, max_children: int, survivors: bool = False, functions: list
     if done.returncode != 0:  # e.g. the clean run of the tests failed: no count means anything
         return {"failed": f"mutmut run exited with {done.returncode}", "unexplained": []}
     by_function, found = survivors_and_counts(work, module, _patterns(module, list(functions)))
+    return row(by_function, found, functions)
+
+
+def collect(module: str) -> dict:
+    """The row of a run of ``module`` cut short (stopped, or out of time): the counts of the
+    functions whose every mutant was run, as a ``--functions`` run of them."""
+    work = WORK / module
+    if not (work / "mutants").exists():
+        return {"failed": f"no run of {module} to collect", "unexplained": []}
+    by_function, found = survivors_and_counts(work, module, finished=True)
+    return row(by_function, found, sorted(by_function))
+
+
+def row(by_function: dict, found: list, functions: list[str] = ()) -> dict:
+    """A module's row: each survivor explained (equivalent.md) or not, counted per function."""
     known = equivalents()
     for counts in by_function.values():
         counts["equivalent"], counts["survived"] = 0, 0
@@ -308,6 +332,11 @@ def main(argv: list[str] | None = None) -> int:
         help="rerun only the last run's survivors of each module, against the tests as they are now",
     )
     parser.add_argument(
+        "--collect",
+        action="store_true",
+        help="a run cut short: record the functions all of whose mutants were run",
+    )
+    parser.add_argument(
         "--functions",
         nargs="+",
         default=[],
@@ -331,10 +360,16 @@ def main(argv: list[str] | None = None) -> int:
                     )
         write(results)
     for module in [] if args.recount else args.modules or list(MODULES):
-        done = run(module, args.max_children, args.survivors, args.functions)
+        if args.collect:
+            done = collect(module)
+            if not done.get("by_function"):  # no function finished: the row stays as it was
+                print(f"== {module}: no function of a run cut short has all its mutants run")
+                continue
+        else:
+            done = run(module, args.max_children, args.survivors, args.functions)
         results = read()  # as it is now: a run of other modules meanwhile keeps its rows
         # a run of some functions updates only their counts in the module's row
-        some = args.functions or args.survivors  # --survivors: those of the last run's functions
+        some = args.functions or args.survivors or args.collect  # --survivors: the last run's
         results[module] = merge(results.get(module), done) if some else done
         write(results)
         for s in results[module]["unexplained"]:

@@ -118,3 +118,29 @@ def test_a_row_without_counts_per_function_is_kept_until_one_of_its_functions_ru
     assert sorted(row["functions"]) == ["_f", "g"]
     failed = {"failed": "mutmut run exited with -15", "unexplained": []}
     assert run.merge(failed, new) == new
+
+
+def test_a_run_cut_short_records_only_the_functions_whose_every_mutant_was_run(tmp_path):
+    """Invariant: ``--collect`` reads a stopped run's mutmut results and counts exactly the
+    functions all of whose mutants have a result (killed, or timed out), per function; a
+    function with a mutant not yet run is left out, never counted as caught or survived."""
+    run = driver()
+    work = tmp_path / "m"
+    meta = work / "mutants" / "src" / "distsampling" / "m.py.meta"
+    meta.parent.mkdir(parents=True)
+    (work / "pyproject.toml").write_text("[tool.mutmut]\n")
+    codes = {
+        "distsampling.m.x_f__mutmut_1": 1,
+        "distsampling.m.x_f__mutmut_2": 36,  # a timeout
+        "distsampling.m.xǁCǁm__mutmut_1": 1,
+        "distsampling.m.xǁCǁm__mutmut_2": None,  # not run yet
+        "distsampling.m.x_g__mutmut_1": None,
+    }
+    keys = ("hash_by_function_name", "durations_by_key", "estimated_durations_by_key")
+    meta.write_text(json.dumps({"exit_code_by_key": codes, **{key: {} for key in keys}}))
+    run.WORK = tmp_path
+    row = run.collect("m")
+    assert row["by_function"] == {
+        "f": {"mutants": 2, "killed": 1, "equivalent": 0, "timeout": 1, "survived": 0}
+    }
+    assert (row["functions"], row["mutants"], row["unexplained"]) == (["f"], 2, [])
