@@ -15,6 +15,10 @@ to ``mutation/results.json`` and ``mutation/results.md`` (the docs include the l
     python mutation/run.py --survivors distributed   # its last survivors again, with new tests
     python mutation/run.py inference --functions InferenceSampler.state_dict   # one method's
     python mutation/run.py --survivors inference --functions InferenceSampler.state_dict  # again
+    python mutation/run.py --collect mixture   # a run cut short: the functions it finished
+
+A run of some functions (``--functions``, ``--survivors``, ``--collect``) updates only their
+counts in the module's row: results.json keeps each function's counts, the row sums the latest.
 
 The exit status is 1 when a survivor is not listed as equivalent.
 """
@@ -131,11 +135,57 @@ def _patterns(module: str, functions: list[str]) -> list[str]:
             for f in functions]  # fmt: skip
 
 
+#: the counts of a function's mutants as mutmut reads them (survived and no tests: the unexplained
+#: and the equivalent, told apart by equivalent.md)
+_COUNTED = ("mutants", "killed", "survived", "timeout", "no tests")
+#: the counts of a row of results.md
+COLUMNS = ("mutants", "killed", "equivalent", "timeout", "survived")
+
+
+def function_of(name: str, module: str) -> str:
+    """``f`` or ``Class.method`` of mutmut's mutant name: ``distsampling.M.x_f__mutmut_7`` or
+    ``distsampling.M.xǁClassǁmethod__mutmut_7``."""
+    return name.split("__mutmut_")[0].split(f"{module}.", 1)[1][2:].replace("ǁ", ".")
+
+
+def total(by_function: dict[str, dict[str, int]]) -> dict[str, int]:
+    """A module's row: the sum of its functions' counts."""
+    return {k: sum(c[k] for c in by_function.values()) for k in COLUMNS}
+
+
+def merge(old: dict | None, new: dict) -> dict:
+    """The row after a run of some functions (``--functions``, ``--survivors``): ``new``'s counts
+    for the functions it ran, ``old``'s (its latest run of each) for the others, the row their
+    sum. A row from before counts were kept per function holds its functions' counts as one
+    entry (``"f, C.m"``), dropped when one of them runs again; a failed row, or a whole one of
+    that time, is replaced."""
+    if not old or "failed" in old or "failed" in new:
+        return new
+    if "by_function" in old:
+        earlier = old["by_function"]
+    elif "functions" in old:
+        earlier = {", ".join(old["functions"]): {k: old[k] for k in COLUMNS}}
+    else:
+        return new
+    ran = set(new["by_function"]) | set(new.get("functions", []))
+    by_function = {f: c for f, c in earlier.items() if not set(f.split(", ")) & ran}
+    by_function.update(new["by_function"])
+    kept = {name for f in by_function for name in f.split(", ")}
+    row = {**total(by_function), "by_function": by_function}
+    row["unexplained"] = [
+        u for u in old["unexplained"] if u["function"].split(".", 1)[1] in kept - ran
+    ] + new["unexplained"]
+    if "functions" in old:  # a row of some functions (now of these too), not of the module
+        row["functions"] = [name for f in by_function for name in f.split(", ")]
+    return row
+
+
 def survivors_and_counts(
-    work: Path, module: str, only: list[str] = ()
+    work: Path, module: str, only: list[str] = (), finished: bool = False
 ) -> tuple[dict, list[tuple[str, str, str]]]:
     """Read mutmut's results in ``work``: the counts, and each survivor as (name, function, line);
-    with ``only`` (mutmut name patterns), of those mutants alone."""
+    with ``only`` (mutmut name patterns), of those mutants alone; with ``finished`` (a run cut
+    short), of the functions whose every mutant was run alone."""
     sys.path.insert(0, str(work))  # nothing of ours is imported: only mutmut's result files
     cwd = os.getcwd()
     os.chdir(work)
@@ -148,22 +198,26 @@ def survivors_and_counts(
         path = Path(f"src/distsampling/{module}.py")
         data = SourceFileMutationData(path=path)
         data.load()
-        counts = {"mutants": 0, "killed": 0, "survived": 0, "timeout": 0, "no tests": 0}
+        counts: dict[str, dict[str, int]] = {}  # function -> its counts
         found = []
-        for name, code in sorted(data.exit_code_by_key.items()):
+        codes = data.exit_code_by_key
+        unrun = {function_of(name, module) for name, code in codes.items() if code is None}
+        for name, code in sorted(codes.items()):
             if only and not any(fnmatch.fnmatch(name, p) for p in only):
                 continue
+            if finished and function_of(name, module) in unrun:
+                continue
             status = _STATUS.get(code, "survived")  # suspicious or unchecked: never a pass
-            counts["mutants"] += 1
-            counts[status] += 1
+            function = function_of(name, module)
+            mine = counts.setdefault(function, dict.fromkeys(_COUNTED, 0))
+            mine["mutants"] += 1
+            mine[status] += 1
             if status in ("survived", "no tests"):
                 diff = get_diff_for_mutant(name, path=path)
                 # the mutated line: the first added line of the diff (not its +++ header)
                 added = [ln[1:].strip() for ln in diff.splitlines() if ln[:1] == "+"]
                 line = next((a for a in added if a and not a.startswith("++")), "")
-                # distsampling.M.x_function__mutmut_7 or distsampling.M.xǁClassǁmethod__mutmut_7
-                function = name.split("__mutmut_")[0].split(f"{module}.", 1)[1][2:]
-                found.append((name, f"{module}.{function.replace('ǁ', '.')}", line, diff))
+                found.append((name, f"{module}.{function}", line, diff))
         return counts, found
     finally:
         os.chdir(cwd)
@@ -203,22 +257,47 @@ def run(module: str, max_children: int, survivors: bool = False, functions: list
     )
     if done.returncode != 0:  # e.g. the clean run of the tests failed: no count means anything
         return {"failed": f"mutmut run exited with {done.returncode}", "unexplained": []}
-    counts, found = survivors_and_counts(work, module, _patterns(module, list(functions)))
+    by_function, found = survivors_and_counts(work, module, _patterns(module, list(functions)))
+    return row(by_function, found, functions)
+
+
+def collect(module: str) -> dict:
+    """The row of a run of ``module`` cut short (stopped, or out of time): the counts of the
+    functions whose every mutant was run, as a ``--functions`` run of them."""
+    work = WORK / module
+    if not (work / "mutants").exists():
+        return {"failed": f"no run of {module} to collect", "unexplained": []}
+    by_function, found = survivors_and_counts(work, module, finished=True)
+    return row(by_function, found, sorted(by_function))
+
+
+def row(by_function: dict, found: list, functions: list[str] = ()) -> dict:
+    """A module's row: each survivor explained (equivalent.md) or not, counted per function."""
     known = equivalents()
-    counts["equivalent"] = 0
+    for counts in by_function.values():
+        counts["equivalent"], counts["survived"] = 0, 0
+        counts.pop("no tests")
     unexplained = []
     for name, function, line, diff in found:
+        mine = by_function[function.split(".", 1)[1]]
         if (function, line) in known:
-            counts["equivalent"] += 1
+            mine["equivalent"] += 1
         else:
+            mine["survived"] += 1
             unexplained.append({"mutant": name, "function": function, "line": line, "diff": diff})
-    counts["survived"] = len(unexplained)
-    counts.pop("no tests")
     return {
-        **counts,
+        **total(by_function),
+        "by_function": by_function,
         "unexplained": unexplained,
         **({"functions": list(functions)} if functions else {}),
     }
+
+
+def read() -> dict:
+    """results.json: each module's row."""
+    path = HERE / "results.json"
+    results = json.loads(path.read_text()) if path.exists() else {}
+    return {m: r for m, r in results.items() if m in MODULES}
 
 
 def write(results: dict) -> None:
@@ -232,7 +311,7 @@ def write(results: dict) -> None:
         if r and "failed" in r:
             rows.append(f"| `{module}.py` | run failed: {r['failed']} | | | | |")
         elif r:
-            cells = [r[k] for k in ("mutants", "killed", "equivalent", "timeout", "survived")]
+            cells = [r[k] for k in COLUMNS]
             only = f" (the changed: {', '.join(r['functions'])})" if r.get("functions") else ""
             rows.append(f"| `{module}.py`{only} | " + " | ".join(map(str, cells)) + " |")
         else:
@@ -253,15 +332,18 @@ def main(argv: list[str] | None = None) -> int:
         help="rerun only the last run's survivors of each module, against the tests as they are now",
     )
     parser.add_argument(
+        "--collect",
+        action="store_true",
+        help="a run cut short: record the functions all of whose mutants were run",
+    )
+    parser.add_argument(
         "--functions",
         nargs="+",
         default=[],
         help="only these functions' mutants (f or Class.method): what a change touched",
     )
     args = parser.parse_args(argv)
-    path = HERE / "results.json"
-    results = json.loads(path.read_text()) if path.exists() else {}
-    results = {m: r for m, r in results.items() if m in MODULES}
+    results = read()
     if args.recount:  # survivors since listed in equivalent.md: no mutant is run again
         known = equivalents()
         for r in results.values():
@@ -269,9 +351,26 @@ def main(argv: list[str] | None = None) -> int:
             r["equivalent"] = r.get("equivalent", 0) + len(listed)
             r["unexplained"] = [u for u in r["unexplained"] if u not in listed]
             r["survived"] = len(r["unexplained"])
+            for u in listed:  # and in its function's counts
+                mine = r.get("by_function", {}).get(u["function"].split(".", 1)[1])
+                if mine:
+                    mine["equivalent"], mine["survived"] = (
+                        mine["equivalent"] + 1,
+                        mine["survived"] - 1,
+                    )
         write(results)
     for module in [] if args.recount else args.modules or list(MODULES):
-        results[module] = run(module, args.max_children, args.survivors, args.functions)
+        if args.collect:
+            done = collect(module)
+            if not done.get("by_function"):  # no function finished: the row stays as it was
+                print(f"== {module}: no function of a run cut short has all its mutants run")
+                continue
+        else:
+            done = run(module, args.max_children, args.survivors, args.functions)
+        results = read()  # as it is now: a run of other modules meanwhile keeps its rows
+        # a run of some functions updates only their counts in the module's row
+        some = args.functions or args.survivors or args.collect  # --survivors: the last run's
+        results[module] = merge(results.get(module), done) if some else done
         write(results)
         for s in results[module]["unexplained"]:
             print(f"survived: {s['mutant']}\n{s['diff']}\n")

@@ -510,3 +510,15 @@ def sharded_mixtures(draw: st.DrawFn) -> tuple[list[list[int]], object]:
 
 #: DataLoader workers of a rank (0: the main process reads)
 mixture_worker_counts = st.integers(min_value=0, max_value=3)
+
+
+@st.composite
+def mutation_counts_by_function(draw: st.DrawFn) -> dict[str, dict[str, int]]:
+    """One mutation run's counts per function (``f`` or ``Class.method``) of a module, as
+    mutation/run.py keeps them: ``mutants`` the sum of the other four."""
+    names = draw(st.sets(st.sampled_from(["_f", "g", "C.__init__", "C.m", "D.m"]), max_size=5))
+    out = {}
+    for name in sorted(names):
+        c = {k: draw(st.integers(0, 4)) for k in ("killed", "equivalent", "timeout", "survived")}
+        out[name] = {"mutants": sum(c.values()), **c}
+    return out

@@ -126,3 +126,30 @@ def test_every_argument_value_is_taken_or_refused_exactly_as_torch_does(name, va
         assert (type(idx_ours), str(idx_ours)) == (type(idx_torch), str(idx_torch))
     else:
         assert idx_ours == idx_torch
+
+
+def test_lightnings_rebuild_of_a_users_batch_sampler_with_ours_inside_and_no_sampler_is_allowed():
+    """Invariant: the refusal of Lightning's rebuild looks only at a share the rebuilt batch
+    sampler holds as its ``sampler``: a user's batch sampler that batches through ours but keeps
+    no ``sampler`` attribute (nothing of a rank's share to drop) is rebuilt by Lightning's own
+    ``_update_dataloader`` without a word, and reads Lightning's split, batched."""
+    pytest.importorskip("pytorch_lightning")
+    from pytorch_lightning.trainer.connectors.data_connector import _get_distributed_sampler
+    from pytorch_lightning.utilities.data import _update_dataloader
+
+    class UsersBatches(tud.Sampler):  # batch_size and drop_last: Lightning rebuilds it
+        def __init__(self, sampler, batch_size, drop_last):
+            self._batches = BatchSampler(sampler, batch_size, drop_last)  # no .sampler kept
+            self.batch_size, self.drop_last = batch_size, drop_last
+
+        def __iter__(self):
+            return iter(self._batches)
+
+        def __len__(self):
+            return len(self._batches)
+
+    loader = tud.DataLoader(range(13), batch_sampler=UsersBatches(range(13), 2, False))
+    split = _get_distributed_sampler(loader, True, 0, num_replicas=2, rank=0)
+    rebuilt = _update_dataloader(loader, split)
+    lightnings = tud.DistributedSampler(range(13), 2, 0, shuffle=True, seed=0)
+    assert [i for b in rebuilt for i in b.tolist()] == list(lightnings)

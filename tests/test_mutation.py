@@ -7,6 +7,10 @@ import importlib.util
 import json
 from pathlib import Path
 
+from hypothesis import given
+
+from strategies import mutation_counts_by_function
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -60,3 +64,83 @@ def test_the_results_the_docs_quote_have_a_row_per_module():
             cells = [r[k] for k in ("mutants", "killed", "equivalent", "timeout", "survived")]
             assert row == f"| {name} | " + " | ".join(map(str, cells)) + " |"
             assert r["survived"] == len(r["unexplained"])
+
+
+def _row(run, by_function: dict, functions: list[str] | None) -> dict:
+    """A row of results.json with these counts per function, a survivor entry for each survived."""
+    unexplained = [
+        {"mutant": f"{f}#{i}", "function": f"m.{f}", "line": "", "diff": ""}
+        for f, c in by_function.items()
+        for i in range(c["survived"])
+    ]
+    row = {**run.total(by_function), "by_function": by_function, "unexplained": unexplained}
+    return row if functions is None else {**row, "functions": functions}
+
+
+@given(old=mutation_counts_by_function(), new=mutation_counts_by_function())
+def test_a_run_of_some_functions_updates_only_their_counts_in_the_row(old, new):
+    """Invariant: after a run of some functions (``--functions``), the module's row holds each
+    function's counts from its latest run (the new run's for the functions it ran, the row's
+    before for the others), each column the sum over the functions, and the survivors of the
+    same runs; a row of some functions lists them all, a row of the whole module stays whole."""
+    run = driver()
+    latest = {**old, **new}
+    for whole in (False, True):
+        before = _row(run, old, None if whole else sorted(old))
+        row = run.merge(before, _row(run, new, sorted(new)))
+        assert row["by_function"] == latest
+        for k in run.COLUMNS:
+            assert row[k] == sum(c[k] for c in latest.values())
+        survivors = sorted(u["mutant"] for u in _row(run, latest, None)["unexplained"])
+        assert sorted(u["mutant"] for u in row["unexplained"]) == survivors
+        assert row["survived"] == len(row["unexplained"])
+        assert ("functions" not in row) if whole else sorted(row["functions"]) == sorted(latest)
+
+
+def test_a_row_without_counts_per_function_is_kept_until_one_of_its_functions_runs_again():
+    """Invariant: a row written before counts were kept per function (its totals and the
+    functions they cover) stays in the sum while none of its functions runs again, and leaves
+    it, whole, once one does; a failed row is replaced by the run."""
+    run = driver()
+    counts = {"mutants": 9, "killed": 6, "equivalent": 1, "timeout": 2, "survived": 0}
+    legacy = {**counts, "unexplained": [], "functions": ["C.m", "g"]}
+    new = _row(
+        run,
+        {"_f": {"mutants": 3, "killed": 3, "equivalent": 0, "timeout": 0, "survived": 0}},
+        ["_f"],
+    )
+    row = run.merge(legacy, new)
+    assert (row["mutants"], row["killed"], row["timeout"]) == (12, 9, 2)
+    assert sorted(row["functions"]) == ["C.m", "_f", "g"]
+    again = _row(run, {"g": dict(counts)}, ["g"])
+    row = run.merge(row, again)
+    assert row["by_function"] == {"_f": new["by_function"]["_f"], "g": counts}
+    assert sorted(row["functions"]) == ["_f", "g"]
+    failed = {"failed": "mutmut run exited with -15", "unexplained": []}
+    assert run.merge(failed, new) == new
+
+
+def test_a_run_cut_short_records_only_the_functions_whose_every_mutant_was_run(tmp_path):
+    """Invariant: ``--collect`` reads a stopped run's mutmut results and counts exactly the
+    functions all of whose mutants have a result (killed, or timed out), per function; a
+    function with a mutant not yet run is left out, never counted as caught or survived."""
+    run = driver()
+    work = tmp_path / "m"
+    meta = work / "mutants" / "src" / "distsampling" / "m.py.meta"
+    meta.parent.mkdir(parents=True)
+    (work / "pyproject.toml").write_text("[tool.mutmut]\n")
+    codes = {
+        "distsampling.m.x_f__mutmut_1": 1,
+        "distsampling.m.x_f__mutmut_2": 36,  # a timeout
+        "distsampling.m.xǁCǁm__mutmut_1": 1,
+        "distsampling.m.xǁCǁm__mutmut_2": None,  # not run yet
+        "distsampling.m.x_g__mutmut_1": None,
+    }
+    keys = ("hash_by_function_name", "durations_by_key", "estimated_durations_by_key")
+    meta.write_text(json.dumps({"exit_code_by_key": codes, **{key: {} for key in keys}}))
+    run.WORK = tmp_path
+    row = run.collect("m")
+    assert row["by_function"] == {
+        "f": {"mutants": 2, "killed": 1, "equivalent": 0, "timeout": 1, "survived": 0}
+    }
+    assert (row["functions"], row["mutants"], row["unexplained"]) == (["f"], 2, [])

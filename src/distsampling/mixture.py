@@ -241,7 +241,10 @@ class _Tree:
 
     @cached_property
     def levels(self) -> list[np.ndarray]:
-        """Each level's internal nodes, root first."""
+        """Each level's internal nodes, root first (made once: :meth:`_levels`)."""
+        return self._levels()
+
+    def _levels(self) -> list[np.ndarray]:
         out, todo = [], [self.root]
         while todo := [v for v in todo if v >= self.K]:
             out.append(np.array(todo, np.int64))
@@ -250,7 +253,11 @@ class _Tree:
 
     @cached_property
     def paths(self) -> dict[int, list[tuple[int, int, bool]]]:
-        """``k: [(a, b, k is under the left child)]`` from the root, for each positive source."""
+        """``k: [(a, b, k is under the left child)]`` from the root, for each positive source
+        (made once: :meth:`_paths`)."""
+        return self._paths()
+
+    def _paths(self) -> dict[int, list[tuple[int, int, bool]]]:
         (a, b, left, right), out, todo = self.nodes, {}, [(self.root, [])]
         while todo:
             v, path = todo.pop()
@@ -297,11 +304,14 @@ def _tree(units: list[int]) -> _Tree:
     return _Tree(a, b, left, right, K + len(made) - 1 if made else leaves[0])
 
 
-@lru_cache(maxsize=16)  # the same weights again: a schedule's, another rank's, another epoch's
-def _integer_mix(weights: tuple[tuple[int, int], ...]) -> tuple[tuple[int, ...], _Tree]:
-    """The integer weights in use and their tree, once per distinct weights."""
+def _integer_mix_uncached(weights: tuple[tuple[int, int], ...]) -> tuple[tuple[int, ...], _Tree]:
+    """The integer weights in use and their tree."""
     units = _units(list(weights))
     return tuple(units), _tree(units)
+
+
+# once per distinct weights: the same weights again are a schedule's, another rank's, epoch's
+_integer_mix = lru_cache(maxsize=16)(_integer_mix_uncached)
 
 
 def _split(a: Any, b: Any, n: Any) -> tuple[Any, Any]:
@@ -376,6 +386,9 @@ class _Counting:
 
     @property
     def yielded(self) -> int:
+        return self._yielded()
+
+    def _yielded(self) -> int:
         return self._done + self._len - length_hint(self._it)
 
 
@@ -507,6 +520,9 @@ class MixtureSampler(DistributedSampler):
     @property
     def schedule(self) -> list[tuple[int, list[Fraction]]]:
         """``[(step, weights)]``, each weight exact (a float: the decimal it prints as)."""
+        return self._exact_schedule()
+
+    def _exact_schedule(self) -> list[tuple[int, list[Fraction]]]:
         return [(s, [Fraction(n, d) for n, d in w]) for s, w in self._plan]
 
     def _schedule(self, weights: object) -> list[tuple[int, list[tuple[int, int]]]]:
@@ -543,7 +559,10 @@ class MixtureSampler(DistributedSampler):
     @cached_property
     def _bases(self) -> list[np.ndarray]:
         """Each source's count at each piece's first step, ``(K,)`` a piece (the first piece's
-        is ``_read0``: the first index reads that list, with no array made)."""
+        is ``_read0``: the first index reads that list, with no array made): made once."""
+        return self._make_bases()
+
+    def _make_bases(self) -> list[np.ndarray]:
         out = [np.array(self._read0, np.int64)]
         for (s, g), (s2, _) in pairwise(self._pieces):
             out.append(out[-1] + self._before_step(g, [s2 - s])[0])
@@ -621,6 +640,9 @@ class MixtureSampler(DistributedSampler):
     def _by_source(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each source's size, offset and cipher width in bits, ``(K,)`` each: for the blocks,
         made when first asked for (the first index needs none of them)."""
+        return self._make_by_source()
+
+    def _make_by_source(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         bits = [max(_MIN_BITS, (n - 1).bit_length()) for n in self.sizes]
         return tuple(np.array(x, np.int64) for x in (self.sizes, self.offsets, bits))
 
