@@ -224,20 +224,9 @@ class _Tree:
         self.nodes, self.root, self.K = (a, b, left, right), root, len(a) // 2
 
     @cached_property
-    def a(self) -> np.ndarray:
-        return np.array(self.nodes[0], np.int64)
-
-    @cached_property
-    def b(self) -> np.ndarray:
-        return np.array(self.nodes[1], np.int64)
-
-    @cached_property
-    def left(self) -> np.ndarray:
-        return np.array(self.nodes[2], np.int64)
-
-    @cached_property
-    def right(self) -> np.ndarray:
-        return np.array(self.nodes[3], np.int64)
+    def arrays(self) -> np.ndarray:
+        """``nodes`` as one ``(4, 2K)`` int64 array: ``a, b, left, right = tree.arrays``."""
+        return np.array(self.nodes, np.int64)
 
     @cached_property
     def levels(self) -> list[np.ndarray]:
@@ -328,9 +317,10 @@ def _route(t: _Tree, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     1, b = 0``: left, ``n`` kept), so those at their leaf are set aside only once they are half."""
     ks, js = np.empty(len(u), np.int64), np.empty(len(u), np.int64)
     at, node, n = np.arange(len(u)), np.full(len(u), t.root, np.int64), u  # (P',) still going
+    a, b, left, right = t.arrays  # (2K,) each
     while len(at):
-        c, is_left = _split(t.a[node], t.b[node], n)  # (P',) (P',)
-        node = np.where(is_left, t.left[node], t.right[node])
+        c, is_left = _split(a[node], b[node], n)  # (P',) (P',)
+        node = np.where(is_left, left[node], right[node])
         n = np.where(is_left, c, n - c)
         leaf = node < t.K
         if 2 * np.count_nonzero(leaf) >= len(at):
@@ -341,12 +331,13 @@ def _route(t: _Tree, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _counts(t: _Tree, n: np.ndarray, K: int) -> np.ndarray:
     """Each source's count in tree positions ``[0, n)``, ``(G, K)``, level by level."""
-    cnt = np.zeros((len(t.a), len(n)), np.int64)
+    a, b, left, right = t.arrays  # (2K,) each
+    cnt = np.zeros((len(a), len(n)), np.int64)
     cnt[t.root] = n
     for ids in t.levels:
         m = cnt[ids]  # (m, G)
-        c, _ = _split(t.a[ids, None], t.b[ids, None], m)
-        cnt[t.left[ids]], cnt[t.right[ids]] = c, m - c
+        c, _ = _split(a[ids, None], b[ids, None], m)
+        cnt[left[ids]], cnt[right[ids]] = c, m - c
     return cnt[:K].T
 
 
