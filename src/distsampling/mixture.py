@@ -270,18 +270,15 @@ def _tree(units: list[int]) -> _Tree:
     a, b, left, right = [1] * K, [0] * K, list(range(K)), list(range(K))  # leaves: fixed points
     i = j = 0  # the heads of the two queues
     for _ in range(len(leaves) - 1):  # each merge: one node fewer
-        if j < len(made) and made[j] < weights[i]:
-            x, v = made[j], K + j
-            j += 1
-        else:
-            x, v = weights[i], leaves[i]
-            i += 1
-        if j < len(made) and made[j] < weights[i]:
-            y, w = made[j], K + j
-            j += 1
-        else:
-            y, w = weights[i], leaves[i]
-            i += 1
+        pair = []  # the lightest two, each at the head of either queue
+        for _ in range(2):
+            if j < len(made) and made[j] < weights[i]:
+                pair.append((made[j], K + j))
+                j += 1
+            else:
+                pair.append((weights[i], leaves[i]))
+                i += 1
+        (x, v), (y, w) = pair
         made.append(x + y)
         a.append(x)
         b.append(y)
