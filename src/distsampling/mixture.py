@@ -338,6 +338,36 @@ def _counts(t: _Tree, n: np.ndarray, K: int) -> np.ndarray:
     return cnt[:K].T
 
 
+def _small(K: int) -> type:
+    """The dtype of ``K`` sources for a stable sort: 16 bits (numpy sorts them by radix)."""
+    return np.int16 if K < 2**15 else np.int64
+
+
+class _Window:
+    """A block's window of routed tree positions (their sources ``ks``, ``(P,)``), sorted by
+    source and grid point ``y = position // b``: each source's count below a grid point, and
+    the sum of their ``y``, by a search (``key``: increasing; ``ys``: sums of ``y`` over it)."""
+
+    def __init__(self, ks: np.ndarray, b: int, W: int, K: int) -> None:
+        order = np.argsort(ks.astype(_small(K)), kind="stable")  # (P,) by source, then position
+        y = order // b
+        self.W, self.span = W, len(ks) // b + 1  # the grid points y, and one past them
+        self.key = ks[order] * self.span + y  # (P,) increasing
+        self.ys = np.zeros(len(ks) + 1, np.int64)
+        np.cumsum(y, out=self.ys[1:])  # (P + 1,)
+        self.seg = np.searchsorted(self.key, np.arange(K) * self.span)  # (K,) where each starts
+
+    def counts(self, k: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(n_k(t), Σ_{x<W} n_k(t + x))``, ``n_k(m)`` source ``k``'s count at ``y < m``: a
+        ``y`` below ``t`` counts ``W`` times, one in ``[t, t + W - 1)`` ``t + W - 1 - y`` times.
+        Sorted ``(k, t)`` pairs make the searches fast."""
+        W, key, ys = self.W, self.key, self.ys
+        i1 = np.searchsorted(key, k * self.span + t)
+        i2 = np.searchsorted(key, k * self.span + t + W - 1)
+        n = i1 - self.seg[k]
+        return n, W * n + (t + W - 1) * (i2 - i1) - (ys[i2] - ys[i1])
+
+
 def _count(t: _Tree, k: int, n: Any) -> Any:
     """Source ``k``'s count in tree positions ``[0, n)`` (an int or an array): down its path."""
     if k not in t.paths:
@@ -798,10 +828,10 @@ class MixtureSampler(DistributedSampler):
 
     def _blocks(self, steps: range, skip: int) -> Iterator[torch.Tensor | list[int]]:
         """This rank's indices of ``steps`` (of the grid) less the first ``skip``: a few down
-        their paths first (the first index alone, at once), then blocks of steps doubling up to about
-        2**14 indices. A block routes the tree positions of its steps and the ``W`` after them
-        (every rank's reads), once each: their sources give each source's count at each step's
-        tree position and, summed, its reads in the steps before."""
+        their paths first (the first index alone, at once), then blocks of steps doubling up to
+        about 2**14 indices. A block of ``T`` steps from ``τ`` routes the window of tree positions
+        its ranks read, ``[τ·b, (τ + T + W - 1)·b)``, once each, and sorts it by source and grid
+        point: a read's item number needs its source's count at two grid points, searched for."""
         W, b, K = self.num_replicas, self.batch_size, len(self.sizes)
         s = steps.start + skip // b
         first = self._origin + s * (W * b) + self.rank * b + skip % b  # the first to read
@@ -812,6 +842,7 @@ class MixtureSampler(DistributedSampler):
                 yield self._few(list(head[1:]))
             first = head.stop
         s, stop = s + self._step0, steps.stop + self._step0
+        every = np.arange(K)
         for p, (start, g) in enumerate(self._pieces):
             end = self._firsts[p + 1] if p + 1 < len(self._pieces) else stop
             if end <= s or start >= stop:
@@ -819,39 +850,38 @@ class MixtureSampler(DistributedSampler):
             tree, base = self._trees[g], self._bases[p]
             tau, tau_end = max(s, start) - start, min(stop, end) - start
             done = self._before_step(g, [tau])[0] if tau else np.zeros(K, np.int64)  # C(τ)
-            lo = tau  # routed: tree positions [lo*b, ...): sources, counts; counts at x*b
-            ks, cs = np.zeros(0, np.int64), np.zeros(0, np.int64)
-            at_x, size = _counts(tree, np.array([tau * b]), K).T, 1  # (K, X) x = lo, lo + 1, ...
+            at = _counts(tree, np.array([tau * b]), K)[0]  # (K,) each source's count before τ·b
+            ks, cs = np.zeros(0, np.int64), np.zeros(0, np.int64)  # routed from τ·b on
+            size = 1
             while tau < tau_end:
                 T = min(size, tau_end - tau)
-                hi = lo + len(ks) // b  # routed up to hi*b: route on to (tau + T + W - 1)*b
-                if hi < tau + T + W - 1:
-                    k, c = _route(tree, np.arange(hi * b, (tau + T + W - 1) * b, dtype=np.int64))
+                P = (T + W - 1) * b  # the window's positions
+                if len(ks) < P:  # route on to the window's end
+                    k, c = _route(tree, np.arange(tau * b + len(ks), tau * b + P, dtype=np.int64))
                     ks, cs = np.concatenate([ks, k]), np.concatenate([cs, c])
-                    n = len(k) // b  # new grid points: each block's sources, counted
-                    grow = np.bincount(k * n + np.arange(len(k)) // b, minlength=K * n)
-                    grow = np.cumsum(grow.reshape(K, n), 1)  # (K, n)
-                    at_x = np.concatenate([at_x, at_x[:, -1:] + grow], 1)
-                x0 = tau - lo  # sums of the counts at x*b, from the block's first step on:
-                sums = np.zeros((K, T + W + 1), np.int64)  # (K, T + W + 1) sums[:, y] of y
-                np.cumsum(at_x[:, x0 : x0 + T + W], 1, out=sums[:, 1:])
-                mine = ((np.arange(T) + tau + self.rank - lo) * b)[:, None] + np.arange(b)
-                k, c = ks[mine.ravel()], cs[mine.ravel()]  # (T b,) this rank's reads
-                row = np.repeat(np.arange(T), b)  # (T b,) their step in the block
-                # C(τ + row) = C(τ) + Σ_{y<row} c((τ+y+W)b) - c((τ+y)b): a difference of sums
-                j = (base[k] + done[k] + sums[k, row + W] - sums[k, W] - sums[k, row]
-                     + c - at_x[k, x0 + row])  # fmt: skip
-                done = done + sums[:, T + W] - sums[:, W] - sums[:, T]
-                at = (
+                window = _Window(ks[:P], b, W, K)
+                at_T, win_T = window.counts(every, np.full(K, T))  # (K,) (K,) at the next τ
+                win_0 = window.counts(every, np.zeros(K, np.int64))[1]  # (K,)
+                # this rank's reads, (T b,): window positions (row + rank)·b + i, by source
+                mine = ((np.arange(T) + self.rank) * b)[:, None] + np.arange(b)  # (T, b)
+                k, c = ks[mine.ravel()], cs[mine.ravel()]
+                by = np.argsort(k.astype(_small(K)), kind="stable")
+                kb, row = k[by], by // b  # (T b,) by source, then step: the searches' order
+                n, win = window.counts(kb, row)
+                # C(τ + row) = C(τ) + Σ_{x<W} c((τ + row + x)·b) - c((τ + x)·b), plus the count
+                # before the read since its step's first tree position: c - at_k - n_k(row)
+                j = np.empty(T * b, np.int64)
+                j[by] = (base + done - win_0 - at)[kb] + win + c[by] - n
+                done, at = done + win_T - win_0, at + at_T
+                pos = (
                     self._origin
                     + (start + tau + np.arange(T) - self._step0)[:, None] * W * b
                     + self.rank * b
                     + np.arange(b)
                 ).ravel()  # (T b,) their global positions
-                keep = at >= first
+                keep = pos >= first
                 yield torch.from_numpy(self._indices(k[keep], j[keep]))
-                cut = T  # what the next block no longer needs
-                ks, cs, at_x, lo = ks[cut * b :], cs[cut * b :], at_x[:, cut:], lo + cut
+                ks, cs = ks[T * b :], cs[T * b :]  # what the next block no longer needs
                 tau, size = tau + T, min(2 * size, max(1, (1 << 14) // b))
 
     def __iter__(self) -> Iterator[int]:
