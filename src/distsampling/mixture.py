@@ -65,7 +65,7 @@ from __future__ import annotations
 import bisect
 import math
 import numbers
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from fractions import Fraction
 from functools import cached_property, lru_cache
 from itertools import accumulate, chain, pairwise
@@ -112,23 +112,32 @@ def _decimal(text: str) -> tuple[int, int]:
     return (num * 10**e, 1) if e >= 0 else (num, 10**-e)
 
 
-def _decimals(weights: list[float]) -> list[tuple[int, int]]:
+Mix = tuple[tuple[int, ...], tuple[int, ...]]  # exact weights: numerators, denominators
+
+
+def _exact(pairs: Iterable[tuple[int, int]]) -> Mix:
+    """``(numerators, denominators)`` of ``(n, d)`` pairs."""
+    nums, dens = zip(*pairs)
+    return nums, dens
+
+
+def _decimals(weights: list[float]) -> Mix:
     """:func:`_decimal` of each float, over one denominator: their texts made by one ``repr`` of
     the list and, where none has an exponent (most weights), cut at ``", "`` and ``"."`` into
     whole and fraction, each fraction padded to the longest (``0.5, 0.25`` is ``50, 25`` over
     ``100``)."""
     text = repr(weights)[1:-1]
     if "e" in text:
-        return [_decimal(x) for x in text.split(", ")]
+        return _exact(map(_decimal, text.split(", ")))
     parts = text.replace(", ", ".").split(".")  # (2K,) whole, fraction, whole, fraction, ...
     wholes, fractions = parts[0::2], parts[1::2]
     places = max(map(len, fractions))
-    den = 10**places
-    return [(int(w + f.ljust(places, "0")), den) for w, f in zip(wholes, fractions)]
+    nums = tuple(int(w + f.ljust(places, "0")) for w, f in zip(wholes, fractions))
+    return nums, (10**places,) * len(nums)
 
 
-def _weights(name: str, weights: object, sizes: list[int]) -> list[tuple[int, int]]:
-    """Each weight as an exact ``(numerator, denominator)``: a float the decimal it prints as."""
+def _weights(name: str, weights: object, sizes: list[int]) -> Mix:
+    """The weights as exact ``(numerators, denominators)``: a float the decimal it prints as."""
     texts = None
     if isinstance(weights, torch.Tensor):  # bfloat16 has no numpy twin: float32 holds it exactly
         weights = weights.detach().cpu()
@@ -147,7 +156,7 @@ def _weights(name: str, weights: object, sizes: list[int]) -> list[tuple[int, in
         )
     floats = set(map(type, weights)) == {float}  # most weights: checked at once (a NaN sums to NaN)
     if floats and min(weights) >= 0 and sum(weights) < math.inf and all(sizes):
-        out = [_decimal(x) for x in texts] if texts else _decimals(weights)  # checked at once
+        out = _exact(map(_decimal, texts)) if texts else _decimals(weights)  # checked at once
     else:  # each weight checked in turn, the first bad one named
         out = []
         for k, w in enumerate(weights):
@@ -166,21 +175,22 @@ def _weights(name: str, weights: object, sizes: list[int]) -> list[tuple[int, in
                 out.append((int(w.numerator), int(w.denominator)))
             else:  # the decimal it prints as
                 out.append(_decimal(texts[k] if texts else repr(float(w))))
-    if not any(n for n, _ in out):
+        out = _exact(out)
+    if not any(out[0]):
         raise ValueError(f"{name} should have a positive sum, but got {name}={weights!r}")
     return out
 
 
-def _units(weights: list[tuple[int, int]]) -> list[int]:
+def _units(weights: Mix) -> list[int]:
     """The integer weights the tree uses: exact up to ``UNITS`` in all, else rounded to ``UNITS``
     by largest remainder, a weight below one unit kept at one: each share within
     ``(1 + m) * 2**-31`` of the given one, ``m`` the weights below one unit (usually none)."""
-    nums, dens = zip(*weights)
+    nums, dens = weights
     if len(set(dens)) == 1:  # one denominator (floats' decimals): the numerators are the integers
         ints = list(nums)
     else:
         scale = math.lcm(*set(dens))
-        ints = [n * (scale // d) for n, d in weights]
+        ints = [n * (scale // d) for n, d in zip(nums, dens)]
     common = math.gcd(*ints)  # the smallest integers of these shares: 1/3, 1/3, 1/3 is 1, 1, 1
     if common > 1:
         ints = [n // common for n in ints]
@@ -194,8 +204,8 @@ def _units(weights: list[tuple[int, int]]) -> list[int]:
         else []
     )
     rest, left = UNITS - len(tiny), total - sum(ints[k] for k in tiny)
-    floors = [divmod(n * rest, left) for n in ints]  # (K,) (q, r): n * rest = q * left + r
-    out, rems = [q for q, _ in floors], [r for _, r in floors]
+    out = [n * rest // left for n in ints]  # (K,) n * rest = out * left + rems
+    rems = [n * rest - q * left for n, q in zip(ints, out)]
     for k in tiny:  # one unit each, never one more
         out[k], rems[k] = 1, -1
     ahead = sorted(range(len(ints)), key=rems.__getitem__, reverse=True)  # ties: smaller k first
@@ -262,37 +272,34 @@ def _tree(units: list[int]) -> _Tree:
     """The Huffman tree of the positive weights (the lightest two merged first, ties to the
     older node: the smaller id). Two queues: the leaves sorted, the merged nodes in the order
     made, node ``K + j`` the ``j``-th (their weights never decrease): the lightest is at the head
-    of one of them, of the leaves on a tie (they are older)."""
+    of one of them, of the leaves on a tie (they are older). Each queue ends in weights heavier
+    than any node (the merged: those not made yet), so a head is always there to compare."""
     K = len(units)
     leaves = [k for k in sorted(range(K), key=units.__getitem__) if units[k]]  # ties: smaller k
-    weights = [units[k] for k in leaves] + [UNITS + 1]  # (L + 1,) heavier than any node: the end
-    made: list[int] = []  # the merged nodes' weights: node K + j weighs made[j]
+    weights = [units[k] for k in leaves] + [UNITS + 1]  # (L + 1,)
+    made = [UNITS + 1] * len(leaves)  # (L,) node K + j weighs made[j], once made
     a, b, left, right = [1] * K, [0] * K, list(range(K)), list(range(K))  # leaves: fixed points
     i = j = 0  # the heads of the two queues
-    for _ in range(len(leaves) - 1):  # each merge: one node fewer
-        pair = []  # the lightest two, each at the head of either queue
-        for _ in range(2):
-            if j < len(made) and made[j] < weights[i]:
-                pair.append((made[j], K + j))
+    for m in range(len(leaves) - 1):  # each merge: one node fewer
+        for weight, child in ((a, left), (b, right)):  # the lightest, then the next
+            if made[j] < weights[i]:
+                weight.append(made[j])
+                child.append(K + j)
                 j += 1
             else:
-                pair.append((weights[i], leaves[i]))
+                weight.append(weights[i])
+                child.append(leaves[i])
                 i += 1
-        (x, v), (y, w) = pair
-        made.append(x + y)
-        a.append(x)
-        b.append(y)
-        left.append(v)
-        right.append(w)
-    rest = range(K + len(made), 2 * K)  # the nodes never made: fixed points too
+        made[m] = a[-1] + b[-1]
+    rest = range(K + len(leaves) - 1, 2 * K)  # the nodes never made: fixed points too
     a, b = a + [1] * len(rest), b + [0] * len(rest)
     left, right = left + list(rest), right + list(rest)
-    return _Tree(a, b, left, right, K + len(made) - 1 if made else leaves[0])
+    return _Tree(a, b, left, right, rest.start - 1 if len(leaves) > 1 else leaves[0])
 
 
-def _integer_mix_uncached(weights: tuple[tuple[int, int], ...]) -> tuple[tuple[int, ...], _Tree]:
+def _integer_mix_uncached(weights: Mix) -> tuple[tuple[int, ...], _Tree]:
     """The integer weights in use and their tree."""
-    units = _units(list(weights))
+    units = _units(weights)
     return tuple(units), _tree(units)
 
 
@@ -518,7 +525,7 @@ class MixtureSampler(DistributedSampler):
         self.seed, self.shuffle = check_seed(seed), check_bool("shuffle", shuffle)
         length = sum(self.sizes) if epoch_length is None else epoch_length
         self.epoch_length = check_int("epoch_length", length, low=1)
-        mixes = [_integer_mix(tuple(w)) for _, w in self._plan]  # once per distinct weights
+        mixes = [_integer_mix(w) for _, w in self._plan]  # once per distinct weights
         self.units = [list(units) for units, _ in mixes]  # the integer weights in use
         self._trees = [tree for _, tree in mixes]
         self.epoch, self._skip, self._before = 0, 0, 0
@@ -541,9 +548,9 @@ class MixtureSampler(DistributedSampler):
         return self._exact_schedule()
 
     def _exact_schedule(self) -> list[tuple[int, list[Fraction]]]:
-        return [(s, [Fraction(n, d) for n, d in w]) for s, w in self._plan]
+        return [(s, [Fraction(n, d) for n, d in zip(*w)]) for s, w in self._plan]
 
-    def _schedule(self, weights: object) -> list[tuple[int, list[tuple[int, int]]]]:
+    def _schedule(self, weights: object) -> list[tuple[int, Mix]]:
         items = list(weights) if isinstance(weights, Sequence) else weights
         if not (isinstance(items, list) and items and isinstance(items[0], (tuple, list))):
             return [(0, _weights("weights", weights, self.sizes))]
