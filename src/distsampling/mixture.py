@@ -345,18 +345,14 @@ def _counts(t: _Tree, n: np.ndarray, K: int) -> np.ndarray:
     return cnt[:K].T
 
 
-def _small(K: int) -> type:
-    """The dtype of ``K`` sources for a stable sort: 16 bits (numpy sorts them by radix)."""
-    return np.int16 if K < 2**15 else np.int64
-
-
 class _Window:
     """A block's window of routed tree positions (their sources ``ks``, ``(P,)``), sorted by
     source and grid point ``y = position // b``: each source's count below a grid point, and
     the sum of their ``y``, by a search (``key``: increasing; ``ys``: sums of ``y`` over it)."""
 
     def __init__(self, ks: np.ndarray, b: int, W: int, K: int) -> None:
-        order = np.argsort(ks.astype(_small(K)), kind="stable")  # (P,) by source, then position
+        # (P,) by source, then position: a stable sort of the smallest ints that hold K (radix)
+        order = np.argsort(ks.astype(np.min_scalar_type(K)), kind="stable")
         y = order // b
         self.W, self.span = W, len(ks) // b + 1  # the grid points y, and one past them
         self.key = ks[order] * self.span + y  # (P,) increasing
@@ -872,7 +868,7 @@ class MixtureSampler(DistributedSampler):
                 # this rank's reads, (T b,): window positions (row + rank)·b + i, by source
                 mine = ((np.arange(T) + self.rank) * b)[:, None] + np.arange(b)  # (T, b)
                 k, c = ks[mine.ravel()], cs[mine.ravel()]
-                by = np.argsort(k.astype(_small(K)), kind="stable")
+                by = np.argsort(k.astype(np.min_scalar_type(K)), kind="stable")
                 kb, row = k[by], by // b  # (T b,) by source, then step: the searches' order
                 n, win = window.counts(kb, row)
                 # C(τ + row) = C(τ) + Σ_{x<W} c((τ + row + x)·b) - c((τ + x)·b), plus the count
