@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
+import random
 import re
 from fractions import Fraction
 from itertools import islice, pairwise
@@ -833,6 +834,31 @@ def test_a_long_epoch_is_read_whole_in_growing_blocks():
     without shuffle yields the positions themselves, 0, 1, 2, ... to the epoch's end."""
     s = MixtureSampler([10**9], [1], 3, 1, 0, shuffle=False, epoch_length=3 * 20000)
     assert list(s) == list(range(60000))
+
+
+@pytest.mark.parametrize("epoch", [0, 1])
+def test_many_sources_over_many_growing_blocks_iterate_as_batch_at_says(epoch):
+    """Invariant: a block's item numbers come from each source's counts in a window of the tree
+    searched by source; over blocks growing from one step to 64, 40 sources of uneven weight,
+    a schedule change (the blocks start again there), and an epoch that starts past step 0 (its
+    counts before it computed), every rank's iteration is batch_at's micro-batches of its
+    steps, laid end to end."""
+    rng = random.Random(5)
+    sizes = [rng.randint(1, 400) for _ in range(40)]
+    weights = [rng.choice([0, 1e-3, 0.5, 1, 3, 10]) for _ in range(40)]
+    schedule = [(0, weights), (150, weights[::-1])]
+    world, b, steps = 16, 3, 200  # steps an epoch; blocks of 1, 2, 4, ..., 64, then 23 to 150
+
+    def make(rank: int) -> MixtureSampler:
+        return MixtureSampler(
+            sizes, schedule, b, world, rank, seed=3, epoch_length=world * b * steps
+        )
+
+    batches = [make(0).batch_at(t) for t in range(epoch * steps, (epoch + 1) * steps)]
+    for r in (0, 7, 15):
+        s = make(r)
+        s.set_epoch(epoch)
+        assert list(s) == [i for batch in batches for i in batch[r]]
 
 
 @pytest.mark.parametrize("skip", [0, 3, 16, 20, 39, 40, 41])
