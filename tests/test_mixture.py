@@ -27,6 +27,7 @@ from strategies import (
     mixture_schedules,
     mixture_sources,
     seeds,
+    small_unit_weights,
 )
 
 # --- the reference: the divisor merge by time, in Fractions, from the module docstring --------
@@ -161,6 +162,34 @@ def test_weights_are_their_exact_integers_or_rounded_to_2_to_the_31_within_one_u
         tiny = sum(0 < w / sum(given) < Fraction(1, 2**31) for w in given)  # kept at one unit
         for u, w in zip(units, given):
             assert abs(Fraction(u, 2**31) - w / sum(given)) < Fraction(1 + tiny, 2**31)
+
+
+@given(ints=small_unit_weights)
+@example(ints=[1, 3, 11, 33])  # 3 of 48 is one unit of 16 exactly: not below it
+@example(ints=[1, 4, 15, 45])  # 4 of 65 is just below one unit: kept at one
+@example(ints=[8, 8])  # a total of 16 exactly: the integers themselves
+def test_rounding_is_largest_remainder_with_weights_below_one_unit_kept_at_one(ints):
+    """Invariant (at 16 units in all, where every boundary is reachable): integer weights whose
+    smallest integers sum past the units are rounded to them by largest remainder (ties to the
+    lower source), each weight below one unit of the sum (``n * units < total``) kept at one and
+    the units left apportioned among the others; at most the units, they are kept."""
+    from distsampling import mixture
+
+    units, given = 16, tuple(ints)
+    ints = [n // math.gcd(*ints) for n in ints]  # the smallest integers of the shares
+    total = sum(ints)
+    expected = list(ints)
+    if total > units:
+        tiny = [k for k, n in enumerate(ints) if 0 < n and n * units < total]
+        seats, pool = units - len(tiny), total - sum(ints[k] for k in tiny)
+        quota = {k: Fraction(n * seats, pool) for k, n in enumerate(ints) if k not in tiny}
+        expected = [1 if k in tiny else math.floor(quota[k]) for k in range(len(ints))]
+        ahead = sorted(quota, key=lambda k: (math.floor(quota[k]) - quota[k], k))
+        for k in ahead[: units - sum(expected)]:
+            expected[k] += 1
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mixture, "UNITS", units)
+        assert mixture._units((given, (1,) * len(given))) == expected
 
 
 @given(
