@@ -167,6 +167,7 @@ def test_weights_are_their_exact_integers_or_rounded_to_2_to_the_31_within_one_u
 @given(ints=small_unit_weights)
 @example(ints=[1, 3, 11, 33])  # 3 of 48 is one unit of 16 exactly: not below it
 @example(ints=[1, 4, 15, 45])  # 4 of 65 is just below one unit: kept at one
+@example(ints=[31, 1])  # the lightest is the heaviest weight below one unit: kept at one
 @example(ints=[8, 8])  # a total of 16 exactly: the integers themselves
 def test_rounding_is_largest_remainder_with_weights_below_one_unit_kept_at_one(ints):
     """Invariant (at 16 units in all, where every boundary is reachable): integer weights whose
