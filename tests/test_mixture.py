@@ -696,6 +696,10 @@ def test_weights_as_a_tensor_an_array_or_fractions_give_the_same_mixture():
     expected = MixtureSampler([5, 5], [0.25, 0.75], 2, 1, 0).batch_at(3)
     for weights in (torch.tensor([0.25, 0.75]), np.array([1, 3]), [Fraction(1, 4), Fraction(3, 4)]):
         assert MixtureSampler([5, 5], weights, 2, 1, 0).batch_at(3) == expected
+    digits = [0.123456789012345, 0.3]  # float64's decimals, which float32 would cut
+    assert MixtureSampler([5, 5], torch.tensor(digits, dtype=torch.float64), 2, 1, 0).schedule == (
+        MixtureSampler([5, 5], digits, 2, 1, 0).schedule
+    )
     thirds = MixtureSampler([9, 9], [Fraction(1, 3), Fraction(2, 3)], 1, 1, 0)
     assert thirds.bound() == MixtureSampler([9, 9], [1, 2], 1, 1, 0).bound() == Fraction(1, 2)
     assert stream(thirds, 30) == stream(MixtureSampler([9, 9], [1, 2], 1, 1, 0), 30)
