@@ -496,6 +496,11 @@ mixture_positive_weights = st.lists(
 )
 
 
+#: integer weights around a unit total of 16 (the rounding's rule at a scale where its every
+#: boundary is reachable): 1 to 5 of them, zeros among them, a positive sum
+small_unit_weights = st.lists(st.integers(0, 64), min_size=1, max_size=5).filter(any)
+
+
 @st.composite
 def sharded_mixtures(draw: st.DrawFn) -> tuple[list[list[int]], object]:
     """``(shard sizes per source, weights or a schedule)``: each source's total cut into 1 to 5

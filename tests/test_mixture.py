@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
+import random
 import re
 from fractions import Fraction
 from itertools import islice, pairwise
@@ -26,6 +27,7 @@ from strategies import (
     mixture_schedules,
     mixture_sources,
     seeds,
+    small_unit_weights,
 )
 
 # --- the reference: the divisor merge by time, in Fractions, from the module docstring --------
@@ -160,6 +162,35 @@ def test_weights_are_their_exact_integers_or_rounded_to_2_to_the_31_within_one_u
         tiny = sum(0 < w / sum(given) < Fraction(1, 2**31) for w in given)  # kept at one unit
         for u, w in zip(units, given):
             assert abs(Fraction(u, 2**31) - w / sum(given)) < Fraction(1 + tiny, 2**31)
+
+
+@given(ints=small_unit_weights)
+@example(ints=[1, 3, 11, 33])  # 3 of 48 is one unit of 16 exactly: not below it
+@example(ints=[1, 4, 15, 45])  # 4 of 65 is just below one unit: kept at one
+@example(ints=[31, 1])  # the lightest is the heaviest weight below one unit: kept at one
+@example(ints=[8, 8])  # a total of 16 exactly: the integers themselves
+def test_rounding_is_largest_remainder_with_weights_below_one_unit_kept_at_one(ints):
+    """Invariant (at 16 units in all, where every boundary is reachable): integer weights whose
+    smallest integers sum past the units are rounded to them by largest remainder (ties to the
+    lower source), each weight below one unit of the sum (``n * units < total``) kept at one and
+    the units left apportioned among the others; at most the units, they are kept."""
+    from distsampling import mixture
+
+    units, given = 16, tuple(ints)
+    ints = [n // math.gcd(*ints) for n in ints]  # the smallest integers of the shares
+    total = sum(ints)
+    expected = list(ints)
+    if total > units:
+        tiny = [k for k, n in enumerate(ints) if 0 < n and n * units < total]
+        seats, pool = units - len(tiny), total - sum(ints[k] for k in tiny)
+        quota = {k: Fraction(n * seats, pool) for k, n in enumerate(ints) if k not in tiny}
+        expected = [1 if k in tiny else math.floor(quota[k]) for k in range(len(ints))]
+        ahead = sorted(quota, key=lambda k: (math.floor(quota[k]) - quota[k], k))
+        for k in ahead[: units - sum(expected)]:
+            expected[k] += 1
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mixture, "UNITS", units)
+        assert mixture._units((given, (1,) * len(given))) == expected
 
 
 @given(
@@ -665,6 +696,10 @@ def test_weights_as_a_tensor_an_array_or_fractions_give_the_same_mixture():
     expected = MixtureSampler([5, 5], [0.25, 0.75], 2, 1, 0).batch_at(3)
     for weights in (torch.tensor([0.25, 0.75]), np.array([1, 3]), [Fraction(1, 4), Fraction(3, 4)]):
         assert MixtureSampler([5, 5], weights, 2, 1, 0).batch_at(3) == expected
+    digits = [0.123456789012345, 0.3]  # float64's decimals, which float32 would cut
+    assert MixtureSampler([5, 5], torch.tensor(digits, dtype=torch.float64), 2, 1, 0).schedule == (
+        MixtureSampler([5, 5], digits, 2, 1, 0).schedule
+    )
     thirds = MixtureSampler([9, 9], [Fraction(1, 3), Fraction(2, 3)], 1, 1, 0)
     assert thirds.bound() == MixtureSampler([9, 9], [1, 2], 1, 1, 0).bound() == Fraction(1, 2)
     assert stream(thirds, 30) == stream(MixtureSampler([9, 9], [1, 2], 1, 1, 0), 30)
@@ -833,6 +868,31 @@ def test_a_long_epoch_is_read_whole_in_growing_blocks():
     without shuffle yields the positions themselves, 0, 1, 2, ... to the epoch's end."""
     s = MixtureSampler([10**9], [1], 3, 1, 0, shuffle=False, epoch_length=3 * 20000)
     assert list(s) == list(range(60000))
+
+
+@pytest.mark.parametrize("epoch", [0, 1])
+def test_many_sources_over_many_growing_blocks_iterate_as_batch_at_says(epoch):
+    """Invariant: a block's item numbers come from each source's counts in a window of the tree
+    searched by source; over blocks growing from one step to 64, 40 sources of uneven weight,
+    a schedule change (the blocks start again there), and an epoch that starts past step 0 (its
+    counts before it computed), every rank's iteration is batch_at's micro-batches of its
+    steps, laid end to end."""
+    rng = random.Random(5)
+    sizes = [rng.randint(1, 400) for _ in range(40)]
+    weights = [rng.choice([0, 1e-3, 0.5, 1, 3, 10]) for _ in range(40)]
+    schedule = [(0, weights), (150, weights[::-1])]
+    world, b, steps = 16, 3, 200  # steps an epoch; blocks of 1, 2, 4, ..., 64, then 23 to 150
+
+    def make(rank: int) -> MixtureSampler:
+        return MixtureSampler(
+            sizes, schedule, b, world, rank, seed=3, epoch_length=world * b * steps
+        )
+
+    batches = [make(0).batch_at(t) for t in range(epoch * steps, (epoch + 1) * steps)]
+    for r in (0, 7, 15):
+        s = make(r)
+        s.set_epoch(epoch)
+        assert list(s) == [i for batch in batches for i in batch[r]]
 
 
 @pytest.mark.parametrize("skip", [0, 3, 16, 20, 39, 40, 41])
