@@ -696,6 +696,13 @@ def test_weights_as_a_tensor_an_array_or_fractions_give_the_same_mixture():
     expected = MixtureSampler([5, 5], [0.25, 0.75], 2, 1, 0).batch_at(3)
     for weights in (torch.tensor([0.25, 0.75]), np.array([1, 3]), [Fraction(1, 4), Fraction(3, 4)]):
         assert MixtureSampler([5, 5], weights, 2, 1, 0).batch_at(3) == expected
+    scalars = [np.float64(0.25), np.float64(0.75)]  # Reals but not floats: read one by one
+    assert MixtureSampler([5, 5], scalars, 2, 1, 0).batch_at(3) == expected
+    # a float32 array read one weight at a time (a source of length 0): as float32 prints them
+    w32 = np.array([0.3, 0.0, 0.7], dtype=np.float32)
+    assert MixtureSampler([5, 0, 5], w32, 2, 1, 0).schedule == [
+        (0, [Fraction(3, 10), Fraction(0), Fraction(7, 10)])
+    ]
     digits = [0.123456789012345, 0.3]  # float64's decimals, which float32 would cut
     assert MixtureSampler([5, 5], torch.tensor(digits, dtype=torch.float64), 2, 1, 0).schedule == (
         MixtureSampler([5, 5], digits, 2, 1, 0).schedule
