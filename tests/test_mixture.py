@@ -12,7 +12,7 @@ import math
 import random
 import re
 from fractions import Fraction
-from itertools import islice, pairwise
+from itertools import islice, pairwise, product
 
 import numpy as np
 import pytest
@@ -682,10 +682,56 @@ def test_bad_arguments_of_the_methods_are_named():
         (lambda: s.set_epoch(-1), "epoch should be >= 0, but got epoch=-1"),
         (lambda: s.state_dict(consumed=1), "consumed should be <= 0 (samples handed out): the "
          "latest iter() handed out 0, but got consumed=1"),
+        (lambda: s.state_dict(consumed=-1), "consumed should be >= 0, but got consumed=-1"),
+        (lambda: s.positions(-1), "step should be >= 0, but got step=-1"),
+        (lambda: s.positions(0, rank=1), "rank should be in the interval [0, 0], but got rank=1"),
+        (lambda: s.positions(0, rank=-1), "rank should be in the interval [0, 0], but got rank=-1"),
     ]  # fmt: skip
     for call, message in calls:
         with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
             call()
+
+
+def test_positions_default_to_this_rank_and_start_at_the_first_step_of_the_grid():
+    """Invariant: positions(step) is this sampler's rank's; the last rank is a rank; after an
+    elastic load, the grid starts at the saved step: an earlier step is refused, naming it."""
+    s = MixtureSampler([6, 4], [1, 1], 2, 2, 1)
+    assert s.positions(1).tolist() == s.positions(1, rank=1).tolist() == [6, 7]
+    assert s.positions(1, rank=0).tolist() == [4, 5]
+    first = MixtureSampler([6, 4], [1, 1], 2, 2, 0)
+    it = iter(first)
+    [next(it) for _ in range(4)]  # two steps of rank 0: eight positions of the world
+    resumed = MixtureSampler([6, 4], [1, 1], 2, 1, 0)
+    resumed.load_state_dict(roundtrip(first.state_dict()))
+    assert resumed.positions(2).tolist() == [8, 9]
+    with pytest.raises(ValueError, match=r"^step should be >= 2, but got step=1$"):
+        resumed.positions(1)
+
+
+def test_consumed_may_be_everything_the_latest_iter_handed_out():
+    """Invariant: state_dict(consumed=n) after n samples is the state with nothing unread."""
+    s = MixtureSampler([6, 4], [1, 1], 2, 2, 1)
+    n = len(list(s))
+    assert s.state_dict(consumed=n) == s.state_dict()
+
+
+def test_the_first_indices_read_fast_are_batch_ats_for_sources_one_past_a_power_of_two():
+    """Invariant: the first micro-batch, read down one tree path an index (the quick start), is
+    batch_at's, also where the cipher needs one more bit than size - 1 has below the top (sources
+    of 2**k + 1 samples), in a later epoch too."""
+    for sizes in ([65], [129, 3], [257, 65]):
+        for seed, epoch in product(range(3), (0, 1)):
+            s = MixtureSampler(sizes, [1] * len(sizes), 8, 2, 1, seed=seed)
+            s.set_epoch(epoch)
+            step = s._steps(epoch).start
+            assert list(islice(iter(s), 8)) == s.batch_at(step)[1]
+
+
+def test_every_index_is_a_python_int_as_torchs_samplers_yield():
+    """Invariant: iteration yields ints (not tensors or numpy scalars), in the quick start and in
+    the blocks after it, as torch's samplers do: a dataset may index with them as it likes."""
+    s = MixtureSampler([300, 200], [1, 1], 4, 2, 0)
+    assert {type(i) for i in s} == {int}
 
 
 def test_weights_as_a_tensor_an_array_or_fractions_give_the_same_mixture():
@@ -1135,6 +1181,37 @@ def test_the_batch_sampler_yields_each_steps_micro_batch_and_resumes():
         first.state_dict(consumed=4)
     with pytest.raises(TypeError, match=r"^sampler should be a MixtureSampler, but got"):
         MixtureBatchSampler(range(3))
+
+
+def test_a_state_saved_mid_step_counts_that_step_as_read():
+    """Invariant: a state saved inside step 2 has read step 2: a schedule changing there is
+    refused, naming step 3; one changing at step 3 is taken."""
+    s = MixtureSampler([9, 9], [1, 1], 2, 1, 0)
+    list(islice(iter(s), 5))  # steps 0 and 1, and one sample of step 2
+    state = s.state_dict()
+    message = ("weights should agree with the mix read before step 3, where this state was "
+               "saved, but from step 2 it read shares 0.5, 0.5 and these weights give 0.25, "
+               "0.75; change the mix at step 3 or later")  # fmt: skip
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        MixtureSampler([9, 9], [(0, [1, 1]), (2, [1, 3])], 2, 1, 0).load_state_dict(state)
+    MixtureSampler([9, 9], [(0, [1, 1]), (3, [1, 3])], 2, 1, 0).load_state_dict(state)
+
+
+def test_a_foreign_or_old_state_is_refused_by_its_kind_or_version_before_any_field():
+    """Invariant: what is not a dict, another sampler's state, or an older format is refused in
+    words, before a missing MixtureSampler field is named."""
+    s = MixtureSampler([9, 9], [1, 1], 2, 1, 0)
+    refused = [
+        ([1], TypeError, "state should be a dict from state_dict(), but got state=[1] of type list"),
+        ({"kind": "ResumableDistributedSampler", "version": 1}, ValueError, "state comes from "
+         "another sampler: kind was 'ResumableDistributedSampler' when saved, but this is a "
+         "MixtureSampler"),
+        ({"kind": "MixtureSampler", "version": 2}, ValueError, "state has format version=2, but "
+         "this MixtureSampler reads version=3"),
+    ]  # fmt: skip
+    for state, error, message in refused:
+        with pytest.raises(error, match=f"^{re.escape(message)}$"):
+            s.load_state_dict(state)
 
 
 def test_a_doctored_past_is_refused_in_words():
