@@ -72,8 +72,11 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "cipher": (["tests/test_cipher.py", "tests/test_errors_sweep.py"], False),
     "sharded": (["tests/test_sharded.py", "tests/test_validate.py"], False),
     "token_budget": (["tests/test_token_budget.py", "tests/test_validate.py"], False),
-    "mixture": (["tests/test_mixture.py", "tests/test_mixture_pinned.py"], False),
-    "sharded_mixture": (["tests/test_sharded_mixture.py"], False),
+    "mixture": (
+        ["tests/test_mixture.py", "tests/test_mixture_pinned.py", "tests/test_validate.py"],
+        False,
+    ),
+    "sharded_mixture": (["tests/test_sharded_mixture.py", "tests/test_validate.py"], False),
     # the resume layer, and the resumable forms built on it
     "resume": ([RESUME, "tests/test_validate.py"], False),
     "resumable": (["tests/test_resumable.py", RESUME], False),
@@ -109,15 +112,21 @@ def equivalents() -> dict[tuple[str, str], str]:
 
 def prepare(module: str) -> Path:
     """A fresh copy of src/, tests/, docs/examples/ and pyproject.toml under mutants/<module>/, for mutmut."""
-    tests, multiprocess = MODULES[module]
     work = WORK / module
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(ROOT / "src", work / "src", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     # some tests load the docs' example code (e.g. the wrapper tutorial's catalyst-style classes)
     shutil.copytree(ROOT / EXAMPLES, work / EXAMPLES, ignore=shutil.ignore_patterns("__pycache__"))
+    _configure(module, work)
+    return work
+
+
+def _configure(module: str, work: Path) -> None:
+    """mutmut's settings in ``work``: only this module is mutated, and only its tests (MODULES,
+    as they are now) are run against it."""
+    tests, multiprocess = MODULES[module]
     text = (ROOT / "pyproject.toml").read_text()
-    # only this module is mutated, and only its same-stem tests are run against it
     marker = [] if multiprocess else ["-m", "not multiprocess"]
     text += (
         f"only_mutate = {json.dumps([f'src/distsampling/{module}.py'])}\n"
@@ -126,7 +135,6 @@ def prepare(module: str) -> Path:
     )
     assert text.rfind("\n[") == text.find("\n[tool.mutmut]"), "[tool.mutmut] must come last"
     (work / "pyproject.toml").write_text(text)
-    return work
 
 
 def _patterns(module: str, functions: list[str]) -> list[str]:
@@ -240,6 +248,7 @@ def run(module: str, max_children: int, survivors: bool = False, functions: list
             shutil.copytree(
                 ROOT / folder, work / folder, ignore=shutil.ignore_patterns("__pycache__")
             )
+        _configure(module, work)  # and the list of them, as it is now
         # with --functions, the survivors among those functions' mutants (the others never ran)
         only = _patterns(module, list(functions))
         names = [name for name, *_ in survivors_and_counts(work, module, only)[1]]
