@@ -438,6 +438,16 @@ def test_when_read_and_bound_follow_a_schedule(schedule, world, b):
     assert s.bound() == max(bounds)
 
 
+def test_when_read_answers_in_ints():
+    """Invariant: every field of when_read's answer is an int (a log or a CLI prints it as one),
+    far into the stream too, where the step is searched for."""
+    s = MixtureSampler([7, 5], [2, 1], 2, 3, 0)
+    for k, size in enumerate(s.sizes):
+        for j in (0, size - 1, 5 * size + 1):
+            read = s.when_read(k, j % size, j // size)
+            assert {type(x) for x in read} == {int}, read
+
+
 def test_a_dataset_added_mid_training_joins_at_its_weight_from_its_first_sample():
     """Example: source 1 (weight 0) joins at step 3 (position 6, a global batch of 2) at half
     the stream."""
