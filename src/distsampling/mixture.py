@@ -90,6 +90,7 @@ from .cipher import (
 __all__ = ["MixtureBatchSampler", "MixtureSampler", "Read"]
 
 UNITS = 2**31  # integer weights past this sum are rounded to it: every product fits int64
+_WALK = 8  # cycle walks left to _cipher's arrays past this many; as few, one Python int each
 
 
 class Read(NamedTuple):
@@ -219,9 +220,14 @@ def _cipher(x: np.ndarray, keys: np.ndarray, bits: np.ndarray, n: np.ndarray) ->
     ``keys`` (``(8, P)`` uint32): the cipher's rounds (its ``_feistel``), and cycle walking."""
     out = _feistel(x, keys, bits, False)
     todo = np.flatnonzero(out >= n)  # encrypt again those that land at n or past it
-    while len(todo):
+    while len(todo) > _WALK:
         out[todo] = _feistel(out[todo], keys[:, todo], bits[todo], False)
         todo = todo[out[todo] >= n[todo]]
+    for i in todo.tolist():  # the last few walks (a small source's are long): one int each
+        v, size, key, w = int(out[i]), int(n[i]), keys[:, i].tolist(), int(bits[i])
+        while v >= size:
+            v = _feistel_int(v, key, w, False)
+        out[i] = v
     return out
 
 
@@ -783,18 +789,25 @@ class MixtureSampler(DistributedSampler):
         if self.units[g][k] == 0:
             return None
         j -= int(self._bases[p][k])
-
-        def before(tau: int) -> int:
-            return int(self._before_step(g, [tau])[0, k])
-
-        lo, hi = 0, 1  # the step: the last τ with C(τ) <= j, searched by doubling, then halving
-        while before(hi) <= j:
-            lo, hi = hi, 2 * hi
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if before(mid) <= j else (lo, mid)
         b, tree = self.batch_size, self._trees[g]
-        u = _position(tree, k, int(_count(tree, k, lo * b)) + j - before(lo))
+        x = np.arange(self.num_replicas, dtype=np.int64) * b  # (W,) the ranks' first positions
+        zero = int(_count(tree, k, x).sum())
+
+        def before(taus: list[int]) -> list[int]:  # C(τ) of each τ, down source k's path only
+            at = np.array(taus, np.int64)[:, None] * b + x  # (T, W)
+            return (_count(tree, k, at).sum(1) - zero).tolist()
+
+        # the step: the last τ with C(τ) <= j (C never falls; C(0) = 0), searched by steps of
+        # x16, then by sixteenths of the interval [lo, hi), 15 points of it in one call
+        lo, hi = 0, 1
+        while before([hi])[0] <= j:
+            lo, hi = hi, 16 * hi
+        while hi - lo > 1:
+            taus = sorted({lo + (hi - lo) * i // 16 for i in range(1, 16)} - {lo})
+            counts = before(taus)
+            lo = max([t for t, c in zip(taus, counts) if c <= j], default=lo)
+            hi = min([t for t, c in zip(taus, counts) if c > j], default=hi)
+        u = _position(tree, k, int(_count(tree, k, lo * b)) + j - before([lo])[0])
         step = self._firsts[p] + lo
         n = self._origin + (step - self._step0) * b * self.num_replicas + u - lo * b
         return Read(n, step, *divmod(u - lo * b, b))
