@@ -361,6 +361,15 @@ def test_ranks_split_every_step_and_iteration_yields_what_batch_at_says(sources,
         assert list(sampler) == [i for t in range(steps) for i in sampler.batch_at(t)[r]]
 
 
+def test_a_world_of_two_to_the_fourteen_ranks_reads_the_reference_at_every_step():
+    """Invariant: at W = 2**14 ranks (a step's W grid points fill a whole batch of the counts'
+    grid) every step's reads are still the reference's."""
+    sizes, weights, world = [50, 30], [3, 1], 1 << 14
+    plain = MixtureSampler(sizes, weights, 1, world, 0, shuffle=False)
+    flat = [i for t in range(3) for batch in plain.batch_at(t) for i in batch]
+    assert flat == decoded(plain, reference_reads(sizes, [(0, weights)], [(world, 1, 3)]))
+
+
 @given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes, seed=seeds)
 def test_positions_and_sources_name_the_source_and_item_each_rank_reads_at_each_step(
     sources, world, b, seed
