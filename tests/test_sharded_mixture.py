@@ -815,3 +815,37 @@ def test_with_seekable_every_sample_drawn_after_an_elastic_resume_is_yielded(
         yielded += sum(len(batch) for batch in rank_batches(ds, workers2))
     drawn = sum(n for ds in new for _, _, read in ds.sources for _, _, n in read.opens)
     assert drawn == yielded
+
+
+def test_len_after_an_elastic_resume_counts_what_was_read_before_it_and_the_next_epoch_does_not():
+    """Invariant: resumed on another micro-batch, len() is the samples read before the resume
+    plus those the new grid yields in the epoch; after set_epoch(next) it is what that epoch
+    yields, nothing carried over."""
+    old = make(SHARDS, [1, 1, 1], 2)
+    states = _states_at(old, 0, 2)  # 2 batches of 2 read
+    new = make(SHARDS, [1, 1, 1], 3)
+    new.load_state_dict(states)
+    length = len(new)
+    assert length == 4 + sum(map(len, rank_batches(new, 0)))
+    new.set_epoch(1)
+    length = len(new)
+    assert length == sum(map(len, rank_batches(new, 0))) > 0
+
+
+@pytest.mark.parametrize("change", ["not a dict", "an empty list", "a field missing", "another kind"])
+def test_a_state_that_is_not_this_datasets_is_refused_in_its_words(change):
+    """Invariant: a non-dict, an empty list of states, a state without one of its fields, or
+    another class's state is refused with ValueError: "state should be a ShardedMixtureDataset state_dict(), but got ..."."""
+    ds = make(SHARDS, [1, 1, 1], 2)
+    state = ds.state_dict()
+    if change == "not a dict":
+        state = 5
+    elif change == "an empty list":
+        state = []
+    elif change == "a field missing":
+        del state["counts"]
+    else:
+        state["kind"] = "ShardedIterableDataset"
+    with pytest.raises(ValueError, match=r"^state should be a ShardedMixtureDataset "
+                                         r"state_dict\(\), but got "):  # fmt: skip
+        make(SHARDS, [1, 1, 1], 2).load_state_dict(state)

@@ -768,7 +768,7 @@ class ShardedMixtureDataset(IterableDataset):
         step and slot (the ranks step together), its readers' counts counted again from the
         mixture: Lightning's checkpoint holds rank 0's loader state, and every rank loads it
         (https://github.com/Lightning-AI/pytorch-lightning/pull/19361)."""
-        if isinstance(state, dict):
+        if not isinstance(state, (list, tuple)) or not state:  # one worker's, else refused
             state = self._checked(state)
             g = state["generation"]
             if (g["num_replicas"], g["batch_size"]) != (self.num_replicas, self.batch_size):
