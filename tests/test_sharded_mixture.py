@@ -849,3 +849,15 @@ def test_a_state_that_is_not_this_datasets_is_refused_in_its_words(change):
     with pytest.raises(ValueError, match=r"^state should be a ShardedMixtureDataset "
                                          r"state_dict\(\), but got "):  # fmt: skip
         make(SHARDS, [1, 1, 1], 2).load_state_dict(state)
+
+
+@pytest.mark.parametrize("epoch", [-1, 2**62 + 1])
+def test_set_epoch_refuses_an_epoch_outside_0_to_2_to_the_62_naming_it(epoch):
+    """Invariant: set_epoch takes any epoch in [0, 2**62] (the last one too) and refuses one
+    outside it with ValueError naming ``epoch`` and the value."""
+    ds = make(SHARDS, [1, 1, 1], 2)
+    ds.set_epoch(2**62)
+    assert ds.epoch == 2**62
+    with pytest.raises(ValueError, match=rf"^epoch should be in the interval \[0, {2**62}\], "
+                                         rf"but got epoch={epoch}$"):  # fmt: skip
+        ds.set_epoch(epoch)
