@@ -861,3 +861,17 @@ def test_set_epoch_refuses_an_epoch_outside_0_to_2_to_the_62_naming_it(epoch):
     with pytest.raises(ValueError, match=rf"^epoch should be in the interval \[0, {2**62}\], "
                                          rf"but got epoch={epoch}$"):  # fmt: skip
         ds.set_epoch(epoch)
+
+
+def test_a_state_of_another_seed_or_epoch_is_refused_naming_both_values():
+    """Invariant: a state saved with another seed is refused naming the seed then and now; one
+    saved in another epoch says which set_epoch to call first."""
+    state = make(SHARDS, [1, 1, 1], 2).state_dict()
+    with pytest.raises(ValueError, match=r"^state does not match this dataset: seed was 0 when "
+                                         r"saved, but is 1 now$"):  # fmt: skip
+        make(SHARDS, [1, 1, 1], 2, seed=1).load_state_dict(state)
+    later = make(SHARDS, [1, 1, 1], 2)
+    later.set_epoch(1)
+    with pytest.raises(ValueError, match=r"^state does not match this dataset: epoch was 0 when "
+                                         r"saved, but is 1 now: call set_epoch\(0\) first$"):  # fmt: skip
+        later.load_state_dict(state)
