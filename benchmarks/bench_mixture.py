@@ -30,6 +30,12 @@ At Megatron's scale (N = 1e10, W = 1024, micro-batch 4), ours alone with 3 and 1
 decimal weights and weights computed as ``n_tokens / total`` (floats of 16 digits, past
 ``2**31`` units: rounded); ``steady_us``: each of the next 262,144 indices, whole blocks of
 4,096 steps (the 65,535 of ``per_index_us`` include the blocks growing from one step).
+
+Where a sample is read (``MixtureSampler.when_read``, what ``python -m distsampling mixture
+--where`` prints), against what a user would do without it: read the global batches
+``batch_at(0)``, ``batch_at(1)``, ... until the sample shows up. Three samples, first read at
+steps 100, 1,000 and 3,000 of three sources on 4 ranks; both contenders' steps are checked
+against the batches they came from.
 """
 
 from __future__ import annotations
@@ -223,6 +229,54 @@ def megatron_cost(timer, n: int, k: int = 3, kind: str = "decimal") -> dict[str,
     return {"per_index_us": per_index_us, "batch_at_ms": (time.perf_counter() - t0) * 1e3}
 
 
+WHERE = ([10**6, 10**5, 1000], [0.5, 0.3, 0.2], 8, 4)  # sizes, weights, micro-batch, world
+WHERE_STEPS = (100, 1000, 3000)  # the asked samples: the first of each of these global batches
+
+
+def _where_asked(sampler) -> list[tuple[int, int, int]]:
+    """``(source, sample, step)`` of the first read of the global batch at each of WHERE_STEPS
+    (of sources 0 and 1, in their first pass there: their first read is that step)."""
+    offsets = np.cumsum([0, *sampler.sizes])
+    out = []
+    for step in WHERE_STEPS:
+        g = sampler.batch_at(step)[0][0]
+        k = int(np.searchsorted(offsets, g, side="right")) - 1
+        out.append((k, g - int(offsets[k]), step))
+    return out
+
+
+def ours_when_read(timer) -> dict[str, float]:
+    from distsampling import MixtureSampler
+
+    sampler = MixtureSampler(*WHERE, 0)  # rank 0 (when_read and batch_at speak for all)
+    asked = _where_asked(sampler)
+    timer.start()
+    steps = [sampler.when_read(k, i).step for k, i, _ in asked]
+    timer.stop()
+    assert steps == [s for *_, s in asked], (steps, asked)
+    return {"per_sample_ms": (timer.t_end - timer.t0) / len(asked) * 1e3}
+
+
+def scan_batch_at(timer) -> dict[str, float]:
+    """What a user without ``when_read`` does: read the global batches from step 0 until the
+    sample shows up."""
+    from distsampling import MixtureSampler
+
+    sampler = MixtureSampler(*WHERE, 0)  # rank 0 (when_read and batch_at speak for all)
+    asked = _where_asked(sampler)
+    offsets = np.cumsum([0, *sampler.sizes])
+    timer.start()
+    steps = []
+    for k, i, _ in asked:
+        g, step = int(offsets[k]) + i, 0
+        while not any(g in micro for micro in sampler.batch_at(step)):
+            step += 1
+        steps.append(step)
+    timer.stop()
+    assert steps == [s for *_, s in asked], (steps, asked)
+    return {"per_sample_ms": (timer.t_end - timer.t0) / len(asked) * 1e3}
+
+
 QUALITY = ("prefix", "batch", "rank", "repeats")
 COST = ("first_s", "per_index_us", "batch_at_ms", "peak_MiB")
 STEADY = 1 << 18  # indices read after the first 65,536 for ``steady_us``
@@ -263,6 +317,15 @@ def suite(large: bool) -> list[Comparison]:
                           ("prefix", "batch", "rank", "bound"), ()))  # fmt: skip
     for q in out:  # counts of a fixed stream: the same in every run, so one run each
         q.python, q.runs = python, 1
+    out.append(Comparison(
+        "Where a sample is read: 3 sources of 10^6 / 10^5 / 1,000 at 0.5 / 0.3 / 0.2, W = 4, "
+        "micro-batch 8",
+        {"MixtureSampler.when_read": "bench_mixture:ours_when_read",
+         "scan batch_at(0), batch_at(1), ...": "bench_mixture:scan_batch_at"},
+        "MixtureSampler.when_read", {},
+        "three samples, first read at steps 100, 1,000 and 3,000 (both answers checked equal)",
+        ("time_s", "per_sample_ms"), ("time_s", "per_sample_ms"),
+    ))  # fmt: skip
     sizes = [10**6, 10**7] + ([10**8] if large else [])
     for n in sizes:
         both = {"MixtureSampler": "bench_mixture:ours_cost"}
