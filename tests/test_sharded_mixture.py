@@ -832,7 +832,9 @@ def test_len_after_an_elastic_resume_counts_what_was_read_before_it_and_the_next
     assert length == sum(map(len, rank_batches(new, 0))) > 0
 
 
-@pytest.mark.parametrize("change", ["not a dict", "an empty list", "a field missing", "another kind"])
+@pytest.mark.parametrize(
+    "change", ["not a dict", "an empty list", "a field missing", "another kind"]
+)
 def test_a_state_that_is_not_this_datasets_is_refused_in_its_words(change):
     """Invariant: a non-dict, an empty list of states, a state without one of its fields, or
     another class's state is refused with ValueError: "state should be a ShardedMixtureDataset state_dict(), but got ..."."""
@@ -875,3 +877,42 @@ def test_a_state_of_another_seed_or_epoch_is_refused_naming_both_values():
     with pytest.raises(ValueError, match=r"^state does not match this dataset: epoch was 0 when "
                                          r"saved, but is 1 now: call set_epoch\(0\) first$"):  # fmt: skip
         later.load_state_dict(state)
+
+
+def test_accelerates_dispatcher_setting_the_epoch_of_a_ranks_share_warns_it_splits_it_again():
+    """Invariant: accelerate's ``DataLoaderDispatcher`` (``prepare(loader)`` over an iterable
+    dataset) calls ``set_epoch`` on every process, then reads the dataset on process 0 only and
+    splits its batches: a rank's share of a mixture then trains each process on a part of it.
+    Its real ``set_epoch`` sets our epoch, and we warn, naming the dispatcher and the split.
+    (The dispatcher's process count is set to 2 here, so that its own code runs in one process;
+    the loop matrix runs it on 2 real processes.)"""
+    pytest.importorskip("accelerate")
+    import types
+    import warnings
+
+    from accelerate.data_loader import DataLoaderDispatcher
+
+    from distsampling._validate import FrameworkWarning
+
+    def heard(dispatcher, epoch):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            dispatcher.set_epoch(epoch)
+        return [str(w.message) for w in caught if w.category is FrameworkWarning]
+
+    share = make([[3, 2], [4]], [1, 1], 2, world=2, rank=0)
+    dispatcher = DataLoaderDispatcher(share, batch_size=2)
+    assert dispatcher.state.num_processes == 1 and heard(dispatcher, 1) == []  # no split
+    assert share.epoch == 1
+    dispatcher.state = types.SimpleNamespace(num_processes=2)
+    (said,) = heard(dispatcher, 3)
+    assert share.epoch == 3
+    assert said.startswith(
+        "ShardedMixtureDataset already holds one rank's share (of num_replicas=2), and "
+        "accelerate's DataLoaderDispatcher reads it on process 0 only and splits its batches "
+        "over 2 processes: each process trains on about 1/2 of its share, without an error."
+    )
+    whole = make([[3, 2], [4]], [1, 1], 2, world=1, rank=0)  # one rank's share of one: whole
+    dispatcher = DataLoaderDispatcher(whole, batch_size=2)
+    dispatcher.state = types.SimpleNamespace(num_processes=2)
+    assert heard(dispatcher, 2) == [] and whole.epoch == 2
