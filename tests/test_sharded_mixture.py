@@ -916,3 +916,52 @@ def test_accelerates_dispatcher_setting_the_epoch_of_a_ranks_share_warns_it_spli
     dispatcher = DataLoaderDispatcher(whole, batch_size=2)
     dispatcher.state = types.SimpleNamespace(num_processes=2)
     assert heard(dispatcher, 2) == [] and whole.epoch == 2
+
+
+def test_one_workers_state_on_another_world_batch_or_workers_is_refused_naming_both():
+    """Invariant: one worker's state resumes the same topology only: loaded on another
+    ``num_replicas`` or ``batch_size``, or into a dataset declared with another
+    ``num_workers``, it is refused naming the values then and now, and what to load instead."""
+    state = make(SHARDS, [1, 1, 1], 2, 2, 0, num_workers=2).state_dict()
+    then = r"state was saved on num_replicas=2, batch_size=2, but is loaded on "
+    how = r": load every worker's state of one rank at once \(load_state_dict\(loader_dataset_states\(loader_state\)\)\)$"
+    with pytest.raises(ValueError, match="^" + then + "num_replicas=3, batch_size=2" + how):
+        make(SHARDS, [1, 1, 1], 2, 3, 0).load_state_dict(state)
+    with pytest.raises(ValueError, match="^" + then + "num_replicas=2, batch_size=4" + how):
+        make(SHARDS, [1, 1, 1], 4, 2, 0).load_state_dict(state)
+    with pytest.raises(ValueError, match=r"^state was saved with num_workers=2, but this dataset "
+                                         r"has num_workers=3" + how):  # fmt: skip
+        make(SHARDS, [1, 1, 1], 2, 2, 0, num_workers=3).load_state_dict(state)
+    make(SHARDS, [1, 1, 1], 2, 2, 0).load_state_dict(state)  # undeclared: takes the state's
+
+
+@pytest.mark.parametrize("other_rank", [False, True])
+def test_right_after_a_load_the_state_is_the_loaded_place_and_consumed_counts_from_it(other_rank):
+    """Invariant: before any ``iter()``, a loaded dataset saves the place it loaded (on this
+    rank: a state of another rank of the run is this rank's at the same step, its counts
+    counted again), and ``consumed=`` counts from that place: 0 is the same place, more is
+    refused until an ``iter()`` hands samples out, and then resumes exactly the rest of the
+    uninterrupted run."""
+    whole = list(make(SHARDS, [1, 2, 1], 2, 2, 0))
+    saver = make(SHARDS, [1, 2, 1], 2, 2, 1 if other_rank else 0)
+    it = iter(saver)
+    for _ in range(5):
+        next(it)
+    saved = saver.state_dict()  # step 2, slot 1 of rank 0 or 1
+    here = make(SHARDS, [1, 2, 1], 2, 2, 0)
+    here.load_state_dict(saved)
+    mine = make(SHARDS, [1, 2, 1], 2, 2, 0)
+    it = iter(mine)
+    for _ in range(5):
+        next(it)
+    assert here.state_dict() == mine.state_dict()  # rank 0's place, rank 0's counts
+    assert here.state_dict(consumed=0) == mine.state_dict()
+    with pytest.raises(ValueError, match=r"^consumed should be <= 0 \(samples handed out\): the "
+                                         r"latest iter\(\) handed out 0, but got consumed=1$"):  # fmt: skip
+        here.state_dict(consumed=1)
+    it = iter(here)
+    assert [next(it) for _ in range(3)] == whole[5:8]  # the loop uses 2 of them
+    at_7 = here.state_dict(consumed=2)
+    again = make(SHARDS, [1, 2, 1], 2, 2, 0)
+    again.load_state_dict(at_7)
+    assert list(again) == whole[7:]
