@@ -305,14 +305,18 @@ SHARDS = [[3, 0, 4], [2, 5], [6]]
         ([([0], [-1], Reader(0, [1]))], [1], ValueError, "sources[0] sizes[0] should be >= 0, but got sources[0] sizes[0]=-1"),
         ([([0], [1], "read")], [1], TypeError, "sources[0] read should be a callable, read(shard) -> samples, but got read='read'"),
         ([([0], [1], Reader(0, [1])), ([0], [0], Reader(1, [0]))], [1, 0.5], ValueError, "weights[1]=0.5 should be 0: sources[1] has no sample (its sizes sum to 0)"),
+        ([([0], [1], Reader(0, [1]))], 5, TypeError, "weights should be a sequence of 1 numbers, but got weights=5"),
+        ([([0], [1], Reader(0, [1]))], iter([1.0]), TypeError, "weights should be a sequence of 1 numbers, but got weights=<list_iterator object at"),
     ],
 )  # fmt: skip
 def test_bad_sources_and_weights_are_named_with_their_value(sources, weights, error, message):
-    """Invariant: a malformed source, sizes that do not match the shards and a positive weight on
-    an empty source are refused, naming the source, the argument and the value."""
+    """Invariant: a malformed source, sizes that do not match the shards, a positive weight on
+    an empty source and weights that are not a sequence (a number, an iterator: never consumed)
+    are refused, naming the source, the argument and the value."""
     with pytest.raises(error) as info:
         ShardedMixtureDataset(sources, weights, 2, num_replicas=1, rank=0)
-    assert str(info.value) == message
+    said = str(info.value)
+    assert said.startswith(message) if message.endswith("object at") else said == message
 
 
 @pytest.mark.parametrize("seekable", [False, True])
@@ -965,3 +969,31 @@ def test_right_after_a_load_the_state_is_the_loaded_place_and_consumed_counts_fr
     again = make(SHARDS, [1, 2, 1], 2, 2, 0)
     again.load_state_dict(at_7)
     assert list(again) == whole[7:]
+
+
+def test_until_exhausted_epoch_0_starts_at_step_0_while_a_schedule_keeps_the_source_unread():
+    """Invariant: epoch 0 begins at step 0 even when the source that ends epochs is not read in
+    the first steps (a schedule gives it weight 0 until step 3): those steps belong to epoch 0,
+    and its batches are the mixture's from step 0 on."""
+    weights = [(0, [1, 0, 0]), (3, [1, 1, 1])]
+    ds = make(SHARDS, weights, 2, 1, 0, until_exhausted=1, with_source=True)
+    got = list(ds)
+    sampler = MixtureSampler([sum(s) for s in SHARDS], weights, 2, 1, 0)
+    ks, _ = sampler.sources(range(len(got)))
+    assert [k for k, _ in got] == ks.tolist()
+    assert [k for k, _ in got[:6]] == [0] * 6 and len(ds) == len(got)
+
+
+def test_before_the_loaders_workers_are_known_a_rank_has_one_reader():
+    """Invariant: with ``num_workers`` not given and no ``iter()`` yet, each rank is one reader
+    (the main process): ``counts_at`` and the state are those of ``num_workers=1``; the first
+    ``iter()`` in a loader's workers fixes the readers."""
+    undeclared, one = (
+        make(SHARDS, [1, 2, 1], 2, 2, 0),
+        make(SHARDS, [1, 2, 1], 2, 2, 0, num_workers=1),
+    )
+    assert undeclared.counts_at(3) == one.counts_at(3)
+    assert [len(rank) for rank in undeclared.counts_at(3)] == [1, 1]
+    assert undeclared.state_dict()["readers"] == [0]
+    next(undeclared.iter_worker(0, 2))
+    assert [len(rank) for rank in undeclared.counts_at(3)] == [2, 2]
