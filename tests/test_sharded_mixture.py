@@ -301,6 +301,8 @@ SHARDS = [[3, 0, 4], [2, 5], [6]]
     [
         ("abc", [1], TypeError, "sources should be a non-empty list of (shards, sizes, read), but got sources='abc'"),
         ([([0], [1])], [1], TypeError, "sources[0] should be a (shards, sizes, read) triple, but got sources[0]=([0], [1])"),
+        ([(5, [1], Reader(0, [1]))], [1], TypeError, "sources[0] shards should be a sequence, but got shards=5 of type int"),
+        ([([0], "1", Reader(0, [1]))], [1], TypeError, "sources[0] sizes should be a sequence, but got sizes='1' of type str"),
         ([([0, 1], [1], Reader(0, [1]))], [1], ValueError, "sources[0] should hold one size per shard (len(shards)=2), but got len(sizes)=1"),
         ([([0], [-1], Reader(0, [1]))], [1], ValueError, "sources[0] sizes[0] should be >= 0, but got sources[0] sizes[0]=-1"),
         ([([0], [1], "read")], [1], TypeError, "sources[0] read should be a callable, read(shard) -> samples, but got read='read'"),
