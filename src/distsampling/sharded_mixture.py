@@ -650,9 +650,7 @@ class ShardedMixtureDataset(IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         # accelerate's prepare(loader) would split this share again (its dispatcher: set_epoch)
-        warn_split_again(
-            self, ("BatchSamplerShard", "IterableDatasetShard"), self.mixture.num_replicas
-        )
+        warn_split_again(self, ("BatchSamplerShard", "IterableDatasetShard"))
         begin_pass(self, self._passes)  # a pass with no set_epoch since the last reads it again
         info = get_worker_info()  # None in the main process (num_workers=0)
         if info is not None:
@@ -666,7 +664,7 @@ class ShardedMixtureDataset(IterableDataset):
         r"""Set the epoch, the same on every rank: its steps, as :class:`MixtureSampler`'s."""
         self._set = self._epoch[0] = check_int("epoch", epoch, low=0, high=2**62)
         self._passes[0] = 1  # the next pass is this epoch's; accelerate's dispatcher calls this
-        warn_split_again(self, ("DataLoaderDispatcher",), self.mixture.num_replicas)
+        warn_split_again(self, ("DataLoaderDispatcher",))
 
     @property
     def epoch(self) -> int:
@@ -786,8 +784,8 @@ class ShardedMixtureDataset(IterableDataset):
                 )
             self._set_generation(dict(g))
             if state["rank"] != self.rank:  # another rank's place: the same step, our counts
-                state = {**state, "rank": self.rank,
-                         "counts": self._recount(state["step"], state["slot"], state["readers"])}  # fmt: skip
+                state = {**state, "counts": self._recount(state["step"], state["slot"],
+                                                          state["readers"])}  # fmt: skip
             self._loaded = state
             self._progress = {
                 x: state[x] for x in ("worker", "num_workers", "readers", "step", "slot", "counts")
