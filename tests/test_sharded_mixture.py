@@ -1099,3 +1099,13 @@ def test_after_an_elastic_resume_a_consumed_count_inside_a_step_resumes_any_rank
     again = resumed()
     again.load_state_dict(ds.state_dict(consumed=consumed))
     assert head + list(again) == whole
+
+
+def test_the_repr_names_the_sources_their_totals_and_every_setting():
+    """Invariant: ``repr`` says how many sources and their totals, and every setting that
+    decides the stream."""
+    ds = make(SHARDS, [1, 2, 1], 2, 3, 1, seed=5, until_exhausted=2)
+    assert repr(ds) == (
+        "ShardedMixtureDataset(3 sources, totals=[7, 7, 6], batch_size=2, num_replicas=3, rank=1, "
+        "seed=5, shuffle=True, seekable=False, until_exhausted=2)"
+    )
