@@ -1109,3 +1109,23 @@ def test_the_repr_names_the_sources_their_totals_and_every_setting():
         "ShardedMixtureDataset(3 sources, totals=[7, 7, 6], batch_size=2, num_replicas=3, rank=1, "
         "seed=5, shuffle=True, seekable=False, until_exhausted=2)"
     )
+
+
+@pytest.mark.parametrize("consumed", [0, 1, 3])
+def test_consumed_after_set_epoch_of_a_new_epoch_counts_from_that_epochs_start(consumed):
+    """Invariant: after ``set_epoch`` of another epoch and before its ``iter()``,
+    ``state_dict(consumed=k)`` is ``k`` samples into the new epoch (the loop's previous
+    ``iter()`` was of the epoch before): loaded, it reads the rest of the new epoch."""
+    ds = make(SHARDS, [1, 2, 1], 2, 2, 1)
+    it = iter(ds)
+    for _ in range(3):
+        next(it)
+    ds.set_epoch(1)
+    state = ds.state_dict(consumed=consumed)
+    fresh = make(SHARDS, [1, 2, 1], 2, 2, 1)
+    fresh.set_epoch(1)
+    whole = list(fresh)
+    again = make(SHARDS, [1, 2, 1], 2, 2, 1)
+    again.set_epoch(1)
+    again.load_state_dict(state)
+    assert list(again) == whole[consumed:]
