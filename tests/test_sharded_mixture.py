@@ -1111,21 +1111,76 @@ def test_the_repr_names_the_sources_their_totals_and_every_setting():
     )
 
 
-@pytest.mark.parametrize("consumed", [0, 1, 3])
-def test_consumed_after_set_epoch_of_a_new_epoch_counts_from_that_epochs_start(consumed):
+@pytest.mark.parametrize(("b", "consumed"), [(2, 0), (2, 1), (2, 3), (3, 1), (3, 5)])
+def test_consumed_after_set_epoch_of_a_new_epoch_counts_from_that_epochs_start(b, consumed):
     """Invariant: after ``set_epoch`` of another epoch and before its ``iter()``,
     ``state_dict(consumed=k)`` is ``k`` samples into the new epoch (the loop's previous
-    ``iter()`` was of the epoch before): loaded, it reads the rest of the new epoch."""
-    ds = make(SHARDS, [1, 2, 1], 2, 2, 1)
+    ``iter()`` was of the epoch before): loaded, it reads the rest of the new epoch. The whole
+    epoch may be consumed, not one sample more."""
+    ds = make(SHARDS, [1, 2, 1], b, 2, 1)
     it = iter(ds)
     for _ in range(3):
         next(it)
     ds.set_epoch(1)
     state = ds.state_dict(consumed=consumed)
-    fresh = make(SHARDS, [1, 2, 1], 2, 2, 1)
+    fresh = make(SHARDS, [1, 2, 1], b, 2, 1)
     fresh.set_epoch(1)
     whole = list(fresh)
-    again = make(SHARDS, [1, 2, 1], 2, 2, 1)
+    again = make(SHARDS, [1, 2, 1], b, 2, 1)
     again.set_epoch(1)
     again.load_state_dict(state)
     assert list(again) == whole[consumed:]
+    end = ds.state_dict(consumed=len(whole))  # the epoch read through: fresh's place now
+    assert (end["step"], end["slot"]) == (fresh.state_dict()["step"], 0)
+    with pytest.raises(ValueError, match=rf"^consumed should be in the interval \[0, {len(whole)}\], "
+                                         rf"but got consumed={len(whole) + 1}$"):  # fmt: skip
+        ds.state_dict(consumed=len(whole) + 1)
+
+
+def test_the_main_process_asked_for_its_place_while_workers_read_the_epoch_is_told_how():
+    """Invariant: a fresh dataset's place is its epoch's first step, slot 0; once a loader's
+    workers read the epoch, the main process (which holds none of their progress) refuses
+    ``state_dict()`` without ``consumed=``, naming StatefulDataLoader and ``consumed=``; the
+    next epoch, not read yet, has a place again."""
+    ds = make(SHARDS, [1, 2, 1], 2, 2, 1, num_workers=1)
+    state = ds.state_dict()
+    assert (state["step"], state["slot"], state["readers"]) == (0, 0, [0])
+    list(DataLoader(ds, batch_size=2, num_workers=1))
+    with pytest.raises(RuntimeError) as info:
+        ds.state_dict()
+    assert str(info.value) == (
+        "state_dict() was called in the main process, but DataLoader workers read this epoch (0): "
+        "resume through torchdata's StatefulDataLoader (it asks every worker), or pass consumed= "
+        "(the samples the loop used)"
+    )
+    ds.set_epoch(1)
+    state = ds.state_dict()
+    assert (state["epoch"], state["slot"]) == (1, 0) and state["step"] == _epoch_steps(ds)[0]
+
+
+def test_the_main_process_reading_for_two_readers_saves_a_whole_step_as_the_next_one():
+    """Invariant: with ``num_workers=2`` declared and read in the main process (every reader's
+    steps, in step order), a state taken after a whole step is the next step, slot 0; loaded,
+    it reads the rest exactly."""
+    ds = make(SHARDS, [1, 2, 1], 2, 2, 1, num_workers=2)
+    whole = list(make(SHARDS, [1, 2, 1], 2, 2, 1, num_workers=2))
+    it = iter(ds)
+    head = [next(it) for _ in range(2)]
+    state = ds.state_dict()
+    assert (state["step"], state["slot"]) == (1, 0)
+    again = make(SHARDS, [1, 2, 1], 2, 2, 1, num_workers=2)
+    again.load_state_dict(state)
+    assert head + list(again) == whole
+
+
+def test_an_epoch_with_no_step_has_no_sample_to_consume():
+    """Invariant: an epoch shorter than where its next global batch starts (``epoch_length=1``,
+    a global batch of 4: epoch 1 has no step) has ``len()`` 0; ``consumed=0`` is its place and
+    ``consumed=1`` is refused naming the interval ``[0, 0]``."""
+    ds = make(SHARDS, [1, 2, 1], 2, 2, 1, epoch_length=1)
+    ds.set_epoch(1)
+    assert len(ds) == 0 and list(ds) == []
+    assert ds.state_dict(consumed=0)["step"] == 1
+    with pytest.raises(ValueError, match=r"^consumed should be in the interval \[0, 0\], but got "
+                                         r"consumed=1$"):  # fmt: skip
+        ds.state_dict(consumed=1)
