@@ -1184,3 +1184,28 @@ def test_an_epoch_with_no_step_has_no_sample_to_consume():
     with pytest.raises(ValueError, match=r"^consumed should be in the interval \[0, 0\], but got "
                                          r"consumed=1$"):  # fmt: skip
         ds.state_dict(consumed=1)
+
+
+def test_a_state_is_a_json_ready_copy_with_exactly_its_fields():
+    """Invariant: ``state_dict()`` holds exactly its documented fields (its generation too),
+    survives JSON unchanged, and is a copy: changing it (its sources, its generation's lead and
+    first) changes nothing in the dataset or in its next state."""
+    import copy
+    import json
+
+    ds = make(SHARDS, [1, 2, 1], 2, 1, 0)
+    ds.load_state_dict(_states_at(make(SHARDS, [1, 2, 1], 2, 2, 0), 0, 2))  # a lead to copy
+    state = ds.state_dict()
+    assert sorted(state) == ["counts", "epoch", "generation", "kind", "num_workers", "rank",
+                             "readers", "seed", "shuffle", "slot", "sources", "step", "version",
+                             "worker"]  # fmt: skip
+    assert sorted(state["generation"]) == ["batch_size", "before", "epoch", "first", "lead", "mixture",
+                                           "num_replicas", "num_workers", "start"]  # fmt: skip
+    assert json.loads(json.dumps(state)) == state
+    kept = copy.deepcopy(state)
+    state["sources"][0]["set"] = "changed"
+    state["generation"]["first"][0] = -1
+    for lead in state["generation"]["lead"]:
+        for interval in lead:
+            interval[0] = -1
+    assert any(state["generation"]["lead"]) and ds.state_dict() == kept
