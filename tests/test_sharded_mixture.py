@@ -1179,11 +1179,12 @@ def test_an_epoch_with_no_step_has_no_sample_to_consume():
     ``consumed=1`` is refused naming the interval ``[0, 0]``."""
     ds = make(SHARDS, [1, 2, 1], 2, 2, 1, epoch_length=1)
     ds.set_epoch(1)
-    assert len(ds) == 0 and list(ds) == []
+    assert len(ds) == 0
     assert ds.state_dict(consumed=0)["step"] == 1
     with pytest.raises(ValueError, match=r"^consumed should be in the interval \[0, 0\], but got "
                                          r"consumed=1$"):  # fmt: skip
         ds.state_dict(consumed=1)
+    assert list(ds) == []
 
 
 def test_a_state_is_a_json_ready_copy_with_exactly_its_fields():
