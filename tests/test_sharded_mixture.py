@@ -1210,3 +1210,21 @@ def test_a_state_is_a_json_ready_copy_with_exactly_its_fields():
         for interval in lead:
             interval[0] = -1
     assert any(state["generation"]["lead"]) and ds.state_dict() == kept
+
+
+@pytest.mark.parametrize(("world", "b", "workers"), [(1, 3, 0), (3, 2, 0), (2, 3, 2), (2, 2, 3)])
+def test_batch_at_names_the_source_shard_and_offset_every_rank_reads_at_each_step(
+    world, b, workers
+):
+    """Invariant: ``batch_at(step)[r]`` is exactly rank ``r``'s micro-batch of that step, as
+    ``(source, shard, offset)``, read by no one (over passes, and with loader workers as
+    readers): what every rank's loader yields at that step."""
+    weights = [1, 3, 2]
+    declared = workers or None
+    per_rank = [rank_batches(make(SHARDS, weights, b, world, r, num_workers=declared, epoch_length=60), workers)
+                for r in range(world)]  # fmt: skip
+    probe = make(SHARDS, weights, b, world, 0, num_workers=declared, epoch_length=60)
+    steps = min(map(len, per_rank))
+    assert steps * b * world > 2 * sum(map(sum, SHARDS))  # past a pass of every source
+    for s in range(steps):
+        assert probe.batch_at(s) == [per_rank[r][s] for r in range(world)]
