@@ -1228,3 +1228,18 @@ def test_batch_at_names_the_source_shard_and_offset_every_rank_reads_at_each_ste
     assert steps * b * world > 2 * sum(map(sum, SHARDS))  # past a pass of every source
     for s in range(steps):
         assert probe.batch_at(s) == [per_rank[r][s] for r in range(world)]
+
+
+def test_an_elastic_resume_keeps_the_epoch_length_given():
+    """Invariant: resumed elastically (2 ranks x micro-batch 2 -> 3 x 3, past its sources' total), a dataset whose epoch is
+    ``epoch_length`` positions (not its sources' total) ends that epoch where the
+    uninterrupted run would: what the old ranks read plus what the new ones read is the epoch,
+    whole global batches of each grid."""
+    old = [make(SHARDS, [1, 3, 2], 2, 2, r, epoch_length=60) for r in range(2)]
+    read = sum(len(rank_batches(ds, 0)[:12]) * 2 for ds in old)  # 12 steps of 2 x 2: past 20
+    states = _states_at(old[0], 0, 12)
+    new = [make(SHARDS, [1, 3, 2], 3, 3, r, epoch_length=60) for r in range(3)]
+    for ds in new:
+        ds.load_state_dict(states)
+    rest = sum(len(list(ds)) for ds in new)
+    assert read == 48 and read + rest == 48 + 2 * 9  # positions 48.. 60 in global batches of 9
