@@ -492,11 +492,8 @@ class ShardedMixtureDataset(IterableDataset):
         """The global positions ``rank`` reads at each of ``steps``, ``(steps, b)`` int64: the
         layout of the first one (``positions()``), the others shifted by a global batch a step
         (``positions(s) = positions(s0) + (s - s0)·b·W``, the grid's steps laid end to end)."""
-        steps = np.asarray(steps, dtype=np.int64)
-        m = self._mix
-        if not len(steps):
-            return np.zeros((0, m.batch_size), np.int64)
-        s0 = int(steps[0])
+        steps = np.asarray(steps, dtype=np.int64)  # (steps,) at least one
+        m, s0 = self._mix, int(steps[0])
         shift = (steps - s0) * (m.batch_size * m.num_replicas)  # (steps,)
         return m.positions(s0, rank)[None, :] + shift[:, None]
 
