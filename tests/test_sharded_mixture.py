@@ -889,33 +889,45 @@ def test_a_state_of_another_seed_or_epoch_is_refused_naming_both_values():
         later.load_state_dict(state)
 
 
+def _said(run, *args) -> list[str]:
+    """The messages of the FrameworkWarnings that ``run(*args)`` raised."""
+    import warnings
+
+    from distsampling._validate import FrameworkWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run(*args)
+    return [str(w.message) for w in caught if w.category is FrameworkWarning]
+
+
+def _dispatcher(dataset, processes: int):
+    """accelerate's own ``DataLoaderDispatcher`` over ``dataset``, its process count set to
+    ``processes`` and its broadcasts left out (``distributed_type=None``), so that its code runs
+    in this one process (the loop matrix runs it on 2 real processes)."""
+    import types
+
+    from accelerate.data_loader import DataLoaderDispatcher
+
+    dispatcher = DataLoaderDispatcher(dataset, batch_size=2)
+    if processes > 1:
+        dispatcher.state = types.SimpleNamespace(
+            num_processes=processes, process_index=0, distributed_type=None, device="cpu"
+        )
+    return dispatcher
+
+
 def test_accelerates_dispatcher_setting_the_epoch_of_a_ranks_share_warns_it_splits_it_again():
     """Invariant: accelerate's ``DataLoaderDispatcher`` (``prepare(loader)`` over an iterable
     dataset) calls ``set_epoch`` on every process, then reads the dataset on process 0 only and
     splits its batches: a rank's share of a mixture then trains each process on a part of it.
-    Its real ``set_epoch`` sets our epoch, and we warn, naming the dispatcher and the split.
-    (The dispatcher's process count is set to 2 here, so that its own code runs in one process;
-    the loop matrix runs it on 2 real processes.)"""
+    Its real ``set_epoch`` sets our epoch, and we warn, naming the dispatcher and the split."""
     pytest.importorskip("accelerate")
-    import types
-    import warnings
-
-    from accelerate.data_loader import DataLoaderDispatcher
-
-    from distsampling._validate import FrameworkWarning
-
-    def heard(dispatcher, epoch):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            dispatcher.set_epoch(epoch)
-        return [str(w.message) for w in caught if w.category is FrameworkWarning]
-
     share = make([[3, 2], [4]], [1, 1], 2, world=2, rank=0)
-    dispatcher = DataLoaderDispatcher(share, batch_size=2)
-    assert dispatcher.state.num_processes == 1 and heard(dispatcher, 1) == []  # no split
+    one = _dispatcher(share, 1)
+    assert one.state.num_processes == 1 and _said(one.set_epoch, 1) == []  # no split
     assert share.epoch == 1
-    dispatcher.state = types.SimpleNamespace(num_processes=2)
-    (said,) = heard(dispatcher, 3)
+    (said,) = _said(_dispatcher(share, 2).set_epoch, 3)
     assert share.epoch == 3
     assert said.startswith(
         "ShardedMixtureDataset already holds one rank's share (of num_replicas=2), and "
@@ -923,9 +935,7 @@ def test_accelerates_dispatcher_setting_the_epoch_of_a_ranks_share_warns_it_spli
         "over 2 processes: each process trains on about 1/2 of its share, without an error."
     )
     whole = make([[3, 2], [4]], [1, 1], 2, world=1, rank=0)  # one rank's share of one: whole
-    dispatcher = DataLoaderDispatcher(whole, batch_size=2)
-    dispatcher.state = types.SimpleNamespace(num_processes=2)
-    assert heard(dispatcher, 2) == [] and whole.epoch == 2
+    assert _said(_dispatcher(whole, 2).set_epoch, 2) == [] and whole.epoch == 2
 
 
 def test_one_workers_state_on_another_world_batch_or_workers_is_refused_naming_both():
@@ -1010,27 +1020,12 @@ def test_before_the_loaders_workers_are_known_a_rank_has_one_reader():
 def test_under_accelerates_dispatcher_a_pass_warns_once_from_set_epoch_not_again_from_iter():
     """Invariant: accelerate's ``DataLoaderDispatcher`` calls ``set_epoch`` and then iterates
     the dataset in each pass: the split is said once a pass (by ``set_epoch``), not a second time
-    by ``__iter__``, whose check looks for accelerate's per-process shards only. (Its process
-    count is set to 2 and its broadcasts left out, so that its own code runs in one process; the
-    loop matrix runs it on 2 real processes.)"""
+    by ``__iter__``, whose check looks for accelerate's per-process shards only."""
     pytest.importorskip("accelerate")
-    import types
-    import warnings
-
-    from accelerate.data_loader import DataLoaderDispatcher
-
-    from distsampling._validate import FrameworkWarning
-
     share = make([[3, 2], [4]], [1, 1], 2, world=2, rank=0)
-    dispatcher = DataLoaderDispatcher(share, batch_size=2)
-    dispatcher.state = types.SimpleNamespace(
-        num_processes=2, process_index=0, distributed_type=None, device="cpu"
-    )
+    dispatcher = _dispatcher(share, 2)
     for epoch in range(2):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            list(dispatcher)
-        said = [str(w.message) for w in caught if w.category is FrameworkWarning]
+        said = _said(list, dispatcher)
         assert len(said) == 1 and "accelerate's DataLoaderDispatcher" in said[0], said
         assert share.epoch == epoch  # the dispatcher counts the passes
 
