@@ -133,7 +133,7 @@ def _decimals(weights: list[float]) -> Mix:
     parts = text.replace(", ", ".").split(".")  # (2K,) whole, fraction, whole, fraction, ...
     wholes, fractions = parts[0::2], parts[1::2]
     places = max(map(len, fractions))
-    nums = tuple(int(w + f.ljust(places, "0")) for w, f in zip(wholes, fractions))
+    nums = tuple([int(w + f.ljust(places, "0")) for w, f in zip(wholes, fractions)])
     return nums, (10**places,) * len(nums)
 
 
@@ -205,8 +205,8 @@ def _units(weights: Mix) -> list[int]:
         else []
     )
     rest, left = UNITS - len(tiny), total - sum(ints[k] for k in tiny)
-    out = [n * rest // left for n in ints]  # (K,) n * rest = out * left + rems
-    rems = [n * rest - q * left for n, q in zip(ints, out)]
+    out, rems = zip(*[divmod(n * rest, left) for n in ints])  # (K,) n * rest = out * left + rems
+    out, rems = list(out), list(rems)
     for k in tiny:  # one unit each, never one more
         out[k], rems[k] = 1, -1
     ahead = sorted(range(len(ints)), key=rems.__getitem__, reverse=True)  # ties: smaller k first
@@ -282,25 +282,23 @@ def _tree(units: list[int]) -> _Tree:
     than any node (the merged: those not made yet), so a head is always there to compare."""
     K = len(units)
     leaves = [k for k in sorted(range(K), key=units.__getitem__) if units[k]]  # ties: smaller k
+    L = len(leaves)
     weights = [units[k] for k in leaves] + [UNITS + 1]  # (L + 1,)
-    made = [UNITS + 1] * len(leaves)  # (L,) node K + j weighs made[j], once made
-    a, b, left, right = [1] * K, [0] * K, list(range(K)), list(range(K))  # leaves: fixed points
+    made = [UNITS + 1] * L  # (L,) node K + j weighs made[j], once made
+    # (2K,) each: every node a fixed point (a = 1, b = 0, its own children) until it is made
+    a, b, left, right = [1] * (2 * K), [0] * (2 * K), list(range(2 * K)), list(range(2 * K))
     i = j = 0  # the heads of the two queues
-    for m in range(len(leaves) - 1):  # each merge: one node fewer
-        for weight, child in ((a, left), (b, right)):  # the lightest, then the next
-            if made[j] < weights[i]:
-                weight.append(made[j])
-                child.append(K + j)
-                j += 1
-            else:
-                weight.append(weights[i])
-                child.append(leaves[i])
-                i += 1
-        made[m] = a[-1] + b[-1]
-    rest = range(K + len(leaves) - 1, 2 * K)  # the nodes never made: fixed points too
-    a, b = a + [1] * len(rest), b + [0] * len(rest)
-    left, right = left + list(rest), right + list(rest)
-    return _Tree(a, b, left, right, rest.start - 1 if len(leaves) > 1 else leaves[0])
+    for v in range(K, K + L - 1):  # each merge makes node v: the lightest head, then the next
+        if made[j] < weights[i]:
+            x, cx, j = made[j], K + j, j + 1
+        else:
+            x, cx, i = weights[i], leaves[i], i + 1
+        if made[j] < weights[i]:
+            y, cy, j = made[j], K + j, j + 1
+        else:
+            y, cy, i = weights[i], leaves[i], i + 1
+        a[v], b[v], left[v], right[v], made[v - K] = x, y, cx, cy, x + y
+    return _Tree(a, b, left, right, K + L - 2 if L > 1 else leaves[0])
 
 
 def _integer_mix_uncached(weights: Mix) -> tuple[tuple[int, ...], _Tree]:
