@@ -12,9 +12,13 @@ functions through ``bench_mixture`` in ``.venv-peers``, beside ours.
 - ``torchdata``: ``torchdata.nodes.MultiNodeWeightedSampler`` on every rank (``rank=r``,
   ``world_size=8``, seed 0, its default stop criterion), each source node the rank's
   DistributedSampler-style share ``range(r, size, 8)``.
-- ``hugging_face``: ``datasets.interleave_datasets`` (``probabilities`` = the weights, seed 0,
-  ``stopping_strategy="all_exhausted"``) of the sources as ``Dataset``s, then
-  ``split_dataset_by_node`` (a contiguous shard per rank).
+- ``hugging_face``: ``datasets.interleave_datasets`` (``probabilities`` = the weights, seed 0)
+  of the sources as ``Dataset``s, then ``split_dataset_by_node`` (a contiguous shard per rank).
+  It builds its whole index up front, so ``stopping_strategy="all_exhausted"`` only where that
+  index is small: on the long tail it would hold about 33 million rows (the largest source at
+  its small share), past the 600 s a run may take, so there ``"first_exhausted"`` (about 380,000
+  rows, each rank's reads inside its shard). Both draw the same sources, in the same order,
+  until the first source runs out.
 - ``grain``: ``grain.MapDataset.mix`` of the sources (each ``range(size).shuffle(seed=k)``
   repeated as often as the task needs), sharded ``[rank::8]`` as Grain's ``ShardOptions`` does.
 """
@@ -91,9 +95,12 @@ def hugging_face(sizes: list[int], weights: list[float]) -> tuple[np.ndarray, np
     parts = [Dataset.from_dict({"k": [k] * n, "i": list(range(n))})
              for k, n in enumerate(sizes) if weights[k] > 0]  # fmt: skip
     total = sum(w for w in weights if w > 0)
+    # rows until the first source runs out, about: enough for every rank's reads, or all of them
+    first = min(n * total / w for n, w in zip(sizes, weights) if w > 0)
     mixed = interleave_datasets(
-        parts, [w / total for w in weights if w > 0], seed=0, stopping_strategy="all_exhausted"
-    )
+        parts, [w / total for w in weights if w > 0], seed=0,
+        stopping_strategy="first_exhausted" if first >= 2 * STEPS * B else "all_exhausted",
+    )  # fmt: skip
     per_rank = []
     for r in range(WORLD):
         shard = split_dataset_by_node(mixed, rank=r, world_size=WORLD)[: STEPS * MICRO]
