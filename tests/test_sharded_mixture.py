@@ -1238,3 +1238,34 @@ def test_an_elastic_resume_keeps_the_epoch_length_given():
         ds.load_state_dict(states)
     rest = sum(len(list(ds)) for ds in new)
     assert read == 48 and read + rest == 48 + 2 * 9  # positions 48.. 60 in global batches of 9
+
+
+def test_a_main_process_that_read_its_whole_epoch_is_placed_at_the_next_steps_first_slot():
+    """Invariant: after the main process reads its whole epoch (``num_workers=0``), its place is
+    the step after the last one, slot 0 (not one sample into it); so ``consumed=`` may be at
+    most what it handed out, and the error names that count."""
+    ds = make(SHARDS, [1, 1, 1], 2, 2, 0)
+    whole = list(ds)
+    state = ds.state_dict()
+    assert (state["step"], state["slot"]) == (len(ds._steps(0)), 0) and len(whole) == 10
+    assert ds.state_dict(consumed=10) == state
+    with pytest.raises(ValueError, match=r"^consumed should be <= 10 \(samples handed out\): the "
+                                         r"latest iter\(\) handed out 10, but got consumed=11$"):  # fmt: skip
+        ds.state_dict(consumed=11)
+
+
+def test_counts_at_a_step_before_the_grid_is_refused_naming_it():
+    """Invariant: ``counts_at(step)`` counts from the grid's first step: a step before it is
+    refused, naming ``step`` and the value (0 on a fresh grid; after an elastic resume at step
+    12, the new grid's first step)."""
+    ds = make(SHARDS, [1, 1, 1], 2, 2, 0)
+    with pytest.raises(ValueError, match=r"^step should be >= 0, but got step=-1$"):
+        ds.counts_at(-1)
+    assert ds.counts_at(0) == [[[0, 0, 0]], [[0, 0, 0]]]
+    states = _states_at(make(SHARDS, [1, 3, 2], 2, 2, 0, epoch_length=60), 0, 12)
+    new = make(SHARDS, [1, 3, 2], 3, 3, 0, epoch_length=60)
+    new.load_state_dict(states)
+    start = new._gen["start"]
+    assert start > 0 and new.counts_at(start) == [[[0, 0, 0]]] * 3
+    with pytest.raises(ValueError, match=rf"^step should be >= {start}, but got step={start - 1}$"):
+        new.counts_at(start - 1)

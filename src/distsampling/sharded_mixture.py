@@ -865,14 +865,13 @@ class ShardedMixtureDataset(IterableDataset):
         """The mixture's own state at ``step`` of this grid (its elastic resume's input)."""
         g = self._gen
         B, L = g["batch_size"] * g["num_replicas"], self.mixture.epoch_length
+        # the epoch e holding the step's first position p = origin + (step - start)·B: e·L <= p,
+        # so e's first step (the first at e·L or past it, rounded up) is this step or one before
         epoch = self._step_position(step) // L
-        first = lambda e: g["start"] + max(0, -(-(e * L - self._origin) // B))  # noqa: E731
-        while epoch > 0 and first(epoch) > step:
-            epoch -= 1
+        first = g["start"] + max(0, -(-(epoch * L - self._origin) // B))  # as _steps(epoch)
         mix = self._grid_mixture(g, g["num_replicas"], g["batch_size"])
         mix.set_epoch(epoch)
-        it = iter(mix)
-        deque(islice(it, (step - max(first(epoch), g["start"])) * g["batch_size"]), maxlen=0)
+        deque(islice(iter(mix), (step - first) * g["batch_size"]), maxlen=0)  # read to the step
         return mix.state_dict()
 
     def __repr__(self) -> str:
