@@ -37,9 +37,11 @@ Measured:
   rank (a loader that ends early is measured on what it gave).
 - **Speed**, one rank, 2 workers, in fresh processes (median, min – max of the repeats):
   ``first_1e6_s``, construction to the first batch over 1e6 samples (900,000 / 90,000 / 10,000
-  in shards of 10,000, on disk in each format); ``first_1e8_s`` the same over 1e8 samples, for
-  the contenders whose shards can be lazy generators (no sample on disk: ours, Hugging Face,
-  torchdata); ``samples/s``: the small task read after the first batch, up to 59,968 samples.
+  in shards of 10,000, on disk in each format); ``first_1e8_s`` the same over 1e8 samples
+  (90,000,000 / 9,000,000 / 1,000,000): lazy generators for the contenders that take them (no
+  sample on disk: ours, Hugging Face, torchdata), Mosaic's MDS shards written once (2 GB, about
+  10 minutes), not LitData (its ``optimize()`` writes about 25,000 samples/s here: over an
+  hour); ``samples/s``: the small task read after the first batch, up to 59,968 samples.
 - **Resume** after 1.5 epochs, one rank, 2 workers: epoch 0 read, half of epoch 1 read, the
   loader's (or dataset's) own state taken, a new loader loads it and reads on; ``exact`` when
   what it reads equals the rest of the uninterrupted epoch 1.
@@ -81,6 +83,8 @@ NAMES = {
     "torchdata": "torchdata MultiNodeWeightedSampler",
 }
 LAZY = ("ours", "hugging_face", "torchdata")  # shards as generators: 1e8 without the disk
+AT_1E8 = (*LAZY, "mosaic_random", "mosaic_stratified")  # Mosaic's 1e8 written once: ~10 min
+SCALES = {"small": SMALL, "large": LARGE, "huge": HUGE}
 
 
 # --- the shards, in every format ------------------------------------------------------------
@@ -123,7 +127,7 @@ def _streaming():
 
 def mds_dirs(scale: str) -> list[str]:
     """Per source, a directory of MDS shards written by Mosaic's ``MDSWriter``."""
-    sizes, per = SMALL if scale == "small" else LARGE
+    sizes, per = SCALES[scale]
     out = []
     for k, (n, p) in enumerate(zip(sizes, per, strict=True)):
         d = _dir(scale) / "mds" / str(k)
@@ -162,6 +166,7 @@ def litdata_dirs(scale: str) -> list[str]:
 def write_all() -> None:
     for scale in ("small", "large"):
         npy_shards(scale), mds_dirs(scale), litdata_dirs(scale)
+    mds_dirs("huge")  # 1e8 samples, 2 GB: MDSWriter writes about 180,000 samples/s here
 
 
 # --- the contenders: a loader of one rank ---------------------------------------------------
@@ -381,7 +386,7 @@ def _first(name: str, scale: str) -> float:
 def speed(timer, name: str) -> dict[str, float]:
     """The first batch at 1e6 (and 1e8 where lazy), then samples/s over the small task."""
     figures = {"first_1e6_s": _first(name, "large")}
-    if name in LAZY:
+    if name in AT_1E8:
         figures["first_1e8_s"] = _first(name, "huge")
     dl, _ = loader(name, "small")
     n, limit = 0, STEPS * WORLD * MICRO
@@ -502,7 +507,10 @@ def main() -> None:
             elif key in t:
                 rows[name][key] = t[key]
             else:
-                rows[name][key] = "not run: its format needs the 1e8 samples written to disk"
+                rows[name][key] = (
+                    "not run: its optimize() writes about 25,000 samples/s here, so 1e8 "
+                    "samples would take over an hour to write"
+                )
         if "composition" in parts:
             comp = composition(name)
             for key in ("prefix", "batch", "rank", "repeats", "positions"):
