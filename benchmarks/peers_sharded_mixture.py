@@ -384,7 +384,7 @@ def _first(name: str, scale: str) -> float:
 
 
 def speed(timer, name: str) -> dict[str, float]:
-    """The first batch at 1e6 (and 1e8 where lazy), then samples/s over the small task."""
+    """The first batch at 1e6 (and at 1e8 for ``AT_1E8``), then samples/s over the small task."""
     figures = {"first_1e6_s": _first(name, "large")}
     if name in AT_1E8:
         figures["first_1e8_s"] = _first(name, "huge")

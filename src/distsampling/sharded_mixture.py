@@ -865,10 +865,10 @@ class ShardedMixtureDataset(IterableDataset):
         """The mixture's own state at ``step`` of this grid (its elastic resume's input)."""
         g = self._gen
         B, L = g["batch_size"] * g["num_replicas"], self.mixture.epoch_length
-        # the epoch e holding the step's first position p = origin + (step - start)·B: e·L <= p,
-        # so e's first step (the first at e·L or past it, rounded up) is this step or one before
+        # the mixture's epoch e holding the step's first position p = origin + (step - start)·B:
+        # e·L <= p, so e's first step (the first at e·L or past it) is this step or an earlier one
         epoch = self._step_position(step) // L
-        first = g["start"] + max(0, -(-(epoch * L - self._origin) // B))  # as _steps(epoch)
+        first = g["start"] + max(0, -(-(epoch * L - self._origin) // B))  # (e·L - origin) / B, up
         mix = self._grid_mixture(g, g["num_replicas"], g["batch_size"])
         mix.set_epoch(epoch)
         deque(islice(iter(mix), (step - first) * g["batch_size"]), maxlen=0)  # read to the step
