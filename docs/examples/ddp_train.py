@@ -89,5 +89,6 @@ if __name__ == "__main__":
     dist.all_gather_object(gathered, result)
     if dist.get_rank() == 0:
         report(gathered)
+    dist.barrier()  # rank 0 has reported: no rank tears down while another is still working
     gc.collect()  # free DDP's reference cycles while the group lives (else gloo may abort at exit)
     dist.destroy_process_group()
