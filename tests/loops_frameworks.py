@@ -240,27 +240,27 @@ def accelerate_train(accelerator: Any, entry: Entry, prepare_loader: bool) -> di
 
 
 def _accelerate_epochs(accelerator, entry, subject, model, optimizer, prepare_loader):
-    """The two epochs of ``accelerate_train()``: what each read, or the error."""
+    """The two epochs of ``accelerate_train()``: what each read, or the error and the steps
+    trained before it."""
+    epochs: list[list[list[int]]] = []
     try:
         loader = user_loader(subject)
         if prepare_loader:
             model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
         else:
             model, optimizer = accelerator.prepare(model, optimizer)
-        epochs = []
         for epoch in range(EPOCHS):
             subject.set_epoch(epoch)
-            read = []
+            epochs.append([])
             uneven = not prepare_loader and not entry.even
             with Join([model]) if uneven else nullcontext():  # join_uneven_inputs, on a CPU
                 for batch in loader:
-                    read.append(_flat(batch))
+                    epochs[-1].append(_flat(batch))
                     optimizer.zero_grad()
                     accelerator.backward(model(batch.float().reshape(-1, 1)).pow(2).mean())
                     optimizer.step()
-            epochs.append(read)
-    except Exception as e:
-        return {"error": _error(e)}
+    except Exception as e:  # the default may refuse: the page quotes it, and when
+        return {"error": _error(e), "steps_before": sum(map(len, epochs))}
     finally:
         accelerator.free_memory()
     return {"epochs": epochs}

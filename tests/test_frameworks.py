@@ -288,21 +288,26 @@ def test_lightnings_wrapper_reads_an_endless_stream_to_its_end_before_the_first_
 
 
 def accelerate_rank() -> dict[str, list]:
-    """On each rank of a live group: one epoch of our sampler with the loader prepared and not
-    prepared, then the page's recipe (docs/examples/frameworks_accelerate_fit.py)."""
+    """On each rank of a live group: one epoch of torch's sampler and of ours with the loader
+    prepared (ours refuses: the error's first words), ours not prepared, then the page's recipe
+    (docs/examples/frameworks_accelerate_fit.py)."""
     from accelerate import Accelerator
     from frameworks_accelerate_fit import train
 
     accelerator = Accelerator(cpu=True)
     assert accelerator.num_processes == 2  # accelerate found the live group
     dataset = list(range(16))
-    read = {}
-    for prepare in (True, False):
-        sampler = ds.DistributedSampler(dataset, seed=0)  # rank and world from the group
+    read: dict[str, list] = {}
+    samplers = {"torch's": TorchDistributedSampler(dataset, seed=0), "ours": None}
+    for who, prepare in (("torch's", True), ("ours", True), ("ours", False)):
+        sampler = samplers[who] or ds.DistributedSampler(dataset, seed=0)  # world from the group
         loader = DataLoader(dataset, batch_size=2, sampler=sampler)
         if prepare:
             loader = accelerator.prepare(loader)
-        read[f"prepared={prepare}"] = [i for batch in loader for i in batch.tolist()]
+        try:
+            read[f"{who} prepared={prepare}"] = [i for batch in loader for i in batch.tolist()]
+        except RuntimeError as e:
+            read[f"{who} prepared={prepare}"] = [str(e).split(":")[0]]
     read["a torch DistributedSampler"] = [isinstance(sampler, TorchDistributedSampler)]
     read["recipe"] = train(epochs=2)
     return read
@@ -310,19 +315,24 @@ def accelerate_rank() -> dict[str, list]:
 
 @pytest.mark.multiprocess
 @pytest.mark.xdist_group("worlds")
-def test_accelerate_prepare_splits_an_already_split_sampler_again():
-    """Invariant: on 2 real ranks, ``accelerator.prepare(loader)`` shards the batches of our
-    already split sampler again (each rank reads 4 of 16, together 8), though it is a torch
-    DistributedSampler: accelerate never looks at the sampler's class; left unprepared, the
-    loader reads disjoint halves that cover all 16; the page's recipe (prepare the model and
-    optimizer, not the loader) trains with disjoint, covering shares and a new order each epoch."""
+def test_accelerate_prepare_splits_a_split_sampler_again_and_ours_refuses_it():
+    """Invariant: on 2 real ranks, ``accelerator.prepare(loader)`` shards the batches of torch's
+    already split sampler again (each rank reads 4 of 16, together 8): accelerate never looks
+    at the sampler's class. Ours, a torch DistributedSampler too, refuses that on every rank
+    before a batch, naming the wrapper; left unprepared, it reads disjoint halves that cover
+    all 16; the page's recipe (prepare the model and optimizer, not the loader) trains with
+    disjoint, covering shares and a new order each epoch."""
     ranks = run_world("test_frameworks:accelerate_rank", 2, timeout=240,
                       pythonpath=[TESTS, EXAMPLES])  # fmt: skip
-    prepared = [r["prepared=True"] for r in ranks]
+    prepared = [r["torch's prepared=True"] for r in ranks]
     assert [r["a torch DistributedSampler"] for r in ranks] == [[True], [True]]
     assert [len(r) for r in prepared] == [4, 4]
     assert len(set(prepared[0]) | set(prepared[1])) == 8
-    assert sorted(ranks[0]["prepared=False"] + ranks[1]["prepared=False"]) == list(range(16))
+    refused = "DistributedSampler already holds one rank's share (of num_replicas=2), and accelerate's BatchSamplerShard would split it again over 2 processes"
+    assert [r["ours prepared=True"] for r in ranks] == [[refused], [refused]]
+    assert sorted(ranks[0]["ours prepared=False"] + ranks[1]["ours prepared=False"]) == list(
+        range(16)
+    )
     for epoch in range(2):
         assert sorted(ranks[0]["recipe"][epoch] + ranks[1]["recipe"][epoch]) == list(range(16))
     assert ranks[0]["recipe"][0] != ranks[0]["recipe"][1]

@@ -270,28 +270,27 @@ def test_an_omitted_drop_uneven_keeps_the_short_batches(data, batch_size):
     assert len(omitted) == len(list(omitted))
 
 
-def test_under_accelerates_prepared_loader_grouping_a_share_warns_and_grouping_all_never():
+def test_under_accelerates_prepared_loader_grouping_a_share_raises_and_grouping_all_never():
     """Invariant: grouped batches consumed by ``accelerator.prepare(loader)``'s wrapper
-    (accelerate's own ``prepare_data_loader``, 2 processes) warn once a pass where their sampler
-    holds one rank's share (``num_replicas=2``: accelerate splits it again), and never where it
-    has no ``num_replicas`` (a single process's sampler over the whole dataset: accelerate's
-    split is then the right one)."""
+    (accelerate's own ``prepare_data_loader``, 2 processes) raise before the first batch where
+    their sampler holds one rank's share (``num_replicas=2``: accelerate would split it again),
+    and never where it has no ``num_replicas`` (a single process's sampler over the whole
+    dataset: accelerate's split is then the right one)."""
     pytest.importorskip("accelerate")
-    import warnings
-
     from accelerate.data_loader import prepare_data_loader
 
-    from distsampling._validate import FrameworkWarning
-
     groups = [i % 3 for i in range(13)]
-    for sampler, warned in ((tud.SequentialSampler(range(13)), 0),
-                            (DistributedSampler(range(13), 2, 0, seed=5), 1)):  # fmt: skip
+    for sampler, refused in ((tud.SequentialSampler(range(13)), False),
+                             (DistributedSampler(range(13), 2, 0, seed=5), True)):  # fmt: skip
         batches = GroupedBatchSampler(sampler, groups, batch_size=2)
         loader = tud.DataLoader(range(13), batch_sampler=batches)
         prepared = prepare_data_loader(loader, num_processes=2, process_index=0)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", FrameworkWarning)
-            list(prepared)
-        said = [str(w.message) for w in caught if w.category is FrameworkWarning]
-        assert len(said) == warned, said
-        assert all("GroupedBatchSampler already holds one rank's share" in s for s in said)
+        if refused:
+            with pytest.raises(
+                RuntimeError, match=r"^GroupedBatchSampler already holds one rank's share"
+            ):
+                next(iter(prepared))
+        else:  # accelerate's split of the batches: process 0 reads every other one (padded)
+            got, every_other = [b.tolist() for b in prepared], list(batches)[0::2]
+            assert [g[: len(w)] for g, w in zip(got, every_other)] == every_other
+            assert len(got) == len(every_other)

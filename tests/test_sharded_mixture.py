@@ -917,22 +917,26 @@ def _dispatcher(dataset, processes: int):
     return dispatcher
 
 
-def test_accelerates_dispatcher_setting_the_epoch_of_a_ranks_share_warns_it_splits_it_again():
+def test_accelerates_dispatcher_setting_the_epoch_of_a_ranks_share_is_refused():
     """Invariant: accelerate's ``DataLoaderDispatcher`` (``prepare(loader)`` over an iterable
     dataset) calls ``set_epoch`` on every process, then reads the dataset on process 0 only and
-    splits its batches: a rank's share of a mixture then trains each process on a part of it.
-    Its real ``set_epoch`` sets our epoch, and we warn, naming the dispatcher and the split."""
+    splits its batches: a rank's share of a mixture would train each process on a part of it.
+    Its real ``set_epoch`` raises on every process, before any batch (so no process waits in its
+    broadcast), naming the dispatcher and the split; one process, or a share of one rank, is
+    read without a word."""
     pytest.importorskip("accelerate")
     share = make([[3, 2], [4]], [1, 1], 2, world=2, rank=0)
     one = _dispatcher(share, 1)
     assert one.state.num_processes == 1 and _said(one.set_epoch, 1) == []  # no split
     assert share.epoch == 1
-    (said,) = _said(_dispatcher(share, 2).set_epoch, 3)
-    assert share.epoch == 3
-    assert said.startswith(
+    with pytest.raises(RuntimeError) as err:
+        _dispatcher(share, 2).set_epoch(3)
+    assert str(err.value) == (
         "ShardedMixtureDataset already holds one rank's share (of num_replicas=2), and "
-        "accelerate's DataLoaderDispatcher reads it on process 0 only and splits its batches "
-        "over 2 processes: each process trains on about 1/2 of its share, without an error."
+        "accelerate's DataLoaderDispatcher would read it on process 0 only and split its batches "
+        "over 2 processes: each process would train on about 1/2 of its share. Prepare the model "
+        "and optimizer, not the loader (model, optimizer = accelerator.prepare(model, "
+        "optimizer)), and iterate the loader as built"
     )
     whole = make([[3, 2], [4]], [1, 1], 2, world=1, rank=0)  # one rank's share of one: whole
     assert _said(_dispatcher(whole, 2).set_epoch, 2) == [] and whole.epoch == 2
@@ -1017,17 +1021,18 @@ def test_before_the_loaders_workers_are_known_a_rank_has_one_reader():
     assert [len(rank) for rank in undeclared.counts_at(3)] == [2, 2]
 
 
-def test_under_accelerates_dispatcher_a_pass_warns_once_from_set_epoch_not_again_from_iter():
+def test_under_accelerates_dispatcher_every_pass_is_refused_by_set_epoch_before_a_batch():
     """Invariant: accelerate's ``DataLoaderDispatcher`` calls ``set_epoch`` and then iterates
-    the dataset in each pass: the split is said once a pass (by ``set_epoch``), not a second time
-    by ``__iter__``, whose check looks for accelerate's per-process shards only."""
+    the dataset in each pass: every pass is refused there, by ``set_epoch``, before the
+    dispatcher reads a sample (``__iter__``'s check looks for accelerate's per-process shards
+    only, and is never reached)."""
     pytest.importorskip("accelerate")
     share = make([[3, 2], [4]], [1, 1], 2, world=2, rank=0)
     dispatcher = _dispatcher(share, 2)
-    for epoch in range(2):
-        said = _said(list, dispatcher)
-        assert len(said) == 1 and "accelerate's DataLoaderDispatcher" in said[0], said
-        assert share.epoch == epoch  # the dispatcher counts the passes
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="accelerate's DataLoaderDispatcher would read it"):
+            next(iter(dispatcher))
+        assert share._progress is None, "the dispatcher began a pass"
 
 
 def test_in_the_main_process_the_epoch_is_the_latest_set_epochs_before_the_next_iter():

@@ -232,15 +232,14 @@ def test_check_int64_takes_the_largest_int64_and_names_the_first_past_it():
 
 ACCELERATE_WORDS = (
     "{name} already holds one rank's share (of num_replicas=2), and accelerate's {wrapper} "
-    "splits it again over 2 processes: each process trains on about 1/2 of its share, without "
-    "an error. Prepare the model and optimizer, not the loader (model, optimizer = "
+    "would split it again over 2 processes: each process would train on about 1/2 of its share. "
+    "Prepare the model and optimizer, not the loader (model, optimizer = "
     "accelerator.prepare(model, optimizer)), and iterate the loader as built"
 )
 
 
 def heard(run, *args) -> list[str]:
     """The messages of the FrameworkWarnings that ``run(*args)`` raised (in this process)."""
-    import warnings
 
     from distsampling._validate import FrameworkWarning
 
@@ -284,12 +283,12 @@ def _two_epochs(loader, obj) -> None:
 
 
 @pytest.mark.parametrize("case", range(4))
-def test_a_share_warns_once_a_pass_when_accelerates_prepared_loader_splits_it_again(case):
+def test_a_share_refuses_accelerates_prepared_loader_before_its_first_batch(case):
     """Invariant: a rank's share consumed by ``accelerator.prepare(loader)``'s wrapper
-    (accelerate's own ``prepare_data_loader``, 2 processes) warns once every pass, in these exact
-    words, naming the share's class and the wrapper; the same loader iterated as built (the
-    route the warning names) and the share of a single process (nothing to split again) are
-    silent."""
+    (accelerate's own ``prepare_data_loader``, 2 processes) raises before the loader yields a
+    batch, in every epoch, in these exact words, naming the share's class, the wrapper and the
+    fix; the same loader iterated as built (the route the error names) and the share of a single
+    process (nothing to split again) read their epochs without a word."""
     pytest.importorskip("accelerate")
     from accelerate.data_loader import prepare_data_loader
 
@@ -298,12 +297,16 @@ def test_a_share_warns_once_a_pass_when_accelerates_prepared_loader_splits_it_ag
         if loader is None:
             loader, obj = _token_budget(world)
         prepared = prepare_data_loader(loader, num_processes=2, process_index=0)
-
-        said = heard(_two_epochs, prepared, obj)
-        assert said == (
-            [ACCELERATE_WORDS.format(name=name, wrapper=wrapper)] * 2 if world == 2 else []
-        )
-        assert heard(_two_epochs, loader, obj) == []  # as built: nothing to warn about
+        if world == 2:
+            for epoch in range(2):
+                obj.set_epoch(epoch)
+                batches = iter(prepared)
+                with pytest.raises(RuntimeError) as err:
+                    next(batches)  # the first batch: none comes
+                assert str(err.value) == ACCELERATE_WORDS.format(name=name, wrapper=wrapper)
+        else:
+            assert heard(_two_epochs, prepared, obj) == []
+        assert heard(_two_epochs, loader, obj) == []  # as built: nothing to refuse
 
 
 def test_a_sampler_warns_when_its_datasets_epoch_is_not_its_own_and_never_when_both_are_set():
@@ -439,15 +442,15 @@ def _entry_names() -> list[str]:
 
 
 @pytest.mark.parametrize("name", _entry_names())
-def test_under_accelerates_prepared_loader_every_share_warns_once_a_pass_and_a_global_epoch_never(
+def test_under_accelerates_prepared_loader_every_share_raises_before_a_batch_and_a_global_epoch_never(
     name,
 ):
     """Invariant: every sampler and dataset of the loop matrix, handed to accelerate's
     ``prepare_data_loader`` as a user's loader (2 processes, rank 0, without device placement:
-    ``BatchSamplerShard`` or ``IterableDatasetShard``), warns exactly once a pass over two passes
-    where it holds one rank's share (a batch sampler or a wrapper over a share included: one
-    warning, not one per nested share or per inner pass), and never where its epoch is the same
-    on every rank (accelerate's split is then right)."""
+    ``BatchSamplerShard`` or ``IterableDatasetShard``), raises before its first batch in every
+    epoch where it holds one rank's share (a batch sampler or a wrapper over a share included:
+    the outermost share's error), and reads both epochs without a word where its epoch is the
+    same on every rank (accelerate's split is then right)."""
     pytest.importorskip("accelerate")
     from accelerate.data_loader import prepare_data_loader
 
@@ -458,15 +461,24 @@ def test_under_accelerates_prepared_loader_every_share_warns_once_a_pass_and_a_g
     subject = entry.build(2, 0)
     prepared = prepare_data_loader(user_loader(subject), num_processes=2, process_index=0)
 
-    def two_passes() -> None:
+    def two_passes() -> list[str]:
+        errors = []
         for epoch in range(2):
             subject.set_epoch(epoch)
-            list(prepared)
+            batches = iter(prepared)
+            try:
+                next(batches)  # the first batch
+            except RuntimeError as e:
+                errors.append(str(e))
+            else:
+                list(batches)
+        return errors
 
-    said = heard(two_passes)
-    assert len(said) == (0 if entry.kind == "global" else 2), said
+    errors: list[str] = []
+    assert heard(lambda: errors.extend(two_passes())) == []
+    assert len(errors) == (0 if entry.kind == "global" else 2), errors
     assert all(
-        "already holds one rank's share (of num_replicas=2), and accelerate's" in s for s in said
+        "already holds one rank's share (of num_replicas=2), and accelerate's" in e for e in errors
     )
 
 
@@ -477,21 +489,21 @@ class _Sized:
     """A sampler of 13 indices with no world of its own (no ``num_replicas``)."""
 
     def __iter__(self):
-        from distsampling._validate import warn_split_again
+        from distsampling._validate import refuse_split_again
 
-        warn_split_again(self)
+        refuse_split_again(self)
         return iter(range(13))
 
     def __len__(self) -> int:
         return 13
 
 
-def test_what_holds_no_share_or_is_not_accelerates_wrapper_is_never_warned_about():
-    """Invariant: ``warn_split_again`` warns only about a share (``num_replicas`` > 1) consumed by
+def test_what_holds_no_share_or_is_not_accelerates_wrapper_is_never_refused():
+    """Invariant: ``refuse_split_again`` refuses only a share (``num_replicas`` > 1) consumed by
     accelerate's own wrapper: a sampler without ``num_replicas`` under accelerate's
     ``BatchSamplerShard``, a share under a class of the user's that is also named
     ``BatchSamplerShard``, and a share iterated from code whose globals hold no ``__name__``
-    are all silent, and none of them raises."""
+    read without a word or an error."""
     pytest.importorskip("accelerate")
     from accelerate.data_loader import prepare_data_loader
     from torch.utils.data import DataLoader
@@ -515,9 +527,9 @@ def test_what_holds_no_share_or_is_not_accelerates_wrapper_is_never_warned_about
     assert heard(exec, "out = list(share)", {"share": share}) == []  # globals without __name__
 
 
-def test_the_split_again_warning_names_the_public_class_and_points_outside_the_package():
-    """Invariant: a share of a private subclass is named by its first public class, and the
-    warning's location is the caller's code, not a file of the package."""
+def test_the_split_again_error_names_the_public_class_of_a_private_subclass():
+    """Invariant: a share of a private subclass is named by its first public class, the one
+    a user finds in the docs."""
     pytest.importorskip("accelerate")
     from accelerate.data_loader import prepare_data_loader
     from torch.utils.data import DataLoader
@@ -530,12 +542,9 @@ def test_the_split_again_warning_names_the_public_class_and_points_outside_the_p
     share = _Mine(range(13), 2, 0, seed=5)
     prepared = prepare_data_loader(DataLoader(range(13), 2, sampler=share), num_processes=2,
                                    process_index=0)  # fmt: skip
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ds.FrameworkWarning)
+    with pytest.raises(RuntimeError) as err:
         list(prepared)
-    (warned,) = [w for w in caught if w.category is ds.FrameworkWarning]
-    assert str(warned.message).startswith("DistributedSampler already holds one rank's share")
-    assert "distsampling" not in warned.filename
+    assert str(err.value).startswith("DistributedSampler already holds one rank's share")
 
 
 def test_a_dataset_without_epochs_or_without_its_epoch_is_never_warned_about():
@@ -591,7 +600,7 @@ def test_only_worker_0_warns_of_a_pass_begun_without_set_epoch(monkeypatch):
 
 def test_a_wrapper_that_keeps_its_process_count_in_its_state_is_read_from_there():
     """Invariant: accelerate's ``DataLoaderDispatcher`` keeps the process count in its
-    ``state`` (no ``num_processes`` of its own): the warning reads it there and names the
+    ``state`` (no ``num_processes`` of its own): the error reads it there and names the
     dispatcher's split (the real one needs a process group: the loop matrix's accelerate
     column runs it on 2 processes; here a class of that name in a module named as
     accelerate's stands in for it, to reach this branch alone)."""
@@ -611,9 +620,10 @@ def test_a_wrapper_that_keeps_its_process_count_in_its_state_is_read_from_there(
         module,
     )
     dispatcher = module["DataLoaderDispatcher"](share, types.SimpleNamespace(num_processes=2))
-    (said,) = heard(list, dispatcher)
-    assert said.startswith(
+    with pytest.raises(RuntimeError) as err:
+        list(dispatcher)
+    assert str(err.value).startswith(
         "DistributedSampler already holds one rank's share (of num_replicas=2), and "
-        "accelerate's DataLoaderDispatcher reads it on process 0 only and splits its batches "
+        "accelerate's DataLoaderDispatcher would read it on process 0 only and split its batches "
         "over 2 processes"
     )

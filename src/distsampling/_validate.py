@@ -1,6 +1,6 @@
 r"""The one small helper of the sampler files: checks that name the argument and the value in
 torch's words (``... but got batch_size=0``), the split arithmetic of DistributedSampler, and
-the warnings where a framework's default would train a rank on another plan without a word.
+the errors and warnings where a framework's default would train a rank on another plan.
 
 References: torch/utils/data/distributed.py (DistributedSampler.__init__ and __iter__);
 accelerate/data_loader.py (BatchSamplerShard, IterableDatasetShard, DataLoaderDispatcher)
@@ -167,10 +167,10 @@ def rank_positions(n: int, num_replicas: int, rank: int, drop_last: bool = False
 
 
 class FrameworkWarning(UserWarning):
-    r"""A framework's default is about to train this rank on another plan than its own, without
-    a word of its own: accelerate's ``prepare(loader)`` splitting a rank's share again, a loop
-    (Lightning's) that never calls a dataset's ``set_epoch``. The words name the fix; to stop
-    instead, ``warnings.filterwarnings("error", category=FrameworkWarning)``.
+    r"""A loop is about to read a dataset's epoch again, without a word of its own: a loop
+    (Lightning's ``Trainer``) that calls ``set_epoch`` on the loader's sampler only, never on a
+    dataset with epochs. The words name the fix; to stop instead,
+    ``warnings.filterwarnings("error", category=FrameworkWarning)``.
 
     Examples:
         >>> import warnings
@@ -188,19 +188,20 @@ class FrameworkWarning(UserWarning):
 
 #: accelerate's wrappers of a prepared loader, and what each does to the share it consumes
 _RESPLIT = {
-    "BatchSamplerShard": "splits it again over {n} processes",
-    "IterableDatasetShard": "splits it again over {n} processes",
-    "DataLoaderDispatcher": "reads it on process 0 only and splits its batches over {n} processes",
+    "BatchSamplerShard": "would split it again over {n} processes",
+    "IterableDatasetShard": "would split it again over {n} processes",
+    "DataLoaderDispatcher": "would read it on process 0 only and split its batches over {n} processes",
 }
-_WARNED: list = [None]  # the pass warned about last (its frame, kept): one warning a pass
 
 
-def warn_split_again(
+def refuse_split_again(
     share: object, wrappers: tuple[str, ...] = tuple(_RESPLIT), num_replicas: int = 0
 ) -> None:
-    """Warn if ``share`` (one rank's share of ``num_replicas`` > 1, its own by default) is consumed
-    by one of accelerate's ``wrappers`` (``accelerator.prepare(loader)``'s), found up the caller's
-    stack: each process would train on a part of its share. Called first thing in ``__iter__``."""
+    """Raise if ``share`` (one rank's share of ``num_replicas`` > 1, its own by default) is
+    consumed by one of accelerate's ``wrappers`` (``accelerator.prepare(loader)``'s), found up the
+    caller's stack: each process would train on a part of its share. Called first in ``__iter__``
+    (each process iterates its wrapper), or for the dispatcher in ``set_epoch``, which it calls on
+    every process first: every process raises before a batch, none waits in its broadcast."""
     if "accelerate" not in sys.modules:  # none of its wrappers can be up the stack: no walk
         return
     frame, num_replicas = sys._getframe(2), num_replicas or getattr(share, "num_replicas", 1)
@@ -211,18 +212,15 @@ def warn_split_again(
         kind = type(wrapper).__name__  # type(): accelerate's loaders mask their __class__
         if kind in wrappers:
             n = getattr(wrapper, "num_processes", None) or wrapper.state.num_processes
-            if frame is _WARNED[0] or n < 2:  # warned this pass (an outer share), or no split
+            if n < 2:  # one process: nothing is split again
                 return
-            _WARNED[0] = frame
-            warnings.warn(
+            raise RuntimeError(
                 f"{name} already holds one rank's share (of num_replicas={num_replicas}), "
-                f"and accelerate's {kind} {_RESPLIT[kind].format(n=n)}: each process trains on "
-                f"about 1/{n} of its share, without an error. Prepare the model and optimizer, "
-                "not the loader (model, optimizer = accelerator.prepare(model, optimizer)), and "
-                "iterate the loader as built",
-                FrameworkWarning, stacklevel=3,
-            )  # fmt: skip
-            return
+                f"and accelerate's {kind} {_RESPLIT[kind].format(n=n)}: each process would "
+                f"train on about 1/{n} of its share. Prepare the model and optimizer, not the "
+                "loader (model, optimizer = accelerator.prepare(model, optimizer)), and iterate "
+                "the loader as built"
+            )
         frame = frame.f_back
 
 

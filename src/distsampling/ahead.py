@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch.utils.data import DistributedSampler, Sampler, SequentialSampler
 
-from ._validate import warn_split_again
+from ._validate import refuse_split_again
 from .resume import CountingIterator, check_consumed
 
 __all__ = ["OrderAhead"]
@@ -220,7 +220,7 @@ class OrderAhead(Sampler[int]):
         yield ints
 
     def __iter__(self) -> Iterator[int]:
-        warn_split_again(self)  # accelerate's prepare(loader) would split this share again
+        refuse_split_again(self)  # accelerate's prepare(loader) would split this share again
         state = _key(self.sampler)
         order, epoch = self._take(state), self.epoch
         if order is None:  # not drawn for this state: the sampler's own iter(), as without us

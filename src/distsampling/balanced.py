@@ -35,8 +35,8 @@ from ._validate import (
     check_int,
     check_int64,
     check_len,
+    refuse_split_again,
     resolve_world,
-    warn_split_again,
 )
 from .resume import EpochHandle, check_consumed, check_state
 
@@ -200,7 +200,7 @@ class BatchBalanceClassSampler(Sampler[list[int]]):
         return self._members[first + within].reshape(b, P * K)  # (b, P * K)
 
     def __iter__(self) -> Iterator[list[int]]:
-        warn_split_again(self)  # accelerate's prepare(loader) would split this share again
+        refuse_split_again(self)  # accelerate's prepare(loader) would split this share again
         self.position = self._skip  # a loaded position: where every iter() of its epoch starts
         for batch in self.epoch_batches()[self.position :].tolist():
             self.position += 1  # counted before the yield: exact if the loop stops here

@@ -25,9 +25,9 @@ from ._validate import (
     check_seed,
     epoch_permutation,
     rank_positions,
+    refuse_split_again,
     resolve_world,
     split_sizes,
-    warn_split_again,
     warn_stale_dataset,
 )
 
@@ -116,7 +116,7 @@ class DistributedSampler(torch.utils.data.DistributedSampler[int]):
     def __iter__(self) -> Iterator[int]:
         # as torch's, the epoch is read at the first next(), not at iter(); only this rank's
         # indices become Python ints, a chunk at a time, handed out by chain at C speed
-        warn_split_again(self)  # accelerate's prepare(loader) would split this share again
+        refuse_split_again(self)  # accelerate's prepare(loader) would split this share again
         warn_stale_dataset(self)  # a dataset with an epoch of its own, not set to ours
         return chain.from_iterable(self._chunks())
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import check_bool, check_int, check_int64, warn_split_again
+from ._validate import check_bool, check_int, check_int64, refuse_split_again
 from .resume import check_state
 from .wrapper import index_tensor
 
@@ -121,7 +121,7 @@ class GroupedBatchSampler(Sampler[list[int]]):
 
     def __iter__(self) -> Iterator[list[int]]:
         # accelerate's prepare(loader) would split the share of its sampler again
-        warn_split_again(self, num_replicas=getattr(self.sampler, "num_replicas", 1))
+        refuse_split_again(self, num_replicas=getattr(self.sampler, "num_replicas", 1))
         indices, gid = self._pass()  # (m,), (m,)
         b, m = self.batch_size, len(indices)
         # a stable sort by group keeps sampler order inside each group: positions, grouped

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sized
 
 from torch.utils.data import DistributedSampler
 
-from ._validate import check_int, check_len, resolve_world, warn_split_again
+from ._validate import check_int, check_len, refuse_split_again, resolve_world
 from .resume import check_consumed, check_state
 
 __all__ = ["InferenceSampler", "inference_shard"]
@@ -89,7 +89,7 @@ class InferenceSampler(DistributedSampler[int]):
         self.epoch = 0  # a loaded position belongs to its epoch
 
     def __iter__(self) -> Iterator[int]:
-        warn_split_again(self)  # accelerate's prepare(loader) would split this share again
+        refuse_split_again(self)  # accelerate's prepare(loader) would split this share again
         if len(self.dataset) != self.size:
             raise RuntimeError(
                 f"len(dataset) changed since this sampler was built from {self.size}, but got "

@@ -76,7 +76,7 @@ import numpy as np
 import torch
 from torch.utils.data import DistributedSampler, Sampler
 
-from ._validate import check_bool, check_int, check_seed, resolve_world, warn_split_again
+from ._validate import check_bool, check_int, check_seed, refuse_split_again, resolve_world
 from .cipher import (
     _MIN_BITS,
     _ROUNDS,
@@ -899,7 +899,7 @@ class MixtureSampler(DistributedSampler):
                 tau, size = tau + T, min(2 * size, max(1, (1 << 14) // b))
 
     def __iter__(self) -> Iterator[int]:
-        warn_split_again(self)  # accelerate's prepare(loader) would split this share again
+        refuse_split_again(self)  # accelerate's prepare(loader) would split this share again
         steps, skip = self._steps(self.epoch), self._skip  # read now: a later set_epoch waits
         self._counter = _Counting(self._blocks(steps, skip))
         return self._counter.ints

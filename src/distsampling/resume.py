@@ -45,9 +45,9 @@ from ._validate import (
     check_bool,
     check_int,
     check_int64,
+    refuse_split_again,
     resolve_world,
     split_sizes,
-    warn_split_again,
     warn_stale_dataset,
 )
 
@@ -301,7 +301,7 @@ class Resumable:
         return self._before + _rest_count(self._stream_len(), W, rank, start, drop_last, pad)
 
     def __iter__(self) -> Iterator[int]:
-        warn_split_again(self)  # accelerate's prepare(loader) would split this share again
+        refuse_split_again(self)  # accelerate's prepare(loader) would split this share again
         warn_stale_dataset(self)  # a dataset with an epoch of its own, not set to ours
         self._counter = CountingIterator(self._blocks)  # a new count; the loaded position stays
         return self._counter.ints

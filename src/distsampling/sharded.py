@@ -53,9 +53,9 @@ from ._validate import (
     check_seed,
     epoch_permutation,
     pass_marks,
+    refuse_split_again,
     resolve_world,
     split_sizes,
-    warn_split_again,
 )
 from .resume import check_consumed
 
@@ -357,7 +357,7 @@ class ShardedIterableDataset(IterableDataset[T]):
 
     def __iter__(self) -> Iterator[T]:
         # accelerate's prepare(loader) would split this share again (its dispatcher: set_epoch)
-        warn_split_again(self, ("BatchSamplerShard", "IterableDatasetShard"))
+        refuse_split_again(self, ("BatchSamplerShard", "IterableDatasetShard"))
         begin_pass(self, self._passes)  # a pass with no set_epoch since the last reads it again
         info = get_worker_info()  # None in the main process (num_workers=0)
         if info is not None:
@@ -375,7 +375,7 @@ class ShardedIterableDataset(IterableDataset[T]):
         epoch = check_int("epoch", epoch, low=0, high=2**63 - 1)
         check_seed(self.seed, epoch if self.shuffle else 0)
         self._epoch[0], self._set, self._passes[0] = epoch, epoch, 1
-        warn_split_again(self, ("DataLoaderDispatcher",))  # called by it before each pass
+        refuse_split_again(self, ("DataLoaderDispatcher",))  # called by it before each pass
 
     @property
     def epoch(self) -> int:

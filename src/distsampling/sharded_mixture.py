@@ -72,7 +72,7 @@ from ._validate import (
     check_int,
     check_int64,
     pass_marks,
-    warn_split_again,
+    refuse_split_again,
 )
 from .mixture import MixtureSampler
 from .resume import check_consumed
@@ -647,7 +647,7 @@ class ShardedMixtureDataset(IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         # accelerate's prepare(loader) would split this share again (its dispatcher: set_epoch)
-        warn_split_again(self, ("BatchSamplerShard", "IterableDatasetShard"))
+        refuse_split_again(self, ("BatchSamplerShard", "IterableDatasetShard"))
         begin_pass(self, self._passes)  # a pass with no set_epoch since the last reads it again
         info = get_worker_info()  # None in the main process (num_workers=0)
         if info is not None:
@@ -661,7 +661,7 @@ class ShardedMixtureDataset(IterableDataset):
         r"""Set the epoch, the same on every rank: its steps, as :class:`MixtureSampler`'s."""
         self._set = self._epoch[0] = check_int("epoch", epoch, low=0, high=2**62)
         self._passes[0] = 1  # the next pass is this epoch's; accelerate's dispatcher calls this
-        warn_split_again(self, ("DataLoaderDispatcher",))
+        refuse_split_again(self, ("DataLoaderDispatcher",))
 
     @property
     def epoch(self) -> int:

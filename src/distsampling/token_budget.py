@@ -47,8 +47,8 @@ from ._validate import (
     check_int,
     check_int64,
     check_seed,
+    refuse_split_again,
     resolve_world,
-    warn_split_again,
 )
 from .resume import EpochHandle, check_consumed, check_state
 
@@ -282,7 +282,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         return out
 
     def __iter__(self) -> Iterator[list[int]]:
-        warn_split_again(self)  # accelerate's prepare(loader) would split this share again
+        refuse_split_again(self)  # accelerate's prepare(loader) would split this share again
         batches = self.batches()  # every iter() of a loaded epoch starts where it was saved
         self._yielded = self._skip
         return self._hand_out(batches)

@@ -30,9 +30,9 @@ from ._validate import (
     check_seed,
     epoch_permutation,
     rank_positions,
+    refuse_split_again,
     resolve_world,
     split_sizes,
-    warn_split_again,
 )
 
 __all__ = ["DatasetFromSampler", "DistributedSamplerWrapper", "index_tensor", "yields_indices"]
@@ -183,7 +183,7 @@ class DistributedSamplerWrapper(DistributedSampler[int]):
         return inner[epoch_permutation(len(inner), self.shuffle, self.seed, self.epoch)[at]]
 
     def __iter__(self) -> Iterator[int]:  # drawn at iter(), as catalyst's wrapper draws
-        warn_split_again(self)  # accelerate's prepare(loader) would split this share again
+        refuse_split_again(self)  # accelerate's prepare(loader) would split this share again
         return chain.from_iterable(chunk.tolist() for chunk in self.indices().split(1 << 16))
 
     @property
