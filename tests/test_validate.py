@@ -309,12 +309,12 @@ def test_a_share_refuses_accelerates_prepared_loader_before_its_first_batch(case
         assert heard(_two_epochs, loader, obj) == []  # as built: nothing to refuse
 
 
-def test_a_sampler_warns_when_its_datasets_epoch_is_not_its_own_and_never_when_both_are_set():
+def test_a_samplers_set_epoch_sets_its_datasets_and_a_dataset_set_after_it_to_another_warns():
     """Invariant: a sampler (``DistributedSampler``, ``ResumableDistributedSampler``) over a
-    dataset with epochs of its own (``SequentialWindowedDataset``, ``DatasetFromSampler``) warns
-    at every ``iter()`` where the dataset's epoch is not the
-    sampler's (a loop, as Lightning's, that sets the sampler's only), in these exact words; a
-    loop that sets both, each epoch, is silent."""
+    dataset with epochs of its own (``SequentialWindowedDataset``, ``DatasetFromSampler``) sets
+    the dataset's epoch in its ``set_epoch`` (a loop that sets the sampler's only, as
+    Lightning's, reads the dataset's epoch), silently, each epoch; a dataset set to another
+    epoch after it warns at every ``iter()``, in these exact words."""
     import distsampling as ds
 
     cases = [(cls, dataset) for cls in (ds.DistributedSampler, ds.ResumableDistributedSampler)
@@ -323,22 +323,37 @@ def test_a_sampler_warns_when_its_datasets_epoch_is_not_its_own_and_never_when_b
     for cls, dataset in cases:  # the plain sampler, and the resumable one (its own __iter__)
         sampler = cls(dataset, 2, 0, seed=5)
         name = type(dataset).__name__
-        for epoch in range(3):  # both set: silent
-            dataset.set_epoch(epoch)
+        for epoch in range(3):  # the sampler's only, as a Trainer sets it: the dataset follows
             sampler.set_epoch(epoch)
+            assert dataset.epoch == epoch
             assert heard(list, sampler) == []
-        sampler.set_epoch(3)  # the sampler's only
+        dataset.set_epoch(1)  # the dataset set back, after the sampler
         assert heard(list, sampler) == [
-            f"{name} is at epoch 2 while its sampler, {cls.__name__}, is at epoch 3: this pass "
-            f"reads the dataset's epoch 2. Call dataset.set_epoch(epoch) as well as "
-            "sampler.set_epoch(epoch) at the start of every epoch (Lightning's Trainer calls "
-            "set_epoch on the loader's sampler only)"
+            f"{name} is at epoch 1 while its sampler, {cls.__name__}, is at epoch 2: this pass "
+            f"reads the dataset's epoch 1. sampler.set_epoch(epoch) sets its dataset's epoch "
+            "too: call it after dataset.set_epoch, or alone"
         ]
     wrapper = ds.DistributedSamplerWrapper(
         ds.WeightedBalanceClassSampler([0, 1] * 6, [1, 1], 12), 2, 0
     )
     wrapper.set_epoch(4)  # its own inner epoch (its dataset) moves with it: silent
     assert heard(lambda: list(wrapper)) == []
+
+
+def test_a_samplers_set_epoch_leaves_a_dataset_without_an_epoch_of_its_own_alone():
+    """Invariant: only a dataset with both ``set_epoch`` and an ``int`` ``epoch`` is set by
+    the sampler's ``set_epoch``: one with ``set_epoch`` alone is never called."""
+    import distsampling as ds
+
+    class Augmented(list):
+        called = 0
+
+        def set_epoch(self, epoch: int) -> None:
+            self.called += 1
+
+    dataset = Augmented(range(13))
+    ds.DistributedSampler(dataset, 2, 0).set_epoch(3)
+    assert dataset.called == 0
 
 
 def _pass_words(name: str, epoch: int) -> str:

@@ -167,22 +167,21 @@ def rank_positions(n: int, num_replicas: int, rank: int, drop_last: bool = False
 
 
 class FrameworkWarning(UserWarning):
-    r"""A loop is about to read a dataset's epoch again, without a word of its own: a loop
-    (Lightning's ``Trainer``) that calls ``set_epoch`` on the loader's sampler only, never on a
-    dataset with epochs. The words name the fix; to stop instead,
-    ``warnings.filterwarnings("error", category=FrameworkWarning)``.
+    r"""A loop is about to read a dataset's epoch again: an iterable dataset no ``set_epoch``
+    reached (a ``Trainer`` sets samplers' only), or a dataset set to another epoch than its
+    sampler's. To stop instead, ``warnings.filterwarnings("error", category=FrameworkWarning)``.
 
     Examples:
         >>> import warnings
-        >>> from distsampling import DistributedSampler, SequentialWindowedDataset
-        >>> dataset = SequentialWindowedDataset(26, 3, seed=4)
-        >>> sampler = DistributedSampler(dataset, num_replicas=2, rank=0, seed=5)
-        >>> sampler.set_epoch(1)  # the sampler's epoch only, as Lightning's loop sets it
+        >>> from distsampling import ShardedIterableDataset
+        >>> read = lambda shard: range(2 * shard, 2 * shard + 2)  # shard k: 2k and 2k + 1
+        >>> shards = ShardedIterableDataset([0, 1], [2, 2], read, num_replicas=1, rank=0)
+        >>> first = list(shards)  # epoch 0; then, with no set_epoch, epoch 0 again:
         >>> with warnings.catch_warnings(record=True) as heard:
         ...     warnings.simplefilter("always", FrameworkWarning)
-        ...     first = next(iter(sampler))
+        ...     again = list(shards)
         >>> str(heard[0].message).split(":")[0]
-        'SequentialWindowedDataset is at epoch 0 while its sampler, DistributedSampler, is at epoch 1'
+        'ShardedIterableDataset began a pass with no set_epoch since the previous one began'
     """
 
 
@@ -226,7 +225,7 @@ def refuse_split_again(
 
 def warn_stale_dataset(sampler: object) -> None:
     """Warn if the dataset ``sampler`` splits has an epoch of its own (``set_epoch``) that is not
-    the sampler's: a loop (Lightning's) set the sampler's epoch only."""
+    the sampler's: set after the sampler's, whose ``set_epoch`` sets it too."""
     dataset = getattr(sampler, "dataset", None)
     if getattr(dataset, "sampler", 0) is getattr(sampler, "sampler", 1):  # a wrapper's own view
         return
@@ -235,9 +234,8 @@ def warn_stale_dataset(sampler: object) -> None:
         warnings.warn(
             f"{type(dataset).__name__} is at epoch {epoch} while its sampler, "
             f"{type(sampler).__name__}, is at epoch {sampler.epoch}: this pass reads the "  # type: ignore[attr-defined]
-            f"dataset's epoch {epoch}. Call dataset.set_epoch(epoch) as well as "
-            "sampler.set_epoch(epoch) at the start of every epoch (Lightning's Trainer calls "
-            "set_epoch on the loader's sampler only)",
+            f"dataset's epoch {epoch}. sampler.set_epoch(epoch) sets its dataset's epoch too: "
+            "call it after dataset.set_epoch, or alone",
             FrameworkWarning, stacklevel=3,
         )  # fmt: skip
 

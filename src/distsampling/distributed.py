@@ -125,8 +125,13 @@ class DistributedSampler(torch.utils.data.DistributedSampler[int]):
 
     def set_epoch(self, epoch: int) -> None:
         r"""Set the epoch; with ``shuffle=True`` each epoch gets its own order, the same on all ranks.
+        A dataset with epochs of its own (``set_epoch`` and an ``int`` ``epoch``) is set too, so a
+        loop that sets the sampler's only (Lightning's ``Trainer``) reads the dataset's epoch.
 
         Args:
             epoch: epoch number (an integer; call it with the same value on every rank).
         """
         self.epoch = check_int("epoch", epoch)  # seed + epoch: checked at iter(), as torch does
+        own = getattr(self.dataset, "epoch", None)  # a dataset with epochs of its own follows
+        if hasattr(self.dataset, "set_epoch") and isinstance(own, int):
+            self.dataset.set_epoch(self.epoch)  # (SequentialWindowedDataset, DatasetFromSampler)
