@@ -226,9 +226,7 @@ def refuse_split_again(
 def warn_stale_dataset(sampler: object) -> None:
     """Warn if the dataset ``sampler`` splits has an epoch of its own (``set_epoch``) that is not
     the sampler's: set after the sampler's, whose ``set_epoch`` sets it too."""
-    dataset = getattr(sampler, "dataset", None)
-    if getattr(dataset, "sampler", 0) is getattr(sampler, "sampler", 1):  # a wrapper's own view
-        return
+    dataset = getattr(sampler, "dataset", None)  # a wrapper's own: its set_epoch sets it too
     epoch = getattr(dataset, "epoch", None) if hasattr(dataset, "set_epoch") else None
     if isinstance(epoch, int) and epoch != sampler.epoch:  # type: ignore[attr-defined]
         warnings.warn(
