@@ -52,7 +52,7 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "evaluation": (["tests/test_evaluation.py", RESUME], True),
     "windowed": (["tests/test_windowed.py", "tests/test_windowed_series.py", RESUME], False),
     "weighted": (["tests/test_weighted.py", RESUME], False),
-    "wrapper": (["tests/test_wrapper.py", RESUME], False),
+    "wrapper": (["tests/test_wrapper.py", "tests/test_validate.py", RESUME], False),
     "grouped": (["tests/test_grouped.py", "tests/test_validate.py", RESUME], False),
     "iteration": (["tests/test_iteration.py", RESUME], False),
     "pipeline": (["tests/test_pipeline.py", RESUME], False),

@@ -1355,3 +1355,53 @@ def test_only_worker_0_warns_once_and_only_without_batch_size(batch_size, tmp_pa
         )
     else:
         assert lines == []
+
+
+# --- accelerate's prepare(loader) over a rank's share: refused before a batch ------------------
+
+
+def _share(world: int) -> ShardedIterableDataset:
+    """A rank's share of two shards (6 and 7 samples), rank 0 of ``world``."""
+    read = lambda k, s=0: range(10 * k + s, 10 * k + 6 + k)  # noqa: E731
+    return ShardedIterableDataset([0, 1], [6, 7], read, num_replicas=world, rank=0, seed=6)
+
+
+def test_accelerates_dispatcher_setting_the_epoch_of_a_ranks_share_is_refused():
+    """Invariant: accelerate's ``DataLoaderDispatcher`` (``prepare(loader)`` over an iterable
+    dataset) calls ``set_epoch`` on every process, then reads the dataset on process 0 only and
+    splits its batches: a rank's share would train each process on a part of it. Its real
+    ``set_epoch`` raises there, on every process, before any batch, in these exact words; one
+    process, or the share of one rank (the whole dataset), is read without a word."""
+    pytest.importorskip("accelerate")
+    from test_sharded_mixture import _dispatcher, _said
+
+    share = _share(2)
+    assert _said(_dispatcher(share, 1).set_epoch, 1) == [] and share.epoch == 1  # no split
+    with pytest.raises(RuntimeError) as err:
+        _dispatcher(share, 2).set_epoch(3)
+    assert str(err.value) == (
+        "ShardedIterableDataset already holds one rank's share (of num_replicas=2), and "
+        "accelerate's DataLoaderDispatcher would read it on process 0 only and split its batches "
+        "over 2 processes: each process would train on about 1/2 of its share. Prepare the model "
+        "and optimizer, not the loader (model, optimizer = accelerator.prepare(model, "
+        "optimizer)), and iterate the loader as built"
+    )
+    whole = _share(1)
+    assert _said(_dispatcher(whole, 2).set_epoch, 2) == [] and whole.epoch == 2
+
+
+def test_accelerates_iterable_shard_may_set_the_epoch_and_is_refused_where_it_reads():
+    """Invariant: accelerate's ``IterableDatasetShard`` (``dispatch_batches=False``) forwards
+    ``set_epoch`` to the dataset before each pass: that sets the epoch and is not refused (the
+    dispatcher alone is refused there); its ``__iter__`` is, before a sample, naming it."""
+    pytest.importorskip("accelerate")
+    from accelerate.data_loader import IterableDatasetShard
+
+    share = _share(2)
+    shard = IterableDatasetShard(share, batch_size=2, num_processes=2, process_index=0)
+    shard.set_epoch(1)
+    assert share.epoch == 1
+    with pytest.raises(RuntimeError, match=r"^ShardedIterableDataset already holds one rank's "
+                                           r"share .* accelerate's IterableDatasetShard would "
+                                           "split it again over 2 processes"):  # fmt: skip
+        next(iter(shard))

@@ -1274,3 +1274,21 @@ def test_counts_at_a_step_before_the_grid_is_refused_naming_it():
     assert start > 0 and new.counts_at(start) == [[[0, 0, 0]]] * 3
     with pytest.raises(ValueError, match=rf"^step should be >= {start}, but got step={start - 1}$"):
         new.counts_at(start - 1)
+
+
+def test_accelerates_iterable_shard_may_set_the_epoch_and_is_refused_where_it_reads():
+    """Invariant: accelerate's ``IterableDatasetShard`` (``dispatch_batches=False``) forwards
+    ``set_epoch`` to the dataset before each pass: that sets the epoch and is not refused (the
+    dispatcher alone is refused there); its ``__iter__`` is, before a sample, naming it."""
+    pytest.importorskip("accelerate")
+    from accelerate.data_loader import IterableDatasetShard
+
+    share = make([[3, 2], [4]], [1, 1], 2, world=2, rank=0)
+    shard = IterableDatasetShard(share, batch_size=2, num_processes=2, process_index=0)
+    shard.set_epoch(1)
+    assert share.epoch == 1
+    with pytest.raises(RuntimeError, match=r"^ShardedMixtureDataset already holds one rank's "
+                                           r"share .* accelerate's IterableDatasetShard would "
+                                           "split it again over 2 processes"):  # fmt: skip
+        next(iter(shard))
+    assert share._progress is None, "a sample was read"
