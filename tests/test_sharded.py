@@ -1373,21 +1373,9 @@ def test_accelerates_dispatcher_setting_the_epoch_of_a_ranks_share_is_refused():
     ``set_epoch`` raises there, on every process, before any batch, in these exact words; one
     process, or the share of one rank (the whole dataset), is read without a word."""
     pytest.importorskip("accelerate")
-    from test_sharded_mixture import _dispatcher, _said
+    from test_sharded_mixture import dispatcher_refuses
 
-    share = _share(2)
-    assert _said(_dispatcher(share, 1).set_epoch, 1) == [] and share.epoch == 1  # no split
-    with pytest.raises(RuntimeError) as err:
-        _dispatcher(share, 2).set_epoch(3)
-    assert str(err.value) == (
-        "ShardedIterableDataset already holds one rank's share (of num_replicas=2), and "
-        "accelerate's DataLoaderDispatcher would read it on process 0 only and split its batches "
-        "over 2 processes: each process would train on about 1/2 of its share. Prepare the model "
-        "and optimizer, not the loader (model, optimizer = accelerator.prepare(model, "
-        "optimizer)), and iterate the loader as built"
-    )
-    whole = _share(1)
-    assert _said(_dispatcher(whole, 2).set_epoch, 2) == [] and whole.epoch == 2
+    dispatcher_refuses(_share(2), _share(1))
 
 
 def test_accelerates_iterable_shard_may_set_the_epoch_and_is_refused_where_it_reads():
@@ -1395,13 +1383,6 @@ def test_accelerates_iterable_shard_may_set_the_epoch_and_is_refused_where_it_re
     ``set_epoch`` to the dataset before each pass: that sets the epoch and is not refused (the
     dispatcher alone is refused there); its ``__iter__`` is, before a sample, naming it."""
     pytest.importorskip("accelerate")
-    from accelerate.data_loader import IterableDatasetShard
+    from test_sharded_mixture import iterable_shard_sets_the_epoch_and_refuses_reading
 
-    share = _share(2)
-    shard = IterableDatasetShard(share, batch_size=2, num_processes=2, process_index=0)
-    shard.set_epoch(1)
-    assert share.epoch == 1
-    with pytest.raises(RuntimeError, match=r"^ShardedIterableDataset already holds one rank's "
-                                           r"share .* accelerate's IterableDatasetShard would "
-                                           "split it again over 2 processes"):  # fmt: skip
-        next(iter(shard))
+    iterable_shard_sets_the_epoch_and_refuses_reading(_share(2))

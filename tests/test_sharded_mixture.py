@@ -917,6 +917,37 @@ def _dispatcher(dataset, processes: int):
     return dispatcher
 
 
+def dispatcher_refuses(share, whole) -> None:
+    """Under accelerate's real ``DataLoaderDispatcher`` ``set_epoch``: one process sets the
+    epoch of ``share`` (rank 0 of 2) silently; two are refused in these exact words; ``whole``
+    (the share of one rank) is read silently. Both sharded datasets hold to it."""
+    name = type(share).__name__
+    assert _said(_dispatcher(share, 1).set_epoch, 1) == [] and share.epoch == 1  # no split
+    with pytest.raises(RuntimeError) as err:
+        _dispatcher(share, 2).set_epoch(3)
+    assert str(err.value) == (
+        f"{name} already holds one rank's share (of num_replicas=2), and "
+        "accelerate's DataLoaderDispatcher would read it on process 0 only and split its batches "
+        "over 2 processes: each process would train on about 1/2 of its share. Prepare the model "
+        "and optimizer, not the loader (model, optimizer = accelerator.prepare(model, "
+        "optimizer)), and iterate the loader as built"
+    )
+    assert _said(_dispatcher(whole, 2).set_epoch, 2) == [] and whole.epoch == 2
+
+
+def iterable_shard_sets_the_epoch_and_refuses_reading(share) -> None:
+    """Under accelerate's ``IterableDatasetShard`` (2 processes): its ``set_epoch`` sets the
+    epoch of ``share`` and is not refused; its ``__iter__`` is, before a sample, naming it."""
+    from accelerate.data_loader import IterableDatasetShard
+
+    shard = IterableDatasetShard(share, batch_size=2, num_processes=2, process_index=0)
+    shard.set_epoch(1)
+    assert share.epoch == 1
+    words = f"^{type(share).__name__} already holds one rank's share .* accelerate's "
+    with pytest.raises(RuntimeError, match=words + "IterableDatasetShard would split it again"):
+        next(iter(shard))
+
+
 def test_accelerates_dispatcher_setting_the_epoch_of_a_ranks_share_is_refused():
     """Invariant: accelerate's ``DataLoaderDispatcher`` (``prepare(loader)`` over an iterable
     dataset) calls ``set_epoch`` on every process, then reads the dataset on process 0 only and
@@ -925,21 +956,8 @@ def test_accelerates_dispatcher_setting_the_epoch_of_a_ranks_share_is_refused():
     broadcast), naming the dispatcher and the split; one process, or a share of one rank, is
     read without a word."""
     pytest.importorskip("accelerate")
-    share = make([[3, 2], [4]], [1, 1], 2, world=2, rank=0)
-    one = _dispatcher(share, 1)
-    assert one.state.num_processes == 1 and _said(one.set_epoch, 1) == []  # no split
-    assert share.epoch == 1
-    with pytest.raises(RuntimeError) as err:
-        _dispatcher(share, 2).set_epoch(3)
-    assert str(err.value) == (
-        "ShardedMixtureDataset already holds one rank's share (of num_replicas=2), and "
-        "accelerate's DataLoaderDispatcher would read it on process 0 only and split its batches "
-        "over 2 processes: each process would train on about 1/2 of its share. Prepare the model "
-        "and optimizer, not the loader (model, optimizer = accelerator.prepare(model, "
-        "optimizer)), and iterate the loader as built"
-    )
-    whole = make([[3, 2], [4]], [1, 1], 2, world=1, rank=0)  # one rank's share of one: whole
-    assert _said(_dispatcher(whole, 2).set_epoch, 2) == [] and whole.epoch == 2
+    dispatcher_refuses(make([[3, 2], [4]], [1, 1], 2, world=2, rank=0),
+                       make([[3, 2], [4]], [1, 1], 2, world=1, rank=0))  # fmt: skip
 
 
 def test_one_workers_state_on_another_world_batch_or_workers_is_refused_naming_both():
@@ -1281,14 +1299,6 @@ def test_accelerates_iterable_shard_may_set_the_epoch_and_is_refused_where_it_re
     ``set_epoch`` to the dataset before each pass: that sets the epoch and is not refused (the
     dispatcher alone is refused there); its ``__iter__`` is, before a sample, naming it."""
     pytest.importorskip("accelerate")
-    from accelerate.data_loader import IterableDatasetShard
-
     share = make([[3, 2], [4]], [1, 1], 2, world=2, rank=0)
-    shard = IterableDatasetShard(share, batch_size=2, num_processes=2, process_index=0)
-    shard.set_epoch(1)
-    assert share.epoch == 1
-    with pytest.raises(RuntimeError, match=r"^ShardedMixtureDataset already holds one rank's "
-                                           r"share .* accelerate's IterableDatasetShard would "
-                                           "split it again over 2 processes"):  # fmt: skip
-        next(iter(shard))
+    iterable_shard_sets_the_epoch_and_refuses_reading(share)
     assert share._progress is None, "a sample was read"
