@@ -541,3 +541,17 @@ def test_a_share_that_is_already_split_is_refused_and_a_one_rank_sampler_is_take
         ds.DistributedSamplerWrapper(ds.DistributedSampler(range(9), 3, 0), 2, 0)
     assert list(ds.DistributedSamplerWrapper(ds.DistributedSampler(range(9), 1, 0), 1, 0))
     assert len(ds.DistributedSamplerWrapper(ds.DistributedSampler(range(9), 3, 0), 1, 0)) == 3
+
+
+def test_a_dataset_from_a_sampler_starts_at_epoch_0_and_a_sampler_over_it_reads_it_silently():
+    """Invariant: ``DatasetFromSampler.epoch`` is 0 until ``set_epoch``, as a sampler's: a
+    ``DistributedSampler`` over it reads its first epoch without a ``FrameworkWarning``."""
+    import warnings
+
+    from distsampling import DatasetFromSampler, DistributedSampler, FrameworkWarning
+
+    dataset = DatasetFromSampler([4, 2, 0, 3, 1])
+    assert dataset.epoch == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FrameworkWarning)
+        assert list(DistributedSampler(dataset, 2, 0, shuffle=False)) == [0, 2, 4]
