@@ -497,9 +497,42 @@ def test_with_num_workers_given_the_main_process_reads_what_the_loaders_workers_
 def test_a_loader_with_other_workers_than_num_workers_is_refused_naming_both():
     """Invariant: the readers are fixed by num_workers; a loader with another count is refused."""
     ds = make(SHARDS, [1, 3, 2], 2, num_workers=2)
-    with pytest.raises(ValueError, match=r"num_workers should be 2 \(this run's readers per "
-                       r"rank\), or 0, but the DataLoader has num_workers=3"):  # fmt: skip
+    with pytest.raises(ValueError) as err:
         ds.iter_worker(0, 3)
+    assert str(err.value) == (
+        "num_workers should be 2 (this run's readers per rank), or 0, but the DataLoader has "
+        "num_workers=3: to change it, resume every worker's state of one rank at once "
+        "(load_state_dict(loader_dataset_states(loader_state)))"
+    )
+
+
+def test_a_workers_state_read_by_another_worker_or_a_step_begun_read_by_workers_is_refused():
+    """Invariant: a state saved by one DataLoader worker resumes in that worker only, and a
+    main process's state saved inside a step (workers read whole steps) resumes with
+    ``num_workers=0`` only: each is refused in these exact words, naming the worker, the step
+    and the slot."""
+    ds = make(SHARDS, [1, 3, 2], 2, num_workers=2)
+    it = ds.iter_worker(0, 2)
+    for _ in range(3):  # into worker 0's second step
+        next(it)
+    other = make(SHARDS, [1, 3, 2], 2, num_workers=2)
+    other.load_state_dict(ds.state_dict())
+    with pytest.raises(ValueError) as err:
+        next(other.iter_worker(1, 2))
+    assert str(err.value) == (
+        "state was saved by worker 0 of 2, but is read by worker 1: resume through the same "
+        "loader's worker"
+    )
+    main = make(SHARDS, [1, 3, 2], 2, num_workers=2)
+    next(iter(main))  # slot 1 of step 0, in the main process
+    other = make(SHARDS, [1, 3, 2], 2, num_workers=2)
+    other.load_state_dict(main.state_dict())
+    with pytest.raises(ValueError) as err:
+        next(other.iter_worker(0, 2))
+    assert str(err.value) == (
+        "state is inside step 0 (slot 1): DataLoader workers resume at a step boundary; read the "
+        "rest of the step with num_workers=0"
+    )
 
 
 def test_consumed_in_the_main_process_of_a_plain_loader_resumes_its_workers_exactly():
@@ -1302,3 +1335,107 @@ def test_accelerates_iterable_shard_may_set_the_epoch_and_is_refused_where_it_re
     share = make([[3, 2], [4]], [1, 1], 2, world=2, rank=0)
     iterable_shard_sets_the_epoch_and_refuses_reading(share)
     assert share._progress is None, "a sample was read"
+
+
+def resumed_rank_batches(loaded, workers: int, b: int) -> list[list]:
+    """A rank's loader batches after a resume: each DataLoader worker loads the state into its
+    own copy (``loaded()``), and the loader takes their batches in turn."""
+    per = []
+    for w in range(workers):
+        out = list(loaded().iter_worker(w, workers))
+        per.append([out[i : i + b] for i in range(0, len(out), b)])
+    return [per[i % len(per)][i // len(per)] for i in range(sum(map(len, per)))]
+
+
+@given(args, st.data())
+def test_a_main_process_state_at_a_step_boundary_resumes_under_workers_exactly(a, data):
+    """Invariant: a state the main process saved at any step boundary (``num_workers`` declared),
+    or at the start of an epoch before any worker ran (``num_workers`` not declared, as when a
+    plain DataLoader's workers read the last epoch and the main process saves at the next
+    one), loaded into each worker's copy, yields exactly the rest of the rank's uninterrupted
+    loader batches."""
+    shards, weights = a["mix"]
+    workers, b = max(1, a["workers"]), a["b"]
+    declared = data.draw(st.booleans())
+    rank = data.draw(st.integers(0, a["world"] - 1))
+    kw = {
+        "seed": a["seed"],
+        "seekable": a["seekable"],
+        "num_workers": workers if declared else None,
+    }
+
+    def fresh() -> ShardedMixtureDataset:
+        ds = make(shards, weights, b, a["world"], rank, **kw)
+        ds.set_epoch(a["epochs"] - 1)
+        return ds
+
+    whole = [x for batch in rank_batches(fresh(), workers) for x in batch]
+    k = data.draw(st.integers(0, len(fresh()) // b)) if declared else 0
+    main = fresh()
+    if k:
+        it = iter(main)
+        head = [next(it) for _ in range(k * b)]
+    else:
+        head = []
+    state = main.state_dict()
+
+    def loaded() -> ShardedMixtureDataset:
+        ds = fresh()
+        ds.load_state_dict(state)
+        return ds
+
+    assert head + [x for batch in resumed_rank_batches(loaded, workers, b) for x in batch] == whole
+
+
+def test_iter_worker_refuses_a_worker_or_a_count_out_of_range_naming_it():
+    """Invariant: ``iter_worker(worker, num_workers)`` refuses a negative count and a worker
+    outside ``[0, num_workers - 1]`` (``[0, 0]`` for the main process), in these exact words."""
+    ds = make(SHARDS, [1, 3, 2], 2, num_workers=2)
+    for call, words in (
+        ((-1, 2), "worker should be in the interval [0, 1], but got worker=-1"),
+        ((2, 2), "worker should be in the interval [0, 1], but got worker=2"),
+        ((0, -1), "num_workers should be >= 0, but got num_workers=-1"),
+        ((1, 0), "worker should be in the interval [0, 0], but got worker=1"),
+        ((1,), "worker should be in the interval [0, 0], but got worker=1"),
+    ):
+        with pytest.raises(ValueError) as err:
+            next(ds.iter_worker(*call))
+        assert str(err.value) == words
+
+
+def test_by_default_iter_worker_is_the_main_process_reading_every_reader():
+    """Invariant: ``iter_worker()`` is worker 0 of 0, the main process: what ``iter()`` yields
+    with no DataLoader workers."""
+    assert list(make(SHARDS, [1, 3, 2], 2, 2, 1).iter_worker()) == list(
+        make(SHARDS, [1, 3, 2], 2, 2, 1)
+    )
+
+
+def test_a_state_of_another_epoch_than_the_one_read_is_dropped():
+    """Invariant: a state loaded, then ``set_epoch`` to another epoch before reading, is not
+    used: the epoch set is read from its start."""
+    ds = make(SHARDS, [1, 3, 2], 2)
+    it = iter(ds)
+    next(it)
+    resumed = make(SHARDS, [1, 3, 2], 2)
+    resumed.load_state_dict(ds.state_dict())
+    resumed.set_epoch(1)
+    epoch_1 = make(SHARDS, [1, 3, 2], 2)
+    epoch_1.set_epoch(1)
+    assert list(resumed) == list(epoch_1)
+
+
+def test_a_main_process_state_dict_while_workers_read_the_epoch_is_refused():
+    """Invariant: once DataLoader workers read an epoch, the main process does not know their
+    places: its ``state_dict()`` for that epoch is refused in these exact words."""
+    ds = make(SHARDS, [1, 3, 2], 2, num_workers=2)
+    batches = iter(DataLoader(ds, batch_size=2, num_workers=2))
+    next(batches)
+    with pytest.raises(RuntimeError) as err:
+        ds.state_dict()
+    assert str(err.value) == (
+        "state_dict() was called in the main process, but DataLoader workers read this epoch "
+        "(0): resume through torchdata's StatefulDataLoader (it asks every worker), or pass "
+        "consumed= (the samples the loop used)"
+    )
+    del batches

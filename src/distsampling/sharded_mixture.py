@@ -589,9 +589,9 @@ class ShardedMixtureDataset(IterableDataset):
                 )
             step = loaded["step"] + worker
             readers, slot = [step % nw], 0
-            if step % nw in loaded["readers"]:
-                counts = [list(loaded["counts"][loaded["readers"].index(step % nw)])]
-            else:  # saved before this run's readers were known: counted again
+            if len(loaded["readers"]) == nw:  # saved with this run's readers: each one's counts
+                counts = [list(loaded["counts"][step % nw])]
+            else:  # saved before this run's readers were known (as one reader): counted again
                 counts = [
                     self._counts(min(step, max(steps.stop, g["start"])), [self.rank])[0][step % nw]
                 ]
