@@ -1439,3 +1439,14 @@ def test_a_main_process_state_dict_while_workers_read_the_epoch_is_refused():
         "consumed= (the samples the loop used)"
     )
     del batches
+
+
+def test_a_sources_fingerprint_holds_its_count_names_set_sizes_and_first_name():
+    """Invariant: each source's entry in a state is ``{"shards", "names", "set", "sizes",
+    "first"}``: shards alike with other sizes differ in ``sizes`` alone; a source with no
+    shards has none first."""
+    sources = make([[3, 2], [4], []], [1, 1, 0], 2).state_dict()["sources"]
+    assert [set(s) for s in sources] == [{"shards", "names", "set", "sizes", "first"}] * 3
+    assert [s["shards"] for s in sources] == [2, 1, 0] and sources[2]["first"] is None
+    other = make([[3, 1], [4], []], [1, 1, 0], 2).state_dict()["sources"][0]
+    assert {k for k in other if other[k] != sources[0][k]} == {"sizes"}
