@@ -7,6 +7,7 @@ StatefulDataLoader check the claims that need them.
 
 from __future__ import annotations
 
+import copy
 import re
 import sys
 from bisect import bisect_right
@@ -1405,10 +1406,11 @@ def test_iter_worker_refuses_a_worker_or_a_count_out_of_range_naming_it():
 
 def test_by_default_iter_worker_is_the_main_process_reading_every_reader():
     """Invariant: ``iter_worker()`` is worker 0 of 0, the main process: what ``iter()`` yields
-    with no DataLoader workers."""
-    assert list(make(SHARDS, [1, 3, 2], 2, 2, 1).iter_worker()) == list(
-        make(SHARDS, [1, 3, 2], 2, 2, 1)
-    )
+    with no DataLoader workers, after which the main process's ``state_dict()`` is its own
+    (no worker read the epoch)."""
+    by_default, main = make(SHARDS, [1, 3, 2], 2, 2, 1), make(SHARDS, [1, 3, 2], 2, 2, 1)
+    assert list(by_default.iter_worker()) == list(main)
+    assert by_default.state_dict() == main.state_dict()
 
 
 def test_a_state_of_another_epoch_than_the_one_read_is_dropped():
@@ -1428,17 +1430,24 @@ def test_a_state_of_another_epoch_than_the_one_read_is_dropped():
 def test_a_main_process_state_dict_while_workers_read_the_epoch_is_refused():
     """Invariant: once DataLoader workers read an epoch, the main process does not know their
     places: its ``state_dict()`` for that epoch is refused in these exact words."""
+    words = (
+        "state_dict() was called in the main process, but DataLoader workers read this epoch "
+        "(0): resume through torchdata's StatefulDataLoader (it asks every worker), or pass "
+        "consumed= (the samples the loop used)"
+    )
     ds = make(SHARDS, [1, 3, 2], 2, num_workers=2)
     batches = iter(DataLoader(ds, batch_size=2, num_workers=2))
     next(batches)
     with pytest.raises(RuntimeError) as err:
         ds.state_dict()
-    assert str(err.value) == (
-        "state_dict() was called in the main process, but DataLoader workers read this epoch "
-        "(0): resume through torchdata's StatefulDataLoader (it asks every worker), or pass "
-        "consumed= (the samples the loop used)"
-    )
+    assert str(err.value) == words
     del batches
+    ds = make(SHARDS, [1, 3, 2], 2, num_workers=2)
+    worker = copy.copy(ds)  # a worker's copy, in this process: the shared memory is shared
+    next(worker.iter_worker(1, 2))
+    with pytest.raises(RuntimeError) as err:
+        ds.state_dict()
+    assert str(err.value) == words
 
 
 def test_a_sources_fingerprint_holds_its_count_names_set_sizes_and_first_name():
