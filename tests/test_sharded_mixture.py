@@ -512,25 +512,26 @@ def test_a_workers_state_read_by_another_worker_or_a_step_begun_read_by_workers_
     main process's state saved inside a step (workers read whole steps) resumes with
     ``num_workers=0`` only: each is refused in these exact words, naming the worker, the step
     and the slot."""
-    ds = make(SHARDS, [1, 3, 2], 2, num_workers=2)
-    it = ds.iter_worker(0, 2)
-    for _ in range(3):  # into worker 0's second step
-        next(it)
-    other = make(SHARDS, [1, 3, 2], 2, num_workers=2)
-    other.load_state_dict(ds.state_dict())
-    with pytest.raises(ValueError) as err:
-        next(other.iter_worker(1, 2))
-    assert str(err.value) == (
+
+    def refusal(read, samples: int, worker: int) -> str:
+        """The error of worker ``worker`` of 2 resuming a state saved after ``samples`` of ``read``."""
+        saver = make(SHARDS, [1, 3, 2], 2, num_workers=2)
+        it = read(saver)
+        for _ in range(samples):
+            next(it)
+        resumed = make(SHARDS, [1, 3, 2], 2, num_workers=2)
+        resumed.load_state_dict(saver.state_dict())
+        with pytest.raises(ValueError) as err:
+            next(resumed.iter_worker(worker, 2))
+        return str(err.value)
+
+    # into worker 0's second step, read by worker 1
+    assert refusal(lambda ds: ds.iter_worker(0, 2), 3, 1) == (
         "state was saved by worker 0 of 2, but is read by worker 1: resume through the same "
         "loader's worker"
     )
-    main = make(SHARDS, [1, 3, 2], 2, num_workers=2)
-    next(iter(main))  # slot 1 of step 0, in the main process
-    other = make(SHARDS, [1, 3, 2], 2, num_workers=2)
-    other.load_state_dict(main.state_dict())
-    with pytest.raises(ValueError) as err:
-        next(other.iter_worker(0, 2))
-    assert str(err.value) == (
+    # slot 1 of step 0, in the main process, read by worker 0
+    assert refusal(iter, 1, 0) == (
         "state is inside step 0 (slot 1): DataLoader workers resume at a step boundary; read the "
         "rest of the step with num_workers=0"
     )
