@@ -608,6 +608,100 @@ def test_a_wrappers_own_view_of_its_inner_sampler_is_never_a_stale_dataset():
         assert heard(list, wrapper) == []
 
 
+def _lightning_fit(dataset, workers: int, max_epochs: int, hook: bool):
+    """A real one-process ``Trainer.fit`` over ``dataset`` (``hook``: the LightningModule sets
+    its epoch in ``on_train_epoch_start``): each epoch's samples, and the error, if one."""
+    import logging
+
+    pl = pytest.importorskip("pytorch_lightning")
+    from torch.utils.data import DataLoader
+
+    logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
+
+    class Recorder(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w, self.epochs = torch.nn.Parameter(torch.zeros(())), {}
+
+        def on_train_epoch_start(self) -> None:
+            if hook:
+                dataset.set_epoch(self.current_epoch)
+
+        def training_step(self, batch, batch_idx):
+            self.epochs.setdefault(self.current_epoch, []).extend(batch.tolist())
+            return (self.w * batch).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.0)
+
+    model = Recorder()
+    trainer = pl.Trainer(max_epochs=max_epochs, accelerator="cpu", devices=1, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, num_sanity_val_steps=0)  # fmt: skip
+    loader = DataLoader(dataset, batch_size=2, num_workers=workers)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Lightning's advice on workers and logging
+            trainer.fit(model, loader)
+    except RuntimeError as e:
+        return model.epochs, str(e).strip().splitlines()[-1].removeprefix("RuntimeError: ")
+    return model.epochs, None
+
+
+def _plan(dataset, epoch: int) -> list[int]:
+    dataset.set_epoch(epoch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return list(dataset)
+
+
+@pytest.mark.parametrize("which", [0, 1])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_under_a_lightning_fit_of_two_epochs_the_second_pass_without_set_epoch_raises_first(
+    which, workers
+):
+    """Invariant: under a real ``Trainer`` of ``max_epochs=2`` with its defaults, an iterable
+    dataset trains on exactly epoch 0's plan, then raises these exact words before any sample of
+    the second pass reaches a step; with ``set_epoch(self.current_epoch)`` in
+    ``on_train_epoch_start`` it trains on both epochs' plans."""
+    plans = [_plan(_sharded_datasets()[which], e) for e in (0, 1)]
+    assert plans[0] != plans[1]  # the epochs differ: reading epoch 0 again is seen
+    dataset = _sharded_datasets()[which]
+    epochs, error = _lightning_fit(dataset, workers, max_epochs=2, hook=False)
+    assert error == (
+        f"{type(dataset).__name__} began a pass with no set_epoch since the previous one began, "
+        "under Lightning's Trainer (max_epochs=2): it would train on epoch 0 again. A Trainer "
+        "sets the epoch of a loader's sampler only, never an iterable dataset's: call "
+        "dataset.set_epoch(self.current_epoch) in the LightningModule's on_train_epoch_start"
+    )
+    assert sorted(epochs) == [0] and sorted(epochs[0]) == sorted(plans[0])
+    dataset = _sharded_datasets()[which]
+    epochs, error = _lightning_fit(dataset, workers, max_epochs=2, hook=True)
+    assert error is None
+    assert [sorted(epochs[e]) for e in (0, 1)] == [sorted(p) for p in plans]
+
+
+def test_a_lightning_fit_of_one_epoch_is_never_refused_and_leaves_later_loops_a_warning():
+    """Invariant: a ``Trainer`` of ``max_epochs=1`` reads one pass: the dataset trains on its
+    plan, is not marked, and a later plain pass with no ``set_epoch`` only warns."""
+    dataset = _sharded_datasets()[0]
+    plan = _plan(_sharded_datasets()[0], 0)
+    epochs, error = _lightning_fit(dataset, 0, max_epochs=1, hook=False)
+    assert error is None and epochs == {0: plan}
+    assert heard(list, dataset) == [_pass_words(type(dataset).__name__, 0)]
+
+
+def test_a_plain_len_never_marks_a_dataset_for_lightnings_error():
+    """Invariant: ``len()`` outside a Lightning fit loop (here with Lightning imported) leaves
+    the mark alone: a pass with no ``set_epoch`` then warns, never raises."""
+    pytest.importorskip("pytorch_lightning")
+    dataset = _sharded_datasets()[1]
+    assert len(dataset) > 0
+    list(dataset)
+    assert int(dataset._passes[1]) == 0
+    assert heard(list, dataset) == [_pass_words(type(dataset).__name__, 0)]
+
+
 def test_only_worker_0_warns_of_a_pass_begun_without_set_epoch(monkeypatch):
     """Invariant: ``begin_pass`` in a DataLoader worker other than 0 never warns (every worker
     begins the same pass: one warning a pass), and clears the mark all the same."""

@@ -52,6 +52,7 @@ from ._validate import (
     check_int64,
     check_seed,
     epoch_permutation,
+    note_trainer,
     pass_marks,
     refuse_split_again,
     resolve_world,
@@ -266,6 +267,7 @@ class ShardedIterableDataset(IterableDataset[T]):
         return split_sizes(left, self.num_replicas, self.drop_last)[0]  # L = ceil (floor) R / W
 
     def __len__(self) -> int:
+        note_trainer(self._passes)  # a Lightning fit counts its batches first: its epochs need ours
         # this rank's samples of the whole epoch: read before a resume on another world, then left
         return self._before + self._rank_length(self._current())
 

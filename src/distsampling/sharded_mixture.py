@@ -71,6 +71,7 @@ from ._validate import (
     check_bool,
     check_int,
     check_int64,
+    note_trainer,
     pass_marks,
     refuse_split_again,
 )
@@ -668,6 +669,7 @@ class ShardedMixtureDataset(IterableDataset):
         return int(self._epoch[0]) if self._local is None else self._local
 
     def __len__(self) -> int:
+        note_trainer(self._passes)  # a Lightning fit counts its batches first: its epochs need ours
         g = self._gen
         before = g["before"] if g.get("epoch") == self.epoch else 0
         return before + len(self._steps(self.epoch)) * g["batch_size"]
