@@ -707,7 +707,7 @@ def test_only_worker_0_warns_of_a_pass_begun_without_set_epoch(monkeypatch):
     begins the same pass: one warning a pass), and clears the mark all the same."""
     import types
 
-    import distsampling._validate as v
+    import distsampling.resume as v
 
     marks = v.pass_marks()
     marks[0] = 0  # a pass began, and no set_epoch since

@@ -24,7 +24,8 @@ pads) to a multiple of ``W2``, or cut to one with ``drop_last``. So every positi
 ``(N, c, W2, rank)`` alone. With ``W2 == W1`` this is the uninterrupted run itself.
 
 Also here, for the batch samplers that draw their own epoch and keep their own state:
-``EpochHandle``, the ``sampler`` where frameworks call ``set_epoch``.
+``EpochHandle``, the ``sampler`` where frameworks call ``set_epoch``; and for the iterable
+datasets, the check that every pass is preceded by ``set_epoch`` (``begin_pass``).
 
 References:
     torchdata/stateful_dataloader/sampler.py (StatefulDistributedSampler: the state_dict calls)
@@ -34,14 +35,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
 from operator import length_hint
 from typing import Any
 
 import torch
+from torch.utils.data import get_worker_info
 
 from ._validate import (
+    FrameworkWarning,
     check_bool,
     check_int,
     check_int64,
@@ -365,3 +370,57 @@ class Resumable:
         if saved_world != num_replicas:  # every rank read `position`: that prefix is consumed
             start, position, before = min(start + position * saved_world, n), 0, before + position
         self._loaded, self._counter, self._before = (start, position), None, before
+
+
+# --- every pass of an iterable dataset is preceded by set_epoch ------------------------------
+
+
+#: the module of Lightning's fit loop (either package's), which counts a loader's batches (len)
+_FIT_LOOPS = ("lightning.pytorch.loops.fit_loop", "pytorch_lightning.loops.fit_loop")
+
+
+def pass_marks() -> torch.Tensor:
+    """``[since, epochs]`` in shared memory, so that DataLoader workers (forked, spawned or
+    persistent) see the main process's: ``since`` 1 while a set_epoch came since the latest pass
+    began, ``epochs`` the ``max_epochs`` of a Lightning fit that counted the batches (0: none)."""
+    return torch.tensor([1, 0]).share_memory_()
+
+
+def note_trainer(marks: torch.Tensor) -> None:
+    """In ``__len__``: note a Lightning ``Trainer`` that fits for more than one epoch up the
+    caller's stack (its fit loop counts the loader's batches before the first epoch begins)."""
+    if "lightning" not in sys.modules and "pytorch_lightning" not in sys.modules:
+        return
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__") not in _FIT_LOOPS:
+        frame = frame.f_back
+    epochs = getattr(frame.f_locals.get("self"), "max_epochs", 1) if frame else 1
+    if isinstance(epochs, int) and epochs not in (0, 1):  # -1: no limit
+        marks[1] = epochs
+
+
+def begin_pass(dataset: object, marks: torch.Tensor) -> None:
+    """A pass of ``dataset`` begins (its ``__iter__``), checked once (in the main process or
+    worker 0) for no set_epoch since the previous pass began, which reads the same epoch again:
+    under a Lightning fit of several epochs an error, before the pass's first batch; else a
+    warning."""
+    info = get_worker_info()
+    if info is not None and info.id != 0:
+        return
+    name, epoch, epochs = type(dataset).__name__, dataset.epoch, int(marks[1])  # type: ignore[attr-defined]
+    if epochs and not marks[0]:
+        raise RuntimeError(
+            f"{name} began a pass with no set_epoch since the previous one began, under "
+            f"Lightning's Trainer (max_epochs={epochs}): it would train on epoch {epoch} again. A "
+            "Trainer sets the epoch of a loader's sampler only, never an iterable dataset's: call "
+            "dataset.set_epoch(self.current_epoch) in the LightningModule's on_train_epoch_start"
+        )
+    if not marks[0]:
+        warnings.warn(
+            f"{name} began a pass with no set_epoch since the previous one began: it reads epoch "
+            f"{epoch} again. Call dataset.set_epoch(epoch) at the start of every epoch "
+            "(Lightning's Trainer calls set_epoch on samplers only, never on the dataset); to read "
+            "an epoch again on purpose, call set_epoch with it first",
+            FrameworkWarning, stacklevel=3,
+        )  # fmt: skip
+    marks[0] = 0

@@ -46,19 +46,16 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from ._validate import (
-    begin_pass,
     check_bool,
     check_int,
     check_int64,
     check_seed,
     epoch_permutation,
-    note_trainer,
-    pass_marks,
     refuse_split_again,
     resolve_world,
     split_sizes,
 )
-from .resume import check_consumed
+from .resume import begin_pass, check_consumed, note_trainer, pass_marks
 
 __all__ = ["ShardedIterableDataset", "loader_dataset_states"]
 

@@ -67,16 +67,13 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from ._validate import (
-    begin_pass,
     check_bool,
     check_int,
     check_int64,
-    note_trainer,
-    pass_marks,
     refuse_split_again,
 )
 from .mixture import MixtureSampler
-from .resume import check_consumed
+from .resume import begin_pass, check_consumed, note_trainer, pass_marks
 
 __all__ = ["ShardedMixtureDataset"]
 
