@@ -1460,3 +1460,67 @@ def test_a_sources_fingerprint_holds_its_count_names_set_sizes_and_first_name():
     assert [s["shards"] for s in sources] == [2, 1, 0] and sources[2]["first"] is None
     other = make([[3, 1], [4], []], [1, 1, 0], 2).state_dict()["sources"][0]
     assert {k for k in other if other[k] != sources[0][k]} == {"sizes"}
+
+
+def _elastic_words(states, world=2) -> str:
+    """The error of loading ``states`` on rank 0 of ``world`` (another topology)."""
+    with pytest.raises(ValueError) as info:
+        make(SHARDS, [1, 3, 2], 2, world, 0, shuffle=False).load_state_dict(states)
+    return str(info.value)
+
+
+def test_an_elastic_resume_refuses_what_is_not_every_worker_state_of_one_run_at_a_boundary():
+    """Invariant: worker states loaded on another topology are refused, in these words, unless
+    they are every worker's state of one rank of one run (workers 0..n-1, one generation, one
+    num_workers), each at a step boundary, with the counts the mixture gives at that step."""
+    states = _states_at(make(SHARDS, [1, 3, 2], 2, shuffle=False), 2, 3)  # steps 0, 2 | 1
+    every = "state should list every worker's state of one rank (workers 0..n-1, one run), "
+    assert _elastic_words(states[1:]) == every + "but got workers [1]"
+    assert _elastic_words([states[0], states[0]]) == every + "but got workers [0, 0]"
+    other_loader = {**states[1], "num_workers": 3}  # the same run, read by another loader
+    assert _elastic_words([states[0], other_loader]) == every + "but got workers [0, 1]"
+    other_run = {**states[1], "generation": {**states[1]["generation"], "start": 1}}
+    assert _elastic_words([states[0], other_run]) == every + "but got workers [0, 1]"
+    inside = make(SHARDS, [1, 3, 2], 2, shuffle=False)
+    next(inside.iter_worker(0, 2))  # worker 0 read one sample of its step: slot 1
+    assert _elastic_words([inside.state_dict(), states[1]]) == (
+        "state should be at a step boundary to resume on another topology, but got slots "
+        "[1, 0] of batch_size=2"
+    )
+    drew = states[0]["counts"][0]  # reader 0 reads steps 0, 2, 4: at step 3 as at step 4
+    assert drew == make(SHARDS, [1, 3, 2], 2, shuffle=False, num_workers=2).counts_at(3)[0][0]
+    more = [c + (k == 1) for k, c in enumerate(drew)]
+    assert _elastic_words([{**states[0], "counts": [more]}, states[1]]) == (
+        f"state of worker 0 says reader 0 drew counts={more}, but the mixture gives {drew} at "
+        "step 3: a state of another run"
+    )
+    # a reader without its counts is never paired off in silence (zip's own words)
+    assert "zip() argument 2 is shorter" in _elastic_words([{**states[0], "counts": []}, states[1]])
+
+
+@pytest.mark.parametrize("world2", [2, 3])
+def test_a_state_saved_before_any_read_resumes_on_another_world_as_its_fresh_run(world2):
+    """Invariant: a dataset's state before it read anything (no num_workers known yet: one
+    reader), loaded on another world, reads what that world's fresh datasets read."""
+    fresh = make(SHARDS, [1, 3, 2], 2, shuffle=False).state_dict()
+    for r in range(world2):
+        resumed = make(SHARDS, [1, 3, 2], 2, world2, r, shuffle=False)
+        resumed.load_state_dict([fresh])
+        assert rank_batches(resumed, 0) == rank_batches(make(SHARDS, [1, 3, 2], 2, world2, r,
+                                                             shuffle=False), 0)  # fmt: skip
+
+
+def test_an_elastic_resume_keeps_the_sources_after_an_empty_one():
+    """Invariant: a source with no sample (weight 0) between two others is carried through an
+    elastic resume: the new ranks read the later source's passes intact (each sample once
+    before any twice)."""
+    shards = [[3, 0, 4], [0], [6]]
+    old = make(shards, [1, 0, 2], 2, shuffle=False)
+    read = [x for batch in rank_batches(old, 0)[:2] for x in batch]
+    states = _states_at(make(shards, [1, 0, 2], 2, shuffle=False), 0, 2)
+    new = [make(shards, [1, 0, 2], 2, 2, r, shuffle=False) for r in range(2)]
+    for ds in new:
+        ds.load_state_dict(states)
+    read += [x for ds in new for batch in rank_batches(ds, 0) for x in batch]
+    times = Counter(o for k, _, o in read if k == 2)
+    assert set(times) == set(range(6)) and max(times.values()) - min(times.values()) <= 1
