@@ -702,6 +702,33 @@ def test_a_plain_len_never_marks_a_dataset_for_lightnings_error():
     assert heard(list, dataset) == [_pass_words(type(dataset).__name__, 0)]
 
 
+def test_the_unified_lightning_packages_fit_loop_marks_a_dataset_as_pytorch_lightnings_does(
+    monkeypatch,
+):
+    """Invariant: with only the unified ``lightning`` package imported, a ``len()`` called from
+    its fit loop (``lightning.pytorch.loops.fit_loop``) marks the dataset with the loop's
+    ``max_epochs``, as under ``pytorch_lightning`` (that package is not installed here: a class
+    in a module named as its fit loop stands in for the loop, to reach this branch alone)."""
+    import types
+
+    monkeypatch.delitem(sys.modules, "pytorch_lightning", raising=False)
+    monkeypatch.setitem(sys.modules, "lightning", types.ModuleType("lightning"))
+    module = {"__name__": "lightning.pytorch.loops.fit_loop"}
+    exec(  # noqa: S102 (a stand-in for the fit loop's frame: its module's name, its self)
+        "class _FitLoop:\n"
+        "    max_epochs = 3\n"
+        "    def setup_data(self, loader):\n"
+        "        return len(loader)\n",
+        module,
+    )
+    dataset = _sharded_datasets()[0]
+    module["_FitLoop"]().setup_data(torch.utils.data.DataLoader(dataset, batch_size=2))
+    assert dataset._passes.tolist() == [1, 3]
+    list(dataset)
+    with pytest.raises(RuntimeError, match=r"under Lightning's Trainer \(max_epochs=3\)"):
+        list(dataset)
+
+
 def test_only_worker_0_warns_of_a_pass_begun_without_set_epoch(monkeypatch):
     """Invariant: ``begin_pass`` in a DataLoader worker other than 0 never warns (every worker
     begins the same pass: one warning a pass), and clears the mark all the same."""

@@ -394,8 +394,8 @@ def note_trainer(marks: torch.Tensor) -> None:
     frame = sys._getframe(2)
     while frame is not None and frame.f_globals.get("__name__") not in _FIT_LOOPS:
         frame = frame.f_back
-    epochs = getattr(frame.f_locals.get("self"), "max_epochs", 1) if frame else 1
-    if isinstance(epochs, int) and epochs not in (0, 1):  # -1: no limit
+    epochs = getattr(frame and frame.f_locals.get("self"), "max_epochs", 1)  # no loop: one
+    if isinstance(epochs, int) and epochs != 1:  # -1: no limit (0: nothing to train)
         marks[1] = epochs
 
 
