@@ -1524,3 +1524,21 @@ def test_an_elastic_resume_keeps_the_sources_after_an_empty_one():
     read += [x for ds in new for batch in rank_batches(ds, 0) for x in batch]
     times = Counter(o for k, _, o in read if k == 2)
     assert set(times) == set(range(6)) and max(times.values()) - min(times.values()) <= 1
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_elastic_resume_reads_the_same_whatever_the_dataset_read_before_it(workers):
+    """Invariant: a dataset that read an epoch to its end, then loads every worker's state of
+    another run at the next epoch's first step, reads what a fresh dataset loading them reads:
+    where its own last epoch ended is never carried into the loaded run."""
+    other = make(SHARDS, [1, 3, 2], 2, shuffle=False)
+    other.set_epoch(1)
+    states = _states_at(other, 2, 0)  # 2 workers, at epoch 1's first step
+    used = make(SHARDS, [1, 3, 2], 2, shuffle=False)
+    rank_batches(used, workers)  # epoch 0, to its end
+    used.set_epoch(1)
+    used.load_state_dict(states)
+    fresh = make(SHARDS, [1, 3, 2], 2, shuffle=False)
+    fresh.set_epoch(1)
+    fresh.load_state_dict(states)
+    assert rank_batches(used, workers) == rank_batches(fresh, workers)
