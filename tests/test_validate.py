@@ -705,7 +705,7 @@ def test_the_unified_lightning_packages_fit_loop_marks_a_dataset_as_pytorch_ligh
     monkeypatch.delitem(sys.modules, "pytorch_lightning", raising=False)
     monkeypatch.setitem(sys.modules, "lightning", types.ModuleType("lightning"))
     module = {"__name__": "lightning.pytorch.loops.fit_loop"}
-    exec(  # noqa: S102 (a stand-in for the fit loop's frame: its module's name, its self)
+    exec(  # a stand-in for the fit loop's frame: its module's name, its self
         "class _FitLoop:\n"
         "    max_epochs = 3\n"
         "    def setup_data(self, loader):\n"
