@@ -15,6 +15,7 @@ from collections import Counter
 from itertools import accumulate, pairwise
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -310,6 +311,10 @@ SHARDS = [[3, 0, 4], [2, 5], [6]]
         ([([0], [1], Reader(0, [1])), ([0], [0], Reader(1, [0]))], [1, 0.5], ValueError, "weights[1]=0.5 should be 0: sources[1] has no sample (its sizes sum to 0)"),
         ([([0], [1], Reader(0, [1]))], 5, TypeError, "weights should be a sequence of 1 numbers, but got weights=5"),
         ([([0], [1], Reader(0, [1]))], iter([1.0]), TypeError, "weights should be a sequence of 1 numbers, but got weights=<list_iterator object at"),
+        ([], [], TypeError, "sources should be a non-empty list of (shards, sizes, read), but got sources=[]"),
+        ([([0], [1], Reader(0, [1])), ([0], [0], Reader(1, [0]))], np.array([1, 0.5]), ValueError, "weights[1]=0.5 should be 0: sources[1] has no sample (its sizes sum to 0)"),
+        ([([0], [1], Reader(0, [1])), ([0], [0], Reader(1, [0]))], [(0, [1, 0]), (5, [1, 0.5])], ValueError, "weights[1][1][1]=0.5 should be 0: sources[1] has no sample (its sizes sum to 0)"),
+        ([([0], [1], Reader(0, [1])), ([0], [0], Reader(1, [0]))], [1, 0, 1], ValueError, "weights should hold one weight per source (2), but got weights=[1, 0, 1]"),
     ],
 )  # fmt: skip
 def test_bad_sources_and_weights_are_named_with_their_value(sources, weights, error, message):
@@ -1542,3 +1547,85 @@ def test_an_elastic_resume_reads_the_same_whatever_the_dataset_read_before_it(wo
     fresh.set_epoch(1)
     fresh.load_state_dict(states)
     assert rank_batches(used, workers) == rank_batches(fresh, workers)
+
+
+@pytest.mark.parametrize(("name", "value"), [("seekable", "yes"), ("with_source", 1)])
+def test_seekable_and_with_source_refuse_a_value_that_is_not_a_bool_naming_it(name, value):
+    """Invariant: ``seekable`` and ``with_source`` take a bool only, and name themselves."""
+    with pytest.raises(TypeError) as info:
+        make(SHARDS, [1, 1, 1], 2, **{name: value})
+    assert str(info.value) == f"{name} should be a boolean value, but got {name}={value!r}"
+
+
+@pytest.mark.parametrize(
+    ("epoch", "world3", "workers3"), [(0, 3, 0), (0, 2, 2), (1, 3, 0), (1, 2, 2)]
+)
+def test_two_elastic_resumes_in_one_epoch_keep_passes_intact_lengths_and_sources(
+    epoch, world3, workers3
+):
+    """Invariant: an epoch resumed twice (1 rank to step 2, then 2 ranks to step 5, then
+    ``world3`` ranks with ``workers3`` workers each) reads every source's passes intact (no
+    sample twice before every sample once: what all read, and what the passes in flight have
+    left, is every pass up to the first not begun, in epoch 0); each last rank's ``len()`` is the samples every
+    rank read before on the earlier grids plus what it reads; its sources are
+    ``MixtureSampler``'s after the same two elastic resumes."""
+    b, weights, totals = 2, [1, 3, 2], [sum(s) for s in SHARDS]
+    first = make(SHARDS, weights, b, shuffle=False)
+    first.set_epoch(epoch)
+    reads = [x for batch in rank_batches(first, 0)[:2] for x in batch]
+    states = _states_at(first, 0, 2)
+    middle = [make(SHARDS, weights, b, 2, r, shuffle=False) for r in range(2)]
+    for ds in middle:
+        ds.set_epoch(epoch)
+        ds.load_state_dict(states)
+    steps = 5 - 2  # the middle grid's steps, from the resume to the next one
+    reads += [x for ds in middle for batch in rank_batches(ds, 0)[:steps] for x in batch]
+    later = _states_at(middle[0], 0, steps)
+    last = [make(SHARDS, weights, b, world3, r, shuffle=False) for r in range(world3)]
+    mix = MixtureSampler(totals, weights, b, 1, 0)
+    mix.set_epoch(epoch)
+    it = iter(mix)
+    [next(it) for _ in range(2 * b)]
+    mid = MixtureSampler(totals, weights, b, 2, 0)
+    mid.load_state_dict(mix.state_dict())
+    it = iter(mid)
+    [next(it) for _ in range(steps * b)]
+    starts = list(accumulate(totals, initial=0))
+    for r, ds in enumerate(last):
+        ds.set_epoch(epoch)
+        ds.load_state_dict(later)
+        batches = rank_batches(ds, workers3)
+        assert len(ds) == (2 + steps) * b + sum(map(len, batches))
+        reads += [x for batch in batches for x in batch]
+        idx = MixtureSampler(totals, weights, b, world3, r)
+        idx.load_state_dict(mid.state_dict())
+        assert [x[0] for batch in batches for x in batch] == [
+            bisect_right(starts, i) - 1 for i in idx
+        ]
+    closing = make(SHARDS, weights, 1, shuffle=False)  # where the passes in flight stand
+    closing.set_epoch(epoch)
+    closing.load_state_dict(_states_at(last[0], workers3, len(rank_batches(last[0], workers3))))
+    gen, reads = closing.state_dict()["generation"], Counter(reads)
+    for k, sizes in enumerate(SHARDS if epoch == 0 else []):  # epoch 0: the passes begin with it
+        lead = Counter(o for p, x, y in gen["lead"][k] for o in range(x, y))
+        for i, n in enumerate(sizes):
+            for o in range(n):
+                assert reads[(k, i, o)] + lead[pass_offset(SHARDS, k, i, o)] == gen["first"][k]
+
+
+@pytest.mark.parametrize("consumed", [0, 1, 3])
+def test_a_consumed_count_right_after_an_elastic_resume_counts_from_the_loaded_step(consumed):
+    """Invariant: ``state_dict(consumed=k)`` of a dataset just resumed elastically, before its
+    ``iter()`` (a plain DataLoader's main process, whose workers read ahead), is ``k`` samples
+    past the loaded step: loaded, it reads the rest of the resumed run."""
+    states = _states_at(make(SHARDS, [1, 1, 1], 2, 1, 0), 0, 3)
+
+    def resumed():
+        ds = make(SHARDS, [1, 1, 1], 2, 2, 1)
+        ds.load_state_dict(states)
+        return ds
+
+    whole = list(resumed())
+    again = resumed()
+    again.load_state_dict(resumed().state_dict(consumed=consumed))
+    assert whole[:consumed] + list(again) == whole
