@@ -1629,3 +1629,45 @@ def test_a_consumed_count_right_after_an_elastic_resume_counts_from_the_loaded_s
     again = resumed()
     again.load_state_dict(resumed().state_dict(consumed=consumed))
     assert whole[:consumed] + list(again) == whole
+
+
+@pytest.mark.parametrize("steps", range(0, 11, 2))
+def test_an_elastic_resume_near_a_pass_boundary_leaves_every_pass_whole(steps):
+    """Invariant: 6 readers (3 ranks x 2 workers) of a small, heavy source cross its pass
+    boundaries at different steps (an epoch of 60 samples, 10 steps, reads it 18 times); resumed after ``steps`` steps on 2 ranks x 3 workers, what
+    all read plus what the passes in flight leave is every pass up to the first not begun,
+    each sample once a pass, whichever passes the readers were in."""
+    shards, weights, b = [[2], [3, 1], [5]], [3, 1, 1], 2
+    old = [make(shards, weights, b, 3, r, shuffle=False, epoch_length=60) for r in range(3)]
+    reads = Counter(x for ds in old for batch in rank_batches(ds, 2)[:steps] for x in batch)
+    states = _states_at(old[0], 2, steps)
+    new = [make(shards, weights, b, 2, r, shuffle=False, epoch_length=60) for r in range(2)]
+    for ds in new:
+        ds.load_state_dict(states)
+    after = [rank_batches(ds, 3) for ds in new]
+    reads += Counter(x for batches in after for batch in batches for x in batch)
+    closing = make(shards, weights, 1, shuffle=False, epoch_length=60)
+    closing.load_state_dict(_states_at(new[0], 3, len(after[0])))
+    gen = closing.state_dict()["generation"]
+    for k, sizes in enumerate(shards):
+        lead = Counter(o for p, x, y in gen["lead"][k] for o in range(x, y))
+        for i, n in enumerate(sizes):
+            for o in range(n):
+                assert reads[(k, i, o)] + lead[pass_offset(shards, k, i, o)] == gen["first"][k]
+
+
+def test_an_elastic_resume_in_a_later_epoch_counts_only_that_epochs_reads_in_len():
+    """Invariant: a run resumed elastically in epoch 0 and again in epoch 1 counts in ``len()``
+    only what epoch 1 read before its own resume, never epoch 0's."""
+    b = 2
+    first = make(SHARDS, [1, 3, 2], b, shuffle=False)
+    states = _states_at(first, 0, 2)
+    two = make(SHARDS, [1, 3, 2], b, 2, 0, shuffle=False)
+    two.load_state_dict(states)
+    rank_batches(two, 0)  # the rest of epoch 0
+    two.set_epoch(1)
+    later = _states_at(two, 0, 3)  # 3 steps of epoch 1
+    three = make(SHARDS, [1, 3, 2], b, 3, 0, shuffle=False)
+    three.set_epoch(1)
+    three.load_state_dict(later)
+    assert len(three) == 3 * b + sum(map(len, rank_batches(three, 0)))
