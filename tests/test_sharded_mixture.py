@@ -73,6 +73,17 @@ def pass_offset(shards, k, shard, offset) -> int:
     return sum(shards[k][:shard]) + offset
 
 
+def assert_every_pass_whole(shards, reads: Counter, gen: dict) -> None:
+    """What was read (``reads``: sample -> times) plus what the passes in flight leave (the
+    ``lead`` of a generation loaded at the end) is every pass up to its ``first``, each sample
+    once a pass."""
+    for k, sizes in enumerate(shards):
+        lead = Counter(o for p, x, y in gen["lead"][k] for o in range(x, y))
+        for i, n in enumerate(sizes):
+            for o in range(n):
+                assert reads[(k, i, o)] + lead[pass_offset(shards, k, i, o)] == gen["first"][k]
+
+
 args = st.fixed_dictionaries(
     {
         "mix": sharded_mixtures(),
@@ -136,11 +147,7 @@ def test_every_sample_is_read_once_a_pass_the_unread_rest_of_the_passes_in_fligh
     fresh.set_epoch(a["epochs"] - 1)
     fresh.load_state_dict(states)
     gen = fresh.state_dict()["generation"]
-    for k, sizes in enumerate(shards):
-        lead = Counter(o for p, x, y in gen["lead"][k] for o in range(x, y))
-        for i, n in enumerate(sizes):
-            for o in range(n):
-                assert reads[(k, i, o)] + lead[pass_offset(shards, k, i, o)] == gen["first"][k]
+    assert_every_pass_whole(shards, reads, gen)
 
 
 def _epoch_steps(ds):
@@ -275,11 +282,7 @@ def test_elastic_resume_on_another_world_and_workers_reads_every_sample_once_a_p
     closing = make(shards, weights, 1, shuffle=False)
     closing.load_state_dict(_states_at(new[0], workers2, len(after[0])))
     gen = closing.state_dict()["generation"]
-    for k, sizes in enumerate(shards):
-        lead = Counter(o for p, x, y in gen["lead"][k] for o in range(x, y))
-        for i, n in enumerate(sizes):
-            for o in range(n):
-                assert reads[(k, i, o)] + lead[pass_offset(shards, k, i, o)] == gen["first"][k]
+    assert_every_pass_whole(shards, reads, gen)
 
 
 def _states_at(ds, workers, steps):
@@ -479,11 +482,7 @@ def test_every_worker_state_of_one_rank_resumes_on_another_world_through_loaders
     last.load_state_dict(states)
     closing.load_state_dict(_states_at(last, 1, steps_new))
     gen = closing.state_dict()["generation"]
-    for k, sizes in enumerate(SHARDS):
-        lead = Counter(o for p, x, y in gen["lead"][k] for o in range(x, y))
-        for i, n in enumerate(sizes):
-            for o in range(n):
-                assert reads[(k, i, o)] + lead[pass_offset(SHARDS, k, i, o)] == gen["first"][k]
+    assert_every_pass_whole(SHARDS, reads, gen)
 
 
 @given(args)
@@ -1606,11 +1605,8 @@ def test_two_elastic_resumes_in_one_epoch_keep_passes_intact_lengths_and_sources
     closing.set_epoch(epoch)
     closing.load_state_dict(_states_at(last[0], workers3, len(rank_batches(last[0], workers3))))
     gen, reads = closing.state_dict()["generation"], Counter(reads)
-    for k, sizes in enumerate(SHARDS if epoch == 0 else []):  # epoch 0: the passes begin with it
-        lead = Counter(o for p, x, y in gen["lead"][k] for o in range(x, y))
-        for i, n in enumerate(sizes):
-            for o in range(n):
-                assert reads[(k, i, o)] + lead[pass_offset(SHARDS, k, i, o)] == gen["first"][k]
+    if epoch == 0:  # epoch 0: the passes begin with it
+        assert_every_pass_whole(SHARDS, reads, gen)
 
 
 @pytest.mark.parametrize("consumed", [0, 1, 3])
@@ -1649,11 +1645,7 @@ def test_an_elastic_resume_near_a_pass_boundary_leaves_every_pass_whole(steps):
     closing = make(shards, weights, 1, shuffle=False, epoch_length=60)
     closing.load_state_dict(_states_at(new[0], 3, len(after[0])))
     gen = closing.state_dict()["generation"]
-    for k, sizes in enumerate(shards):
-        lead = Counter(o for p, x, y in gen["lead"][k] for o in range(x, y))
-        for i, n in enumerate(sizes):
-            for o in range(n):
-                assert reads[(k, i, o)] + lead[pass_offset(shards, k, i, o)] == gen["first"][k]
+    assert_every_pass_whole(shards, reads, gen)
 
 
 def test_an_elastic_resume_in_a_later_epoch_counts_only_that_epochs_reads_in_len():
