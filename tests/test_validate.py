@@ -610,38 +610,27 @@ def test_a_wrappers_own_view_of_its_inner_sampler_is_never_a_stale_dataset():
 
 def _lightning_fit(dataset, workers: int, max_epochs: int):
     """A real one-process ``Trainer.fit`` over ``dataset``, with the ``Trainer``'s defaults
-    (nothing sets the dataset's epoch): each epoch's samples, and the error, if one."""
+    (nothing sets the dataset's epoch; the loop matrix's recording module): each epoch's
+    samples, and the error, if one."""
     import logging
 
     pl = pytest.importorskip("pytorch_lightning")
     from torch.utils.data import DataLoader
 
+    from loops_frameworks import _recorder
+
     logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
-
-    class Recorder(pl.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.w, self.epochs = torch.nn.Parameter(torch.zeros(())), {}
-
-        def training_step(self, batch, batch_idx):
-            self.epochs.setdefault(self.current_epoch, []).extend(batch.tolist())
-            return (self.w * batch).sum()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.0)
-
-    model = Recorder()
+    model, error = _recorder(dataset, epoch_hook=False), None
     trainer = pl.Trainer(max_epochs=max_epochs, accelerator="cpu", devices=1, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, num_sanity_val_steps=0)  # fmt: skip
-    loader = DataLoader(dataset, batch_size=2, num_workers=workers)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Lightning's advice on workers and logging
-            trainer.fit(model, loader)
+            trainer.fit(model, DataLoader(dataset, batch_size=2, num_workers=workers))
     except RuntimeError as e:
-        return model.epochs, str(e).strip().splitlines()[-1].removeprefix("RuntimeError: ")
-    return model.epochs, None
+        error = str(e).strip().splitlines()[-1].removeprefix("RuntimeError: ")
+    return {e: [x for batch in b for x in batch] for e, b in model.epochs.items()}, error
 
 
 def _plan(dataset, epoch: int) -> list[int]:
