@@ -665,7 +665,6 @@ def test_a_state_names_shards_by_their_path_text_so_path_and_str_resume_alike():
     again = _named([Path("d/s0"), Path("d/s1")])
     again.load_state_dict(state)
     assert head + list(again) == whole
-    import numpy as np
 
     _, state = _saved(_named([0, 1]))
     _named(list(np.arange(2))).load_state_dict(state)  # np.int64(0) names the shard 0
@@ -1466,10 +1465,10 @@ def test_a_sources_fingerprint_holds_its_count_names_set_sizes_and_first_name():
     assert {k for k in other if other[k] != sources[0][k]} == {"sizes"}
 
 
-def _elastic_words(states, world=2) -> str:
-    """The error of loading ``states`` on rank 0 of ``world`` (another topology)."""
+def _elastic_words(states) -> str:
+    """The error of loading ``states`` on rank 0 of 2 (another topology)."""
     with pytest.raises(ValueError) as info:
-        make(SHARDS, [1, 3, 2], 2, world, 0, shuffle=False).load_state_dict(states)
+        make(SHARDS, [1, 3, 2], 2, 2, 0, shuffle=False).load_state_dict(states)
     return str(info.value)
 
 

@@ -619,7 +619,8 @@ def _lightning_fit(dataset, workers: int, max_epochs: int):
 
     from loops_frameworks import _recorder
 
-    logging.getLogger("pytorch_lightning").setLevel(logging.ERROR)
+    log = logging.getLogger("pytorch_lightning")
+    level, _ = log.level, log.setLevel(logging.ERROR)  # its banner, for this fit only
     model, error = _recorder(dataset, epoch_hook=False), None
     trainer = pl.Trainer(max_epochs=max_epochs, accelerator="cpu", devices=1, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
@@ -630,6 +631,8 @@ def _lightning_fit(dataset, workers: int, max_epochs: int):
             trainer.fit(model, DataLoader(dataset, batch_size=2, num_workers=workers))
     except RuntimeError as e:
         error = str(e).strip().splitlines()[-1].removeprefix("RuntimeError: ")
+    finally:
+        log.setLevel(level)
     return {e: [x for batch in b for x in batch] for e, b in model.epochs.items()}, error
 
 
