@@ -620,7 +620,8 @@ def _lightning_fit(dataset, workers: int, max_epochs: int):
     from loops_frameworks import _recorder
 
     log = logging.getLogger("pytorch_lightning")
-    level, _ = log.level, log.setLevel(logging.ERROR)  # its banner, for this fit only
+    level = log.level
+    log.setLevel(logging.ERROR)  # its banner, for this fit only
     model, error = _recorder(dataset, epoch_hook=False), None
     trainer = pl.Trainer(max_epochs=max_epochs, accelerator="cpu", devices=1, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
