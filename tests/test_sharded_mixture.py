@@ -84,6 +84,18 @@ def assert_every_pass_whole(shards, reads: Counter, gen: dict) -> None:
                 assert reads[(k, i, o)] + lead[pass_offset(shards, k, i, o)] == gen["first"][k]
 
 
+def assert_only_begun_passes_carried(shards, reads: Counter, gen: dict) -> None:
+    """An elastic resume carries over what was read (``reads``) as a generation whose leftovers
+    are the unread rest of the passes up to the last one a reader began, and no further: fresh
+    passes start at ``first``, so pass ``first - 1`` holds a read sample (is not whole in
+    ``lead``)."""
+    assert_every_pass_whole(shards, reads, gen)
+    for k, sizes in enumerate(shards):
+        last = gen["first"][k] - 1
+        if sum(sizes) and last >= 0:
+            assert sum(y - x for p, x, y in gen["lead"][k] if p == last) < sum(sizes), (k, gen)
+
+
 args = st.fixed_dictionaries(
     {
         "mix": sharded_mixtures(),
@@ -254,7 +266,8 @@ def test_elastic_resume_on_another_world_and_workers_reads_every_sample_once_a_p
     """Invariant: every worker state of one rank at a step boundary, loaded on another
     num_replicas (1..8), micro-batch and num_workers (0..3), goes on with the sources of
     MixtureSampler's own elastic resume (a schedule's later changes at their steps), and what
-    both runs read plus the rest of the passes in flight is every pass once."""
+    both runs read plus the rest of the passes in flight is every pass once. At the resume, the
+    leftovers carried are the unread rest of the passes up to the last one a reader began."""
     shards, weights = a["mix"]
     b, workers = a["b"], a["workers"]
     datasets = [make(shards, weights, b, world, r, shuffle=False) for r in range(world)]
@@ -266,6 +279,7 @@ def test_elastic_resume_on_another_world_and_workers_reads_every_sample_once_a_p
     new = [make(shards, weights, b2, world2, r, shuffle=False) for r in range(world2)]
     for ds in new:
         ds.load_state_dict(states)
+    assert_only_begun_passes_carried(shards, reads, new[0].state_dict()["generation"])
     after = [rank_batches(ds, workers2) for ds in new]
     assert len({len(x) for x in after}) == 1  # every new rank: the same number of steps
     totals = [sum(sizes) for sizes in shards]

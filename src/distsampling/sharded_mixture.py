@@ -837,8 +837,9 @@ class ShardedMixtureDataset(IterableDataset):
                 nexts.append(old + seg(x0 + m) - q)
                 if m:
                     lasts.append(old + seg(x0 + m - 1) - q)
-            lo_pass = min(nexts)
-            new_first = max(lo_pass, max(lasts, default=old - 1) + 1)
+            # fresh passes start after the last one a reader began (at old if none did); before
+            # min(nexts), every reader is past its segment: those passes were read whole
+            lo_pass, new_first = min(nexts), max(lasts, default=old - 1) + 1
             for q in range(R):
                 for P in range(lo_pass, new_first):
                     v = q + P - old
