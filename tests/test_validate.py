@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from distsampling._validate import (
+    FrameworkWarning,
     _index_dtype,
     check_bool,
     check_int,
@@ -240,9 +241,6 @@ ACCELERATE_WORDS = (
 
 def heard(run, *args) -> list[str]:
     """The messages of the FrameworkWarnings that ``run(*args)`` raised (in this process)."""
-
-    from distsampling._validate import FrameworkWarning
-
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", FrameworkWarning)
         run(*args)
@@ -359,9 +357,8 @@ def test_a_samplers_set_epoch_leaves_a_dataset_without_an_epoch_of_its_own_alone
 def _pass_words(name: str, epoch: int) -> str:
     return (
         f"{name} began a pass with no set_epoch since the previous one began: it reads epoch "
-        f"{epoch} again. Call dataset.set_epoch(epoch) at the start of every epoch (Lightning's "
-        "Trainer calls set_epoch on samplers only, never on the dataset); to read an epoch again "
-        "on purpose, call set_epoch with it first"
+        f"{epoch} again. Call dataset.set_epoch(epoch) at the start of every epoch; to read an "
+        "epoch again on purpose, call set_epoch with it first"
     )
 
 
@@ -608,10 +605,10 @@ def test_a_wrappers_own_view_of_its_inner_sampler_is_never_a_stale_dataset():
         assert heard(list, wrapper) == []
 
 
-def _lightning_fit(dataset, workers: int, max_epochs: int):
+def _lightning_fit(dataset, workers: int, max_epochs: int, persistent: bool = False, val=None):
     """A real one-process ``Trainer.fit`` over ``dataset``, with the ``Trainer``'s defaults
-    (nothing sets the dataset's epoch; the loop matrix's recording module): each epoch's
-    samples, and the error, if one."""
+    (nothing sets the dataset's epoch; the loop matrix's recording module), and ``val`` as its
+    validation loader's dataset: each epoch's samples, and the error, if one."""
     import logging
 
     pl = pytest.importorskip("pytorch_lightning")
@@ -623,13 +620,17 @@ def _lightning_fit(dataset, workers: int, max_epochs: int):
     level = log.level
     log.setLevel(logging.ERROR)  # its banner, for this fit only
     model, error = _recorder(dataset, epoch_hook=False), None
+    if val is not None:  # a validation step that reads its batch: Lightning then validates
+        model.validation_step = lambda batch, batch_idx: None
     trainer = pl.Trainer(max_epochs=max_epochs, accelerator="cpu", devices=1, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, num_sanity_val_steps=0)  # fmt: skip
+    loader = DataLoader(dataset, batch_size=2, num_workers=workers, persistent_workers=persistent)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Lightning's advice on workers and logging
-            trainer.fit(model, DataLoader(dataset, batch_size=2, num_workers=workers))
+            warnings.simplefilter("error", FrameworkWarning)  # ours: seen as the fit's error
+            trainer.fit(model, loader, None if val is None else DataLoader(val, batch_size=2))
     except RuntimeError as e:
         error = str(e).strip().splitlines()[-1].removeprefix("RuntimeError: ")
     finally:
@@ -637,52 +638,139 @@ def _lightning_fit(dataset, workers: int, max_epochs: int):
     return {e: [x for batch in b for x in batch] for e, b in model.epochs.items()}, error
 
 
-def _plan(dataset, epoch: int) -> list[int]:
+def _plan(dataset, epoch: int, workers: int = 0) -> list[int]:
+    """What a loop that sets ``epoch`` first reads, through a loader of ``workers``."""
+    from torch.utils.data import DataLoader
+
     dataset.set_epoch(epoch)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        return list(dataset)
+        loader = DataLoader(dataset, batch_size=2, num_workers=workers)
+        return [x for batch in loader for x in batch.tolist()]
 
 
 @pytest.mark.parametrize("which", [0, 1])
 @pytest.mark.parametrize("workers", [0, 2])
-def test_under_a_lightning_fit_of_two_epochs_the_second_pass_without_set_epoch_raises_first(
+def test_under_a_lightning_fit_with_its_defaults_an_iterable_dataset_trains_every_epochs_plan(
     which, workers
 ):
-    """Invariant: under a real ``Trainer`` of ``max_epochs=2`` with its defaults, an iterable
-    dataset trains on exactly epoch 0's plan, then raises these exact words before any sample of
-    the second pass reaches a step (the loop matrix runs the setting it names, on 2 ranks)."""
-    plans = [_plan(_sharded_datasets()[which], e) for e in (0, 1)]
-    assert plans[0] != plans[1]  # the epochs differ: reading epoch 0 again is seen
+    """Invariant: under a real ``Trainer`` with its defaults (no ``set_epoch`` anywhere), an
+    iterable dataset reads the ``Trainer``'s ``current_epoch``: each epoch trains on exactly that
+    epoch's plan, in the main process and in DataLoader workers started for each epoch."""
+    plans = [_plan(_sharded_datasets()[which], e, workers) for e in range(3)]
+    assert plans[0] != plans[1] != plans[2]  # the epochs differ: reading one again is seen
     dataset = _sharded_datasets()[which]
-    epochs, error = _lightning_fit(dataset, workers, max_epochs=2)
+    assert _lightning_fit(dataset, workers, max_epochs=3) == (dict(enumerate(plans)), None)
+    assert dataset.epoch == 3  # the Trainer's current_epoch once its fit is done
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_under_a_lightning_fit_a_persistent_worker_reading_an_epoch_again_raises_first(which):
+    """Invariant: persistent DataLoader workers keep the ``Trainer`` as it was when they
+    started; with no ``set_epoch``, the second epoch's pass would read epoch 0 again: it raises
+    these exact words before any of its samples reaches a step, after epoch 0 trained on its
+    plan."""
+    plan = _plan(_sharded_datasets()[which], 0, 2)
+    dataset = _sharded_datasets()[which]
+    epochs, error = _lightning_fit(dataset, 2, max_epochs=2, persistent=True)
     assert error == (
         f"{type(dataset).__name__} began a pass with no set_epoch since the previous one began, "
-        "under Lightning's Trainer (max_epochs=2): it would train on epoch 0 again. A Trainer "
-        "sets the epoch of a loader's sampler only, never an iterable dataset's: call "
-        "dataset.set_epoch(self.current_epoch) in the LightningModule's on_train_epoch_start"
+        "under Lightning's Trainer (max_epochs=2): it would train on epoch 0 again. The dataset "
+        "follows the Trainer's current_epoch in DataLoader workers started for each epoch, never "
+        "in persistent ones (they keep the Trainer as it was when they started): call "
+        "dataset.set_epoch(self.current_epoch) in the LightningModule's on_train_epoch_start, or "
+        "leave persistent_workers off"
     )
-    assert sorted(epochs) == [0] and sorted(epochs[0]) == sorted(plans[0])
+    assert epochs == {0: plan}
 
 
-def test_a_lightning_fit_of_one_epoch_is_never_refused_and_leaves_later_loops_a_warning():
-    """Invariant: a ``Trainer`` of ``max_epochs=1`` reads one pass: the dataset trains on its
-    plan, is not marked, and a later plain pass with no ``set_epoch`` only warns."""
+@pytest.mark.parametrize(("which", "workers"), [(0, 0), (1, 2)])
+def test_a_loader_the_trainer_cycles_within_an_epoch_reads_that_epoch_again_without_a_word(
+    which, workers
+):
+    """Invariant: where the ``Trainer`` itself reads a loader again within an epoch (the shorter
+    loader of a ``max_size_cycle`` pair), the dataset follows it: every pass of an epoch reads
+    that epoch's plan, with no error and no warning (main process, workers started each pass)."""
+    pl = pytest.importorskip("pytorch_lightning")
+    from torch.utils.data import DataLoader
+
+    plans = [_plan(_sharded_datasets()[which], e, workers) for e in range(2)]
+    dataset, read = _sharded_datasets()[which], {}
+
+    class Pair(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(()))
+
+        def training_step(self, batch, batch_idx):
+            read.setdefault(self.current_epoch, []).extend(batch["x"].tolist())
+            return (self.w * batch["other"]).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    loaders = {"other": DataLoader(torch.arange(3 * len(plans[0])), batch_size=2),
+               "x": DataLoader(dataset, batch_size=2, num_workers=workers)}  # fmt: skip
+    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Lightning's advice on workers and logging
+        warnings.simplefilter("error", FrameworkWarning)
+        trainer.fit(Pair(), pl.utilities.CombinedLoader(loaders, mode="max_size_cycle"))
+    for e, plan in enumerate(plans):
+        assert len(read[e]) > 2 * len(plan)  # the loader was read three times in the epoch
+        for start in range(0, len(read[e]), len(plan)):
+            assert read[e][start : start + len(plan)] == plan[: len(read[e]) - start]
+
+
+def test_a_lightning_fit_of_one_epoch_trains_its_plan_and_later_plain_loops_only_warn():
+    """Invariant: a ``Trainer`` of ``max_epochs=1`` trains on epoch 0's plan and leaves the
+    dataset at its ``current_epoch`` (1) unmarked: a plain pass then reads epoch 1, and a second
+    one with no ``set_epoch`` warns, never raises."""
     dataset = _sharded_datasets()[0]
     plan = _plan(_sharded_datasets()[0], 0)
     epochs, error = _lightning_fit(dataset, 0, max_epochs=1)
-    assert error is None and epochs == {0: plan}
-    assert heard(list, dataset) == [_pass_words(type(dataset).__name__, 0)]
+    assert error is None and epochs == {0: plan} and int(dataset._passes[1]) == 0
+    assert dataset.epoch == 1
+    assert heard(list, dataset) == []  # epoch 1, read for the first time
+    assert heard(list, dataset) == [_pass_words(type(dataset).__name__, 1)]
+
+
+def test_a_validation_loader_under_a_fit_reads_its_own_epoch_every_time_without_a_word():
+    """Invariant: Lightning's validation loop counts its loader's batches too, but never marks
+    its dataset: each validation pass of a fit of three epochs (Lightning validates after each
+    but the last here) reads the dataset's own epoch (0) again, as meant, with no error and no
+    warning, while the training dataset follows the ``Trainer``."""
+    val, train = _sharded_datasets()
+    plan, seen = _plan(_sharded_datasets()[0], 0), []
+    epochs, error = _lightning_fit(train, 0, max_epochs=3, val=_Seen(val, seen))
+    assert error is None and sorted(epochs) == [0, 1, 2] and len(seen) >= 2
+    assert seen == [plan] * len(seen) and val.epoch == 0 and val._passes.tolist() == [0, 0, 0, 1]
+
+
+class _Seen(torch.utils.data.IterableDataset):
+    """An iterable dataset that records each pass it hands out (to see what a loop read)."""
+
+    def __init__(self, dataset, seen: list) -> None:
+        self.dataset, self.seen = dataset, seen
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __iter__(self):
+        self.seen.append(list(self.dataset))
+        return iter(self.seen[-1])
 
 
 def test_a_plain_len_never_marks_a_dataset_for_lightnings_error():
-    """Invariant: ``len()`` outside a Lightning fit loop (here with Lightning imported) leaves
-    the mark alone: a pass with no ``set_epoch`` then warns, never raises."""
+    """Invariant: ``len()`` outside a Lightning loop (here with Lightning imported) leaves the
+    marks alone: a pass with no ``set_epoch`` then warns, never raises."""
     pytest.importorskip("pytorch_lightning")
     dataset = _sharded_datasets()[1]
     assert len(dataset) > 0
     list(dataset)
-    assert int(dataset._passes[1]) == 0
+    assert dataset._passes.tolist() == [0, 0, 0, 0]
     assert heard(list, dataset) == [_pass_words(type(dataset).__name__, 0)]
 
 
@@ -690,27 +778,34 @@ def test_the_unified_lightning_packages_fit_loop_marks_a_dataset_as_pytorch_ligh
     monkeypatch,
 ):
     """Invariant: with only the unified ``lightning`` package imported, a ``len()`` called from
-    its fit loop (``lightning.pytorch.loops.fit_loop``) marks the dataset with the loop's
-    ``max_epochs``, as under ``pytorch_lightning`` (that package is not installed here: a class
-    in a module named as its fit loop stands in for the loop, to reach this branch alone)."""
+    its fit loop (``lightning.pytorch.loops.fit_loop``) ties the dataset to the loop's
+    ``Trainer``, as under ``pytorch_lightning``: its epoch is the ``Trainer``'s
+    ``current_epoch``, and a second pass of the same epoch raises (that package is not
+    installed here: a class in a module named as its fit loop stands in for the loop)."""
     import types
 
     monkeypatch.delitem(sys.modules, "pytorch_lightning", raising=False)
     monkeypatch.setitem(sys.modules, "lightning", types.ModuleType("lightning"))
     module = {"__name__": "lightning.pytorch.loops.fit_loop"}
-    exec(  # a stand-in for the fit loop's frame: its module's name, its self
+    exec(  # a stand-in for the fit loop's frame: its module's name, its self and Trainer
+        "class Trainer:\n"
+        "    max_epochs, current_epoch = 3, 2\n"
         "class _FitLoop:\n"
-        "    max_epochs = 3\n"
+        "    trainer = Trainer()\n"
         "    def setup_data(self, loader):\n"
         "        return len(loader)\n",
         module,
     )
+    loop = module["_FitLoop"]()
+    trainer = loop.trainer
     dataset = _sharded_datasets()[0]
-    module["_FitLoop"]().setup_data(torch.utils.data.DataLoader(dataset, batch_size=2))
-    assert dataset._passes.tolist() == [1, 3]
-    list(dataset)
+    loop.setup_data(torch.utils.data.DataLoader(dataset, batch_size=2))
+    assert dataset._passes.tolist() == [1, 3, -1, 0] and dataset.epoch == 2
+    assert list(dataset) == _plan(_sharded_datasets()[0], 2)
     with pytest.raises(RuntimeError, match=r"under Lightning's Trainer \(max_epochs=3\)"):
         list(dataset)
+    trainer.current_epoch = 3  # the Trainer's next epoch: read at once, with no set_epoch
+    assert list(dataset) == _plan(_sharded_datasets()[0], 3)
 
 
 def test_only_worker_0_warns_of_a_pass_begun_without_set_epoch(monkeypatch):
@@ -721,12 +816,12 @@ def test_only_worker_0_warns_of_a_pass_begun_without_set_epoch(monkeypatch):
     import distsampling.resume as v
 
     marks = v.pass_marks()
-    marks[0] = 0  # a pass began, and no set_epoch since
+    marks[0], marks[2] = 0, 3  # a pass of epoch 3 began, and no set_epoch since
     dataset = types.SimpleNamespace(epoch=3)
     monkeypatch.setattr(v, "get_worker_info", lambda: types.SimpleNamespace(id=1))
-    assert heard(v.begin_pass, dataset, marks) == []
+    assert heard(v.begin_pass, dataset, marks, False) == []
     monkeypatch.setattr(v, "get_worker_info", lambda: types.SimpleNamespace(id=0))
-    assert len(heard(v.begin_pass, dataset, marks)) == 1
+    assert len(heard(v.begin_pass, dataset, marks, False)) == 1
     assert int(marks[0]) == 0
 
 

@@ -167,7 +167,7 @@ def rank_positions(n: int, num_replicas: int, rank: int, drop_last: bool = False
 
 class FrameworkWarning(UserWarning):
     r"""A loop is about to read a dataset's epoch again: an iterable dataset no ``set_epoch``
-    reached (a ``Trainer`` sets samplers' only), or a dataset set to another epoch than its
+    reached (outside Lightning's ``Trainer``), or a dataset set to another epoch than its
     sampler's. To stop instead, ``warnings.filterwarnings("error", category=FrameworkWarning)``.
 
     Examples:

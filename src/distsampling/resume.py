@@ -25,7 +25,8 @@ pads) to a multiple of ``W2``, or cut to one with ``drop_last``. So every positi
 
 Also here, for the batch samplers that draw their own epoch and keep their own state:
 ``EpochHandle``, the ``sampler`` where frameworks call ``set_epoch``; and for the iterable
-datasets, the check that every pass is preceded by ``set_epoch`` (``begin_pass``).
+datasets, the check that every pass reads its own epoch (``begin_pass``), which under
+Lightning's ``Trainer`` is the ``Trainer``'s (``note_trainer``).
 
 References:
     torchdata/stateful_dataloader/sampler.py (StatefulDistributedSampler: the state_dict calls)
@@ -35,8 +36,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 import sys
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain
 from operator import length_hint
@@ -372,55 +375,105 @@ class Resumable:
         self._loaded, self._counter, self._before = (start, position), None, before
 
 
-# --- every pass of an iterable dataset is preceded by set_epoch ------------------------------
+# --- every pass of an iterable dataset reads its own epoch ----------------------------------
 
 
-#: the module of Lightning's fit loop (either package's), which counts a loader's batches (len)
-_FIT_LOOPS = ("lightning.pytorch.loops.fit_loop", "pytorch_lightning.loops.fit_loop")
+#: Lightning's loops (either package's): the first one up the stack of a len() is its reader
+_LOOP = re.compile(r"(?:lightning\.pytorch|pytorch_lightning)\.loops\.(\w+_loop)")
+
+
+class TrainerEpoch:
+    r"""The ``current_epoch`` of the Lightning ``Trainer`` that trains on a dataset (0 with
+    none), through a weak reference: a dataset never keeps a ``Trainer`` alive. A forked
+    DataLoader worker reads the ``Trainer`` as it was at ``iter(loader)``; a spawned one, what
+    it was pickled with then."""
+
+    def __init__(self, trainer: object = None) -> None:
+        self._ref = None if trainer is None else weakref.ref(trainer)
+        self._last, self._training = 0, False  # as last seen
+
+    def __call__(self) -> int:
+        trainer = None if self._ref is None else self._ref()
+        if trainer is not None:
+            self._last = int(trainer.current_epoch)  # type: ignore[attr-defined]
+            self._training = bool(trainer.training)  # type: ignore[attr-defined]
+        elif self._ref is not None:  # the Trainer is gone: its fit is over
+            self._training = False
+        return self._last
+
+    def training(self) -> bool:
+        """Whether the ``Trainer``'s fit is training (not validating, not done)."""
+        self()
+        return self._training
+
+    def __getstate__(self) -> dict[str, Any]:
+        self()
+        return {"_ref": None, "_last": self._last, "_training": self._training}
 
 
 def pass_marks() -> torch.Tensor:
-    """``[since, epochs]`` in shared memory, so that DataLoader workers (forked, spawned or
-    persistent) see the main process's: ``since`` 1 while a set_epoch came since the latest pass
-    began, ``epochs`` the ``max_epochs`` of a Lightning fit that counted the batches (0: none)."""
-    return torch.tensor([1, 0]).share_memory_()
+    """``[since, epochs, last, evaluated]`` in shared memory, so that DataLoader workers
+    (forked, spawned or persistent) see the main process's: ``since`` 1 while a set_epoch came
+    since the latest pass began, ``epochs`` the ``max_epochs`` of a Lightning fit that trains on
+    the dataset (0: none), ``last`` the latest pass's epoch (-1: none yet), ``evaluated`` 1
+    under Lightning's validation or prediction loop (which reads it again, on purpose)."""
+    return torch.tensor([1, 0, -1, 0]).share_memory_()
 
 
-def note_trainer(marks: torch.Tensor) -> None:
-    """In ``__len__``: note a Lightning ``Trainer`` that fits for more than one epoch up the
-    caller's stack (its fit loop counts the loader's batches before the first epoch begins)."""
+def note_trainer(marks: torch.Tensor, noted: TrainerEpoch) -> TrainerEpoch:
+    """In ``__len__``: the Lightning ``Trainer`` whose fit loop counts the loader's batches, found
+    up the caller's stack (it counts them before each epoch's pass), with its ``max_epochs``
+    noted in ``marks``; ``noted`` where no loop of Lightning counts them."""
     if "lightning" not in sys.modules and "pytorch_lightning" not in sys.modules:
-        return
-    frame = sys._getframe(2)
-    while frame is not None and frame.f_globals.get("__name__") not in _FIT_LOOPS:
+        return noted
+    frame, loop = sys._getframe(2), None
+    while frame is not None and not (loop := _LOOP.fullmatch(frame.f_globals.get("__name__", ""))):
         frame = frame.f_back
-    epochs = getattr(frame and frame.f_locals.get("self"), "max_epochs", 1)  # no loop: one
+    trainer = getattr(frame and frame.f_locals.get("self"), "trainer", None)
+    if loop is None or trainer is None:  # no loop of Lightning's counts them
+        return noted
+    if loop[1] not in ("fit_loop", "training_epoch_loop"):
+        marks[3] = 1  # a validation or prediction loader: each pass reads the same data
+        return noted
+    epochs = trainer.max_epochs
     if isinstance(epochs, int) and epochs != 1:  # -1: no limit (0: nothing to train)
         marks[1] = epochs
+    return TrainerEpoch(trainer)
 
 
-def begin_pass(dataset: object, marks: torch.Tensor) -> None:
+def _raising(error: Exception) -> Iterator[Any]:
+    yield from ()  # a generator: the error comes at its first next()
+    raise error
+
+
+def begin_pass(dataset: object, marks: torch.Tensor, trainer_reads: bool) -> Iterator[Any]:
     """A pass of ``dataset`` begins (its ``__iter__``), checked once (in the main process or
-    worker 0) for no set_epoch since the previous pass began, which reads the same epoch again:
-    under a Lightning fit of several epochs an error, before the pass's first batch; else a
-    warning."""
+    worker 0): one that reads the previous pass's epoch with no set_epoch since. Where a
+    Lightning fit reads it and this process sees its ``Trainer`` as it is (``trainer_reads``),
+    the ``Trainer`` chose that epoch (a loader cycled within an epoch): nothing to say. Under a
+    fit of several epochs seen as it was (a persistent worker), an error at the pass's first
+    ``next()`` (a persistent worker whose ``iter()`` raised would end without a word); a warning
+    elsewhere. Returns what the pass yields first: nothing, or that error."""
     info = get_worker_info()
     if info is not None and info.id != 0:
-        return
+        return iter(())
     name, epoch, epochs = type(dataset).__name__, dataset.epoch, int(marks[1])  # type: ignore[attr-defined]
-    if epochs and not marks[0]:
-        raise RuntimeError(
+    again = not marks[0] and int(marks[2]) == epoch and not marks[3] and not trainer_reads
+    marks[0], marks[2] = 0, epoch
+    if again and epochs:
+        return _raising(RuntimeError(
             f"{name} began a pass with no set_epoch since the previous one began, under "
-            f"Lightning's Trainer (max_epochs={epochs}): it would train on epoch {epoch} again. A "
-            "Trainer sets the epoch of a loader's sampler only, never an iterable dataset's: call "
-            "dataset.set_epoch(self.current_epoch) in the LightningModule's on_train_epoch_start"
-        )
-    if not marks[0]:
+            f"Lightning's Trainer (max_epochs={epochs}): it would train on epoch {epoch} again. "
+            "The dataset follows the Trainer's current_epoch in DataLoader workers started for "
+            "each epoch, never in persistent ones (they keep the Trainer as it was when they "
+            "started): call dataset.set_epoch(self.current_epoch) in the LightningModule's "
+            "on_train_epoch_start, or leave persistent_workers off"
+        ))  # fmt: skip
+    if again:
         warnings.warn(
             f"{name} began a pass with no set_epoch since the previous one began: it reads epoch "
-            f"{epoch} again. Call dataset.set_epoch(epoch) at the start of every epoch "
-            "(Lightning's Trainer calls set_epoch on samplers only, never on the dataset); to read "
+            f"{epoch} again. Call dataset.set_epoch(epoch) at the start of every epoch; to read "
             "an epoch again on purpose, call set_epoch with it first",
             FrameworkWarning, stacklevel=3,
         )  # fmt: skip
-    marks[0] = 0
+    return iter(())

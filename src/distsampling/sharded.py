@@ -55,7 +55,7 @@ from ._validate import (
     resolve_world,
     split_sizes,
 )
-from .resume import begin_pass, check_consumed, note_trainer, pass_marks
+from .resume import TrainerEpoch, begin_pass, check_consumed, note_trainer, pass_marks
 
 __all__ = ["ShardedIterableDataset", "loader_dataset_states"]
 
@@ -241,7 +241,8 @@ class ShardedIterableDataset(IterableDataset[T]):
         # set_epoch after the loop began (a late call) never reaches a worker slow to start
         self._set, self._pinned, self._pid = 0, None, None
         self._warned = torch.zeros(1, dtype=torch.int64).share_memory_()  # the batch_size warning
-        self._passes = pass_marks()  # a set_epoch since the latest pass began (shared)
+        self._passes = pass_marks()  # the latest pass's epoch, a set_epoch since (shared)
+        self._trainer = TrainerEpoch()  # the current_epoch of a Lightning Trainer (0: none)
         self._reset(0)
 
     # --- the split ---------------------------------------------------------------------------
@@ -264,7 +265,8 @@ class ShardedIterableDataset(IterableDataset[T]):
         return split_sizes(left, self.num_replicas, self.drop_last)[0]  # L = ceil (floor) R / W
 
     def __len__(self) -> int:
-        note_trainer(self._passes)  # a Lightning fit counts its batches first: its epochs need ours
+        # a Lightning fit counts its batches before each epoch: its epoch is ours (never behind)
+        self._trainer = note_trainer(self._passes, self._trainer)
         # this rank's samples of the whole epoch: read before a resume on another world, then left
         return self._before + self._rank_length(self._current())
 
@@ -357,20 +359,25 @@ class ShardedIterableDataset(IterableDataset[T]):
     def __iter__(self) -> Iterator[T]:
         # accelerate's prepare(loader) would split this share again (its dispatcher: set_epoch)
         refuse_split_again(self, ("BatchSamplerShard", "IterableDatasetShard"))
-        begin_pass(self, self._passes)  # a pass with no set_epoch since the last reads it again
         info = get_worker_info()  # None in the main process (num_workers=0)
+        fresh = info is None or self._pid != os.getpid()  # it sees a Trainer as it is now
         if info is not None:
             # the first iter() of a worker process reads the epoch of its start (iter(loader));
             # a persistent worker's later ones, the epoch set_epoch shared since
-            self._pinned = self._set if self._pid != os.getpid() else None
+            self._pinned = self._set if fresh else None
             self._pid = os.getpid()
+        # nothing, or the error of an epoch read again
+        head = begin_pass(self, self._passes, fresh and self._trainer.training())
+        if info is not None:
             self._in_workers[0] = self.epoch + 1
             if info.id == 0 and info.num_workers > 1 and not self._batch_given:
                 self._warn_batches(info.num_workers)
-        return self.iter_worker(*((0, 1) if info is None else (info.id, info.num_workers)))
+        where = (0, 1) if info is None else (info.id, info.num_workers)
+        return chain(head, self.iter_worker(*where))
 
     def set_epoch(self, epoch: int) -> None:
-        r"""Set the epoch: the shards' order is drawn from ``(seed, epoch)``; every rank alike."""
+        r"""Set the epoch: the shards' order is drawn from ``(seed, epoch)``; every rank alike.
+        Under Lightning's ``Trainer`` the epoch is never behind its ``current_epoch``."""
         epoch = check_int("epoch", epoch, low=0, high=2**63 - 1)
         check_seed(self.seed, epoch if self.shuffle else 0)
         self._epoch[0], self._set, self._passes[0] = epoch, epoch, 1
@@ -378,7 +385,8 @@ class ShardedIterableDataset(IterableDataset[T]):
 
     @property
     def epoch(self) -> int:
-        return int(self._epoch[0]) if self._pinned is None else self._pinned
+        # under Lightning's Trainer, never behind its current_epoch (it sets samplers' only)
+        return max(int(self._epoch[0]) if self._pinned is None else self._pinned, self._trainer())
 
     def _warn_batches(self, num_workers: int) -> None:
         # once per dataset (a flag the workers share): split sample by sample, the workers can

@@ -59,7 +59,7 @@ import os
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import accumulate, islice, pairwise
+from itertools import accumulate, chain, islice, pairwise
 from typing import Any
 
 import numpy as np
@@ -73,7 +73,7 @@ from ._validate import (
     refuse_split_again,
 )
 from .mixture import MixtureSampler
-from .resume import begin_pass, check_consumed, note_trainer, pass_marks
+from .resume import TrainerEpoch, begin_pass, check_consumed, note_trainer, pass_marks
 
 __all__ = ["ShardedMixtureDataset"]
 
@@ -337,7 +337,8 @@ class ShardedMixtureDataset(IterableDataset):
             None if num_workers is None else max(1, check_int("num_workers", num_workers, low=0))
         )
         self._in_workers = torch.zeros(1, dtype=torch.int64).share_memory_()
-        self._passes = pass_marks()  # a set_epoch since the latest pass began (shared)
+        self._passes = pass_marks()  # the latest pass's epoch, a set_epoch since (shared)
+        self._trainer = TrainerEpoch()  # the current_epoch of a Lightning Trainer (0: none)
         self._begin = (0, 0, 0)  # (epoch, step, slot) where the latest iter() in this process began
         self._set_generation({"start": 0, "before": 0, "num_workers": self._declared, "mixture": None,
                               "lead": [[] for _ in self.sources], "first": [0] * len(self.sources)})  # fmt: skip
@@ -646,27 +647,32 @@ class ShardedMixtureDataset(IterableDataset):
     def __iter__(self) -> Iterator[Any]:
         # accelerate's prepare(loader) would split this share again (its dispatcher: set_epoch)
         refuse_split_again(self, ("BatchSamplerShard", "IterableDatasetShard"))
-        begin_pass(self, self._passes)  # a pass with no set_epoch since the last reads it again
         info = get_worker_info()  # None in the main process (num_workers=0)
+        fresh = info is None or self._pid != os.getpid()  # it sees a Trainer as it is now
         if info is not None:
             # a worker's first iter() reads the epoch set when the loader started it (a late
             # set_epoch races its start); a persistent worker's next ones read the shared epoch
-            first, self._pid = self._pid != os.getpid(), os.getpid()
-            self._local = self._set if first else None
-        return self.iter_worker(*((0, 0) if info is None else (info.id, info.num_workers)))
+            self._pid, self._local = os.getpid(), self._set if fresh else None
+        # nothing, or the error of an epoch read again
+        head = begin_pass(self, self._passes, fresh and self._trainer.training())
+        where = (0, 0) if info is None else (info.id, info.num_workers)
+        return chain(head, self.iter_worker(*where))
 
     def set_epoch(self, epoch: int) -> None:
-        r"""Set the epoch, the same on every rank: its steps, as :class:`MixtureSampler`'s."""
+        r"""Set the epoch, the same on every rank: its steps, as :class:`MixtureSampler`'s.
+        Under Lightning's ``Trainer`` the epoch is never behind its ``current_epoch``."""
         self._set = self._epoch[0] = check_int("epoch", epoch, low=0, high=2**62)
         self._passes[0] = 1  # the next pass is this epoch's; accelerate's dispatcher calls this
         refuse_split_again(self, ("DataLoaderDispatcher",))
 
     @property
     def epoch(self) -> int:
-        return int(self._epoch[0]) if self._local is None else self._local
+        # under Lightning's Trainer, never behind its current_epoch (it sets samplers' only)
+        return max(int(self._epoch[0]) if self._local is None else self._local, self._trainer())
 
     def __len__(self) -> int:
-        note_trainer(self._passes)  # a Lightning fit counts its batches first: its epochs need ours
+        # a Lightning fit counts its batches before each epoch: its epoch is ours (never behind)
+        self._trainer = note_trainer(self._passes, self._trainer)
         g = self._gen
         before = g["before"] if g.get("epoch") == self.epoch else 0
         return before + len(self._steps(self.epoch)) * g["batch_size"]
