@@ -724,6 +724,77 @@ def test_a_loader_the_trainer_cycles_within_an_epoch_reads_that_epoch_again_with
             assert read[e][start : start + len(plan)] == plan[: len(read[e]) - start]
 
 
+def _read_shard(k: int, s: int = 0) -> range:
+    return range(10 * k + s, 10 * k + 6 + k)  # a module's function: a spawned worker imports it
+
+
+def test_under_a_lightning_fit_spawned_workers_read_the_epoch_they_were_sent():
+    """Invariant: a spawned DataLoader worker (macOS's default; forkserver, Python 3.14's on
+    Linux, pickles too) cannot reach the ``Trainer``: it is sent the ``Trainer``'s epoch with
+    the dataset at ``iter(loader)``, so each epoch still trains on its plan."""
+    pl = pytest.importorskip("pytorch_lightning")
+    from torch.utils.data import DataLoader
+
+    import distsampling as ds
+
+    def dataset():
+        return ds.ShardedIterableDataset([0, 1], [6, 7], _read_shard, num_replicas=1, rank=0,
+                                         batch_size=2)  # fmt: skip
+
+    plans = [_plan(dataset(), e, 1) for e in range(2)]
+    shards, read = dataset(), {}
+
+    class Model(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(()))
+
+        def training_step(self, batch, batch_idx):
+            read.setdefault(self.current_epoch, []).extend(batch.tolist())
+            return (self.w * batch).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    loader = DataLoader(shards, batch_size=2, num_workers=1, multiprocessing_context="spawn")
+    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Lightning's advice on workers and logging
+        warnings.simplefilter("error", FrameworkWarning)
+        trainer.fit(Model(), loader)
+    assert read == dict(enumerate(plans)) and plans[0] != plans[1]
+
+
+def test_a_trainers_epoch_is_followed_live_and_pickled_as_its_value_then():
+    """Invariant: ``TrainerEpoch`` reads a live ``Trainer``'s ``current_epoch`` and whether it
+    trains at every call; a pickled copy (what a spawned worker gets) keeps the values of the
+    moment it was pickled; once the ``Trainer`` is gone, its last epoch stays and its fit is
+    over; with no ``Trainer``, epoch 0 and no fit."""
+    import gc
+    import pickle
+
+    from distsampling.resume import TrainerEpoch
+
+    class Trainer:
+        current_epoch, training = 2, True
+
+    trainer = Trainer()
+    live = TrainerEpoch(trainer)
+    assert (live(), live.training()) == (2, True)
+    sent = pickle.loads(pickle.dumps(live))
+    trainer.current_epoch, trainer.training = 5, False
+    assert (live(), live.training()) == (5, False)
+    trainer.training = True
+    assert (live(), live.training()) == (5, True)
+    assert (sent(), sent.training()) == (2, True)
+    del trainer
+    gc.collect()
+    assert (live(), live.training()) == (5, False)
+    assert (TrainerEpoch()(), TrainerEpoch().training()) == (0, False)
+
+
 def test_a_lightning_fit_of_one_epoch_trains_its_plan_and_later_plain_loops_only_warn():
     """Invariant: a ``Trainer`` of ``max_epochs=1`` trains on epoch 0's plan and leaves the
     dataset at its ``current_epoch`` (1) unmarked: a plain pass then reads epoch 1, and a second
