@@ -605,7 +605,9 @@ def test_a_wrappers_own_view_of_its_inner_sampler_is_never_a_stale_dataset():
         assert heard(list, wrapper) == []
 
 
-def _lightning_fit(dataset, workers: int, max_epochs: int, persistent: bool = False, val=None):
+def _lightning_fit(
+    dataset, workers: int, max_epochs: int, persistent: bool = False, val=None, **settings
+):
     """A real one-process ``Trainer.fit`` over ``dataset``, with the ``Trainer``'s defaults
     (nothing sets the dataset's epoch; the loop matrix's recording module), and ``val`` as its
     validation loader's dataset: each epoch's samples, and the error, if one."""
@@ -624,7 +626,7 @@ def _lightning_fit(dataset, workers: int, max_epochs: int, persistent: bool = Fa
         model.validation_step = lambda batch, batch_idx: None
     trainer = pl.Trainer(max_epochs=max_epochs, accelerator="cpu", devices=1, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, num_sanity_val_steps=0)  # fmt: skip
+                         enable_model_summary=False, num_sanity_val_steps=0, **settings)  # fmt: skip
     loader = DataLoader(dataset, batch_size=2, num_workers=workers, persistent_workers=persistent)
     try:
         with warnings.catch_warnings():
@@ -722,6 +724,63 @@ def test_a_loader_the_trainer_cycles_within_an_epoch_reads_that_epoch_again_with
         assert len(read[e]) > 2 * len(plan)  # the loader was read three times in the epoch
         for start in range(0, len(read[e]), len(plan)):
             assert read[e][start : start + len(plan)] == plan[: len(read[e]) - start]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_lightning_fit_resumed_in_a_shorter_epoch_trains_every_later_epoch_whole(
+    workers, tmp_path
+):
+    """Invariant: Lightning counts ``len(loader)`` once per fit and cuts every epoch there; a
+    mixture's epochs differ by a step, and a fit resumed (its own checkpoint, torchdata's
+    ``StatefulDataLoader``) inside a shorter one counts the most an epoch holds, so every epoch
+    of both runs together trains on exactly its plan, the longer one after the resume too."""
+    pl = pytest.importorskip("pytorch_lightning")
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from loops_frameworks import _recorder
+
+    plans = [_plan(_sharded_datasets()[1], e, workers) for e in range(3)]
+    assert len(plans[1]) < len(plans[2])  # resumed in epoch 1, the fit must not cut epoch 2
+    path, runs = str(tmp_path / "fit.ckpt"), []
+    for ckpt in (None, path):
+        dataset = _sharded_datasets()[1]
+        stop = None if ckpt else len(plans[0]) // 2 + 2  # epoch 1's second step
+        model = _recorder(dataset, epoch_hook=False, stop_after=stop, path=path)
+        trainer = pl.Trainer(max_epochs=3, accelerator="cpu", devices=1, logger=False,
+                             enable_checkpointing=False, enable_progress_bar=False,
+                             enable_model_summary=False, num_sanity_val_steps=0)  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Lightning's advice on workers and logging
+            warnings.simplefilter("error", FrameworkWarning)
+            loader = StatefulDataLoader(dataset, batch_size=2, num_workers=workers)
+            trainer.fit(model, loader, ckpt_path=ckpt)
+        runs.append({e: [x for batch in b for x in batch] for e, b in model.epochs.items()})
+    assert runs[0][1] and runs[1][1]  # epoch 1 was trained before and after the resume
+    assert {e: runs[0].get(e, []) + runs[1].get(e, []) for e in range(3)} == dict(enumerate(plans))
+
+
+def test_a_mixture_that_ends_epochs_when_a_source_runs_out_is_counted_each_epoch_or_refused():
+    """Invariant: with ``until_exhausted`` the epochs differ in length (here 8 and 10 samples);
+    under a ``Trainer`` that counts ``len(loader)`` once, ``len()`` refuses before the first step,
+    naming ``reload_dataloaders_every_n_epochs=1``; with it, every epoch trains its plan."""
+    import distsampling as ds
+
+    def dataset():
+        read = lambda k, s=0: range(10 * k + s, 10 * k + 6 + k)  # noqa: E731
+        return ds.ShardedMixtureDataset([([0], [6], read), ([1], [7], read)], [2, 1], 2,
+                                        num_replicas=1, rank=0, until_exhausted=0)  # fmt: skip
+
+    plans = [_plan(dataset(), e) for e in range(3)]
+    assert [len(p) for p in plans] == [8, 10, 8]
+    epochs, error = _lightning_fit(dataset(), 0, max_epochs=3)
+    assert epochs == {} and error == (
+        "ShardedMixtureDataset(until_exhausted=0) ends each epoch when that source runs out, so "
+        "its epochs differ in length (this one has 8 samples), but Lightning's Trainer counts "
+        "len(loader) once and ends every epoch there: pass "
+        "Trainer(reload_dataloaders_every_n_epochs=1), which counts each epoch's"
+    )
+    epochs, error = _lightning_fit(dataset(), 0, max_epochs=3, reload_dataloaders_every_n_epochs=1)
+    assert error is None and epochs == dict(enumerate(plans))
 
 
 def _read_shard(k: int, s: int = 0) -> range:
@@ -845,38 +904,72 @@ def test_a_plain_len_never_marks_a_dataset_for_lightnings_error():
     assert heard(list, dataset) == [_pass_words(type(dataset).__name__, 0)]
 
 
-def test_the_unified_lightning_packages_fit_loop_marks_a_dataset_as_pytorch_lightnings_does(
-    monkeypatch,
-):
-    """Invariant: with only the unified ``lightning`` package imported, a ``len()`` called from
-    its fit loop (``lightning.pytorch.loops.fit_loop``) ties the dataset to the loop's
-    ``Trainer``, as under ``pytorch_lightning``: its epoch is the ``Trainer``'s
-    ``current_epoch``, and a second pass of the same epoch raises (that package is not
-    installed here: a class in a module named as its fit loop stands in for the loop)."""
+def _fit_loop(monkeypatch, **trainer):
+    """A stand-in for the unified ``lightning`` package's fit loop (that package is not
+    installed here): a class in a module named as its fit loop, whose ``trainer`` has
+    ``trainer``'s attributes, and whose ``setup_data`` counts a loader's batches."""
     import types
 
     monkeypatch.delitem(sys.modules, "pytorch_lightning", raising=False)
     monkeypatch.setitem(sys.modules, "lightning", types.ModuleType("lightning"))
     module = {"__name__": "lightning.pytorch.loops.fit_loop"}
-    exec(  # a stand-in for the fit loop's frame: its module's name, its self and Trainer
+    exec(  # its module's name, its self and a Trainer
         "class Trainer:\n"
-        "    max_epochs, current_epoch = 3, 2\n"
+        "    pass\n"
         "class _FitLoop:\n"
-        "    trainer = Trainer()\n"
         "    def setup_data(self, loader):\n"
         "        return len(loader)\n",
         module,
     )
     loop = module["_FitLoop"]()
-    trainer = loop.trainer
+    loop.trainer = module["Trainer"]()
+    loop.trainer.__dict__.update(trainer)
+    return loop
+
+
+def test_the_unified_lightning_packages_fit_loop_ties_a_dataset_as_pytorch_lightnings_does(
+    monkeypatch,
+):
+    """Invariant: with only the unified ``lightning`` package imported, a ``len()`` called from
+    its fit loop (``lightning.pytorch.loops.fit_loop``) ties the dataset to the loop's
+    ``Trainer``, as under ``pytorch_lightning``: its epoch is the ``Trainer``'s
+    ``current_epoch``; while it trains, a pass of that epoch again is the ``Trainer``'s own
+    (silent); once it no longer trains, one warns."""
+    loop = _fit_loop(monkeypatch, max_epochs=3, current_epoch=2, training=True)
     dataset = _sharded_datasets()[0]
     loop.setup_data(torch.utils.data.DataLoader(dataset, batch_size=2))
     assert dataset._passes.tolist() == [1, 3, -1, 0] and dataset.epoch == 2
-    assert list(dataset) == _plan(_sharded_datasets()[0], 2)
-    with pytest.raises(RuntimeError, match=r"under Lightning's Trainer \(max_epochs=3\)"):
-        list(dataset)
-    trainer.current_epoch = 3  # the Trainer's next epoch: read at once, with no set_epoch
-    assert list(dataset) == _plan(_sharded_datasets()[0], 3)
+    plans = {e: _plan(_sharded_datasets()[0], e) for e in (2, 3)}
+    assert heard(list, dataset) == [] and list(dataset) == plans[2]
+    loop.trainer.current_epoch = 3  # the Trainer's next epoch: read at once, with no set_epoch
+    assert list(dataset) == plans[3]
+    loop.trainer.training = False  # its fit is over: reading epoch 3 again is the loop's
+    assert heard(list, dataset) == [_pass_words("ShardedIterableDataset", 3)]
+
+
+def test_under_a_fit_that_counts_once_len_is_the_most_an_epoch_holds(monkeypatch):
+    """Invariant: a ``Trainer`` counts ``len(loader)`` once and ends every epoch there; after
+    2 ranks read 4 samples each of 13, one rank goes on with 4 + 5 = 9 in this epoch and 13 in
+    the next: counted by the fit loop, ``len()`` is 13 (the epoch of 9 ends early, the next is
+    whole); a ``Trainer`` that counts each epoch (``reload_dataloaders_every_n_epochs=1``), and
+    any other caller, gets this epoch's 9."""
+    import distsampling as ds
+
+    read = lambda k, s=0: range(10 * k + s, 10 * k + 6 + k)  # noqa: E731
+
+    def resumed() -> ds.ShardedIterableDataset:
+        before = ds.ShardedIterableDataset([0, 1], [6, 7], read, num_replicas=2, rank=0)
+        it = before.iter_worker()
+        [next(it) for _ in range(4)]
+        again = ds.ShardedIterableDataset([0, 1], [6, 7], read, num_replicas=1, rank=0)
+        again.load_state_dict([before.state_dict()])
+        return again
+
+    assert len(resumed()) == 9
+    loop = _fit_loop(monkeypatch, max_epochs=3, current_epoch=0, training=True)
+    assert loop.setup_data(resumed()) == 13
+    loop.trainer.reload_dataloaders_every_n_epochs = 1
+    assert loop.setup_data(resumed()) == 9
 
 
 def test_only_worker_0_warns_of_a_pass_begun_without_set_epoch(monkeypatch):
@@ -890,9 +983,9 @@ def test_only_worker_0_warns_of_a_pass_begun_without_set_epoch(monkeypatch):
     marks[0], marks[2] = 0, 3  # a pass of epoch 3 began, and no set_epoch since
     dataset = types.SimpleNamespace(epoch=3)
     monkeypatch.setattr(v, "get_worker_info", lambda: types.SimpleNamespace(id=1))
-    assert heard(v.begin_pass, dataset, marks, False) == []
+    assert heard(v.begin_pass, dataset, marks, False, False) == []
     monkeypatch.setattr(v, "get_worker_info", lambda: types.SimpleNamespace(id=0))
-    assert len(heard(v.begin_pass, dataset, marks, False)) == 1
+    assert len(heard(v.begin_pass, dataset, marks, False, False)) == 1
     assert int(marks[0]) == 0
 
 

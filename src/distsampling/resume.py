@@ -391,6 +391,8 @@ class TrainerEpoch:
     def __init__(self, trainer: object = None) -> None:
         self._ref = None if trainer is None else weakref.ref(trainer)
         self._last, self._training = 0, False  # as last seen
+        # whether it counts the loader's batches again each epoch (else once, and cuts there)
+        self.recounts = getattr(trainer, "reload_dataloaders_every_n_epochs", 0) == 1
 
     def __call__(self) -> int:
         trainer = None if self._ref is None else self._ref()
@@ -408,7 +410,7 @@ class TrainerEpoch:
 
     def __getstate__(self) -> dict[str, Any]:
         self()
-        return {"_ref": None, "_last": self._last, "_training": self._training}
+        return {**self.__dict__, "_ref": None}
 
 
 def pass_marks() -> torch.Tensor:
@@ -420,21 +422,22 @@ def pass_marks() -> torch.Tensor:
     return torch.tensor([1, 0, -1, 0]).share_memory_()
 
 
-def note_trainer(marks: torch.Tensor, noted: TrainerEpoch) -> TrainerEpoch:
+def note_trainer(marks: torch.Tensor) -> TrainerEpoch | None:
     """In ``__len__``: the Lightning ``Trainer`` whose fit loop counts the loader's batches, found
-    up the caller's stack (it counts them before each epoch's pass), with its ``max_epochs``
-    noted in ``marks``; ``noted`` where no loop of Lightning counts them."""
+    up the caller's stack (it counts them before the first epoch's pass, and uses that count
+    for every epoch unless it ``recounts``), with its ``max_epochs`` noted in ``marks``; None
+    where no fit loop of Lightning counts them."""
     if "lightning" not in sys.modules and "pytorch_lightning" not in sys.modules:
-        return noted
+        return None
     frame, loop = sys._getframe(2), None
     while frame is not None and not (loop := _LOOP.fullmatch(frame.f_globals.get("__name__", ""))):
         frame = frame.f_back
     trainer = getattr(frame and frame.f_locals.get("self"), "trainer", None)
     if loop is None or trainer is None:  # no loop of Lightning's counts them
-        return noted
+        return None
     if loop[1] not in ("fit_loop", "training_epoch_loop"):
         marks[3] = 1  # a validation or prediction loader: each pass reads the same data
-        return noted
+        return None
     epochs = trainer.max_epochs
     if isinstance(epochs, int) and epochs != 1:  # -1: no limit (0: nothing to train)
         marks[1] = epochs
@@ -446,21 +449,22 @@ def _raising(error: Exception) -> Iterator[Any]:
     raise error
 
 
-def begin_pass(dataset: object, marks: torch.Tensor, trainer_reads: bool) -> Iterator[Any]:
+def begin_pass(dataset: object, marks: torch.Tensor, fitting: bool, fresh: bool) -> Iterator[Any]:
     """A pass of ``dataset`` begins (its ``__iter__``), checked once (in the main process or
-    worker 0): one that reads the previous pass's epoch with no set_epoch since. Where a
-    Lightning fit reads it and this process sees its ``Trainer`` as it is (``trainer_reads``),
-    the ``Trainer`` chose that epoch (a loader cycled within an epoch): nothing to say. Under a
-    fit of several epochs seen as it was (a persistent worker), an error at the pass's first
-    ``next()`` (a persistent worker whose ``iter()`` raised would end without a word); a warning
-    elsewhere. Returns what the pass yields first: nothing, or that error."""
+    worker 0): one that reads the previous pass's epoch with no set_epoch since. While a
+    Lightning fit trains on it (``fitting``, as this process sees its ``Trainer``): where this
+    process sees the ``Trainer`` as it is (``fresh``: the main process, a worker's first pass),
+    the ``Trainer`` chose that epoch (a loader cycled within an epoch), nothing to say; where it
+    sees it as it was (a persistent worker), under a fit of several epochs, an error at the
+    pass's first ``next()`` (a persistent worker whose ``iter()`` raised would end without a
+    word). A warning elsewhere. Returns what the pass yields first: nothing, or that error."""
     info = get_worker_info()
     if info is not None and info.id != 0:
         return iter(())
     name, epoch, epochs = type(dataset).__name__, dataset.epoch, int(marks[1])  # type: ignore[attr-defined]
-    again = not marks[0] and int(marks[2]) == epoch and not marks[3] and not trainer_reads
+    again = not marks[0] and int(marks[2]) == epoch and not marks[3] and not (fitting and fresh)
     marks[0], marks[2] = 0, epoch
-    if again and epochs:
+    if again and fitting and epochs:
         return _raising(RuntimeError(
             f"{name} began a pass with no set_epoch since the previous one began, under "
             f"Lightning's Trainer (max_epochs={epochs}): it would train on epoch {epoch} again. "

@@ -265,10 +265,14 @@ class ShardedIterableDataset(IterableDataset[T]):
         return split_sizes(left, self.num_replicas, self.drop_last)[0]  # L = ceil (floor) R / W
 
     def __len__(self) -> int:
-        # a Lightning fit counts its batches before each epoch: its epoch is ours (never behind)
-        self._trainer = note_trainer(self._passes, self._trainer)
+        # a Lightning fit that counts the batches: its epoch is ours from now on (never behind)
+        fit = note_trainer(self._passes)
+        self._trainer = fit or self._trainer
         # this rank's samples of the whole epoch: read before a resume on another world, then left
-        return self._before + self._rank_length(self._current())
+        n = self._before + self._rank_length(self._current())
+        if fit is not None and not fit.recounts:  # counted once, every epoch cut there: the most
+            n = max(n, split_sizes(self.total, self.num_replicas, self.drop_last)[0])
+        return n
 
     def worker_runs(self, worker: int = 0, num_workers: int = 1) -> Runs:
         r"""What worker ``worker`` of ``num_workers`` yields this epoch, from a fresh ``iter()``.
@@ -367,7 +371,7 @@ class ShardedIterableDataset(IterableDataset[T]):
             self._pinned = self._set if fresh else None
             self._pid = os.getpid()
         # nothing, or the error of an epoch read again
-        head = begin_pass(self, self._passes, fresh and self._trainer.training())
+        head = begin_pass(self, self._passes, self._trainer.training(), fresh)
         if info is not None:
             self._in_workers[0] = self.epoch + 1
             if info.id == 0 and info.num_workers > 1 and not self._batch_given:

@@ -225,7 +225,9 @@ class ShardedMixtureDataset(IterableDataset):
         seekable: call ``read(shard, start)``: no sample is drawn that is not yielded.
         until_exhausted: ``None`` (cycle: a source that runs out starts its next pass), or a
             source ``k``: epoch ``e`` then ends, for every rank at the same step, before the
-            step that would read the first sample of source ``k``'s pass ``e + 1``.
+            step that would read the first sample of source ``k``'s pass ``e + 1``. Its epochs
+            differ in length: under a Lightning ``Trainer``, which counts ``len(loader)`` once,
+            it needs ``reload_dataloaders_every_n_epochs=1`` (else ``len()`` refuses).
         with_source: yield ``(source, sample)`` pairs: the loader's batches then record which
             source each sample came from.
         num_workers: the DataLoader's ``num_workers`` (readers per rank: worker ``w`` reads the
@@ -654,7 +656,7 @@ class ShardedMixtureDataset(IterableDataset):
             # set_epoch races its start); a persistent worker's next ones read the shared epoch
             self._pid, self._local = os.getpid(), self._set if fresh else None
         # nothing, or the error of an epoch read again
-        head = begin_pass(self, self._passes, fresh and self._trainer.training())
+        head = begin_pass(self, self._passes, self._trainer.training(), fresh)
         where = (0, 0) if info is None else (info.id, info.num_workers)
         return chain(head, self.iter_worker(*where))
 
@@ -671,11 +673,24 @@ class ShardedMixtureDataset(IterableDataset):
         return max(int(self._epoch[0]) if self._local is None else self._local, self._trainer())
 
     def __len__(self) -> int:
-        # a Lightning fit counts its batches before each epoch: its epoch is ours (never behind)
-        self._trainer = note_trainer(self._passes, self._trainer)
+        # a Lightning fit that counts the batches: its epoch is ours from now on (never behind)
+        fit = note_trainer(self._passes)
+        self._trainer = fit or self._trainer
         g = self._gen
         before = g["before"] if g.get("epoch") == self.epoch else 0
-        return before + len(self._steps(self.epoch)) * g["batch_size"]
+        n = before + len(self._steps(self.epoch)) * g["batch_size"]
+        if fit is None or fit.recounts:
+            return n
+        if self.until_exhausted is not None:  # every epoch would be cut at this one's length
+            raise RuntimeError(
+                f"{type(self).__name__}(until_exhausted={self.until_exhausted}) ends each epoch "
+                f"when that source runs out, so its epochs differ in length (this one has {n} "
+                "samples), but Lightning's Trainer counts len(loader) once and ends every epoch "
+                "there: pass Trainer(reload_dataloaders_every_n_epochs=1), which counts each epoch's"
+            )
+        # counted once, every epoch cut there: the most an epoch has (a step more than some)
+        B = g["batch_size"] * g["num_replicas"]
+        return max(n, -(-self.mixture.epoch_length // B) * g["batch_size"])
 
     # --- resume -----------------------------------------------------------------------------
 
