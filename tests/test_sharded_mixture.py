@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader
@@ -922,6 +923,8 @@ def test_set_epoch_refuses_an_epoch_outside_0_to_2_to_the_62_naming_it(epoch):
     ds = make(SHARDS, [1, 1, 1], 2)
     ds.set_epoch(2**62)
     assert ds.epoch == 2**62
+    ds.set_epoch(2**62 - 1)  # kept exactly (int64, never a float's 24 or 53 bits)
+    assert ds.epoch == 2**62 - 1
     with pytest.raises(ValueError, match=rf"^epoch should be in the interval \[0, {2**62}\], "
                                          rf"but got epoch={epoch}$"):  # fmt: skip
         ds.set_epoch(epoch)
@@ -1466,6 +1469,9 @@ def test_a_main_process_state_dict_while_workers_read_the_epoch_is_refused():
     with pytest.raises(RuntimeError) as err:
         ds.state_dict()
     assert str(err.value) == words
+    # the mark is the epoch + 1, exactly for any epoch set_epoch takes (a float's 24 bits would
+    # not do; an epoch past 2**24 takes too long to reach to show it by reading)
+    assert ds._in_workers.dtype == torch.int64
 
 
 def test_a_sources_fingerprint_holds_its_count_names_set_sizes_and_first_name():
@@ -1559,6 +1565,34 @@ def test_an_elastic_resume_reads_the_same_whatever_the_dataset_read_before_it(wo
     fresh.set_epoch(1)
     fresh.load_state_dict(states)
     assert rank_batches(used, workers) == rank_batches(fresh, workers)
+
+
+@pytest.mark.parametrize(
+    ("weights", "kwargs", "error", "message"),
+    [
+        ([1, 1, 1], {"until_exhausted": 3}, ValueError, "until_exhausted should be in the interval [0, 2], but got until_exhausted=3"),
+        ([1, 1, 1], {"until_exhausted": -1}, ValueError, "until_exhausted should be in the interval [0, 2], but got until_exhausted=-1"),
+        ([1, 1, 1], {"until_exhausted": "0"}, TypeError, "until_exhausted should be an integer, but got until_exhausted='0' of type str"),
+        ([1, 1, 1], {"until_exhausted": 0, "epoch_length": 10}, ValueError, "epoch_length should be None with until_exhausted (the source's passes are the epochs), but got epoch_length=10"),
+        ([1, 0, 1], {"until_exhausted": 1}, ValueError, "until_exhausted=1 names a source whose last weight is 0: it would never run out"),
+        (np.array([1.0, 0.0, 1.0]), {"until_exhausted": 1}, ValueError, "until_exhausted=1 names a source whose last weight is 0.0: it would never run out"),
+        ([(0, [1, 1, 1]), (4, (1, 0, 1))], {"until_exhausted": 1}, ValueError, "until_exhausted=1 names a source whose last weight is 0: it would never run out"),
+        ([1, 1, 1], {"num_workers": -1}, ValueError, "num_workers should be >= 0, but got num_workers=-1"),
+        ([1, 1, 1], {"num_workers": "2"}, TypeError, "num_workers should be an integer, but got num_workers='2' of type str"),
+    ],
+)  # fmt: skip
+def test_until_exhausted_and_num_workers_refuse_what_they_cannot_mean_naming_the_value(
+    weights, kwargs, error, message
+):
+    """Invariant: ``until_exhausted`` names a source by its index, never with an epoch length of
+    its own, and never one whose last weight is 0 (it would never run out; the weight as given,
+    a numpy one as a Python number); ``num_workers`` is a count >= 0 (0: the main process, one
+    reader, as 1)."""
+    with pytest.raises(error) as info:
+        make(SHARDS, weights, 2, **kwargs)
+    assert str(info.value) == message
+    main, one = make(SHARDS, [1, 1, 1], 2, num_workers=0), make(SHARDS, [1, 1, 1], 2, num_workers=1)
+    assert list(main) == list(one)
 
 
 @pytest.mark.parametrize(("name", "value"), [("seekable", "yes"), ("with_source", 1)])
