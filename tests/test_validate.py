@@ -900,6 +900,7 @@ def test_a_plain_len_never_marks_a_dataset_for_lightnings_error():
     dataset = _sharded_datasets()[1]
     assert len(dataset) > 0
     list(dataset)
+    exec("len(dataset)", {"dataset": dataset})  # a caller whose globals have no __name__
     assert dataset._passes.tolist() == [0, 0, 0, 0]
     assert heard(list, dataset) == [_pass_words(type(dataset).__name__, 0)]
 
@@ -966,10 +967,55 @@ def test_under_a_fit_that_counts_once_len_is_the_most_an_epoch_holds(monkeypatch
         return again
 
     assert len(resumed()) == 9
+    loop = _fit_loop(monkeypatch)
+    loop.trainer = None  # a loop with no Trainer to read: nothing is counted for a fit
+    assert loop.setup_data(resumed()) == 9
     loop = _fit_loop(monkeypatch, max_epochs=3, current_epoch=0, training=True)
     assert loop.setup_data(resumed()) == 13
     loop.trainer.reload_dataloaders_every_n_epochs = 1
     assert loop.setup_data(resumed()) == 9
+
+
+def test_a_pass_a_persistent_worker_begins_again_under_a_fit_raises_at_its_first_next(
+    monkeypatch,
+):
+    """Invariant: under a fit of several epochs, a pass that reads the previous pass's epoch with
+    no ``set_epoch`` since, in a process that sees the ``Trainer`` as it was (a persistent
+    worker), raises these exact words at its first ``next()``, never at ``iter()`` (a persistent
+    worker's ``iter()`` that raised would end the worker without a word); the same pass seen
+    fresh (the main process, a worker's first pass) is the ``Trainer``'s own: silent."""
+    import types
+
+    import distsampling.resume as v
+
+    dataset = _sharded_datasets()[0]
+    monkeypatch.setattr(v, "get_worker_info", lambda: types.SimpleNamespace(id=0))
+    marks = v.pass_marks()
+    marks[0], marks[1], marks[2] = 0, 2, 0  # a fit of 2 epochs read epoch 0; no set_epoch since
+    head = v.begin_pass(dataset, marks, True, False)
+    with pytest.raises(RuntimeError) as info:
+        next(head)
+    assert str(info.value) == (
+        "ShardedIterableDataset began a pass with no set_epoch since the previous one began, "
+        "under Lightning's Trainer (max_epochs=2): it would train on epoch 0 again. The dataset "
+        "follows the Trainer's current_epoch in DataLoader workers started for each epoch, never "
+        "in persistent ones (they keep the Trainer as it was when they started): call "
+        "dataset.set_epoch(self.current_epoch) in the LightningModule's on_train_epoch_start, or "
+        "leave persistent_workers off"
+    )
+    marks[0] = 0
+    assert heard(lambda: list(v.begin_pass(dataset, marks, True, True))) == []
+
+
+def test_a_lightning_fit_over_leaves_later_plain_loops_a_warning_never_an_error():
+    """Invariant: after a fit of two epochs (its training epoch loop counted the batches too),
+    the dataset is at the ``Trainer``'s ``current_epoch`` (2); a plain loop reads it, and reading
+    it again with no ``set_epoch`` warns (the fit is over), never raises nor stays silent."""
+    dataset = _sharded_datasets()[0]
+    epochs, error = _lightning_fit(dataset, 0, max_epochs=2)
+    assert error is None and sorted(epochs) == [0, 1] and dataset.epoch == 2
+    assert heard(list, dataset) == []
+    assert heard(list, dataset) == [_pass_words("ShardedIterableDataset", 2)]
 
 
 def test_only_worker_0_warns_of_a_pass_begun_without_set_epoch(monkeypatch):

@@ -429,7 +429,7 @@ def note_trainer(marks: torch.Tensor) -> TrainerEpoch | None:
     where no fit loop of Lightning counts them."""
     if "lightning" not in sys.modules and "pytorch_lightning" not in sys.modules:
         return None
-    frame, loop = sys._getframe(2), None
+    frame, loop = sys._getframe(), None  # from here up: __len__, its callers, the loop
     while frame is not None and not (loop := _LOOP.fullmatch(frame.f_globals.get("__name__", ""))):
         frame = frame.f_back
     trainer = getattr(frame and frame.f_locals.get("self"), "trainer", None)
