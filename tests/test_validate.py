@@ -948,32 +948,61 @@ def test_the_unified_lightning_packages_fit_loop_ties_a_dataset_as_pytorch_light
     assert heard(list, dataset) == [_pass_words("ShardedIterableDataset", 3)]
 
 
-def test_under_a_fit_that_counts_once_len_is_the_most_an_epoch_holds(monkeypatch):
+@pytest.mark.parametrize(("world", "world2", "now", "most"), [(2, 1, 9, 13), (4, 2, 5, 7)])
+def test_under_a_fit_that_counts_once_len_is_the_most_an_epoch_holds(
+    monkeypatch, world, world2, now, most
+):
     """Invariant: a ``Trainer`` counts ``len(loader)`` once and ends every epoch there; after
-    2 ranks read 4 samples each of 13, one rank goes on with 4 + 5 = 9 in this epoch and 13 in
-    the next: counted by the fit loop, ``len()`` is 13 (the epoch of 9 ends early, the next is
-    whole); a ``Trainer`` that counts each epoch (``reload_dataloaders_every_n_epochs=1``), and
-    any other caller, gets this epoch's 9."""
+    ``world`` ranks read 8 of 13 samples, a rank of ``world2`` reads ``now`` in this epoch and
+    ``most`` (ceil(13 / world2)) in the next: counted by the fit loop, ``len()`` is ``most``
+    (the shorter epoch ends early, the next is whole); a ``Trainer`` that counts each epoch
+    (``reload_dataloaders_every_n_epochs=1``), and any other caller, gets this epoch's."""
     import distsampling as ds
 
     read = lambda k, s=0: range(10 * k + s, 10 * k + 6 + k)  # noqa: E731
 
     def resumed() -> ds.ShardedIterableDataset:
-        before = ds.ShardedIterableDataset([0, 1], [6, 7], read, num_replicas=2, rank=0)
+        before = ds.ShardedIterableDataset([0, 1], [6, 7], read, num_replicas=world, rank=0)
         it = before.iter_worker()
-        [next(it) for _ in range(4)]
-        again = ds.ShardedIterableDataset([0, 1], [6, 7], read, num_replicas=1, rank=0)
+        [next(it) for _ in range(8 // world)]
+        again = ds.ShardedIterableDataset([0, 1], [6, 7], read, num_replicas=world2, rank=0)
         again.load_state_dict([before.state_dict()])
         return again
 
-    assert len(resumed()) == 9
+    assert len(resumed()) == now
     loop = _fit_loop(monkeypatch)
     loop.trainer = None  # a loop with no Trainer to read: nothing is counted for a fit
-    assert loop.setup_data(resumed()) == 9
+    assert loop.setup_data(resumed()) == now
     loop = _fit_loop(monkeypatch, max_epochs=3, current_epoch=0, training=True)
-    assert loop.setup_data(resumed()) == 13
+    assert loop.setup_data(resumed()) == most
     loop.trainer.reload_dataloaders_every_n_epochs = 1
-    assert loop.setup_data(resumed()) == 9
+    assert loop.setup_data(resumed()) == now
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_a_persistent_workers_second_pass_of_an_epoch_under_a_fit_raises_at_its_first_next(
+    monkeypatch, which
+):
+    """Invariant: in one worker process (a persistent worker: here this process, as worker 0),
+    a dataset a fit of two epochs counted reads its first pass, then a second of the same
+    epoch with no ``set_epoch``: its ``iter()`` returns, and its first ``next()`` raises."""
+    import types
+
+    import distsampling.resume
+    import distsampling.sharded
+    import distsampling.sharded_mixture
+
+    dataset = _sharded_datasets()[which]
+    loop = _fit_loop(monkeypatch, max_epochs=2, current_epoch=0, training=True)
+    loop.setup_data(dataset)  # the loop keeps its Trainer alive; the dataset, a weak reference
+    n = [1, 2][which]  # the mixture was told its loader's num_workers: 2
+    worker = types.SimpleNamespace(id=0, num_workers=n)
+    for module in (distsampling.resume, distsampling.sharded, distsampling.sharded_mixture):
+        monkeypatch.setattr(module, "get_worker_info", lambda: worker)
+    assert list(dataset) == list(_sharded_datasets()[which].iter_worker(0, n))
+    again = iter(dataset)
+    with pytest.raises(RuntimeError, match=r"under Lightning's Trainer \(max_epochs=2\)"):
+        next(again)
 
 
 def test_a_pass_a_persistent_worker_begins_again_under_a_fit_raises_at_its_first_next(
