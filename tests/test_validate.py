@@ -979,6 +979,22 @@ def test_under_a_fit_that_counts_once_len_is_the_most_an_epoch_holds(
     assert loop.setup_data(resumed()) == now
 
 
+def test_under_a_fit_that_counts_once_a_mixtures_len_is_its_longest_epochs(monkeypatch):
+    """Invariant: a mixture of 13 samples an epoch on 2 ranks of micro-batch 2 (global batch 4)
+    has epochs of 4 steps (8 samples a rank: epochs 0, 4) and of 3 (6: epochs 1, 2, 3, 5);
+    counted by a fit loop that counts once, ``len()`` at an epoch of 6 is 8, an int."""
+    import distsampling as ds
+
+    read = lambda k, s=0: range(10 * k + s, 10 * k + 6 + k)  # noqa: E731
+    mixture = ds.ShardedMixtureDataset([([0], [6], read), ([1], [7], read)], [1, 1], 2,
+                                       num_replicas=2, rank=0)  # fmt: skip
+    mixture.set_epoch(1)
+    assert len(mixture) == 6
+    loop = _fit_loop(monkeypatch, max_epochs=3, current_epoch=1, training=True)
+    counted = loop.setup_data(mixture)
+    assert counted == 8 and type(counted) is int
+
+
 @pytest.mark.parametrize("which", [0, 1])
 def test_a_persistent_workers_second_pass_of_an_epoch_under_a_fit_raises_at_its_first_next(
     monkeypatch, which
