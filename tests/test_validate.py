@@ -605,38 +605,46 @@ def test_a_wrappers_own_view_of_its_inner_sampler_is_never_a_stale_dataset():
         assert heard(list, wrapper) == []
 
 
-def _lightning_fit(
-    dataset, workers: int, max_epochs: int, persistent: bool = False, val=None, **settings
-):
-    """A real one-process ``Trainer.fit`` over ``dataset``, with the ``Trainer``'s defaults
-    (nothing sets the dataset's epoch; the loop matrix's recording module), and ``val`` as its
-    validation loader's dataset: each epoch's samples, and the error, if one."""
+def _fit(model, *loaders, max_epochs: int, ckpt_path: str | None = None, **settings) -> None:
+    """A real one-process ``Trainer.fit`` with Lightning's defaults (and ``settings``): its
+    banner and advice kept quiet, this package's warnings raised as the fit's errors."""
     import logging
 
     pl = pytest.importorskip("pytorch_lightning")
-    from torch.utils.data import DataLoader
-
-    from loops_frameworks import _recorder
-
     log = logging.getLogger("pytorch_lightning")
     level = log.level
     log.setLevel(logging.ERROR)  # its banner, for this fit only
-    model, error = _recorder(dataset, epoch_hook=False), None
-    if val is not None:  # a validation step that reads its batch: Lightning then validates
-        model.validation_step = lambda batch, batch_idx: None
     trainer = pl.Trainer(max_epochs=max_epochs, accelerator="cpu", devices=1, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, num_sanity_val_steps=0, **settings)  # fmt: skip
-    loader = DataLoader(dataset, batch_size=2, num_workers=workers, persistent_workers=persistent)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Lightning's advice on workers and logging
             warnings.simplefilter("error", FrameworkWarning)  # ours: seen as the fit's error
-            trainer.fit(model, loader, None if val is None else DataLoader(val, batch_size=2))
-    except RuntimeError as e:
-        error = str(e).strip().splitlines()[-1].removeprefix("RuntimeError: ")
+            trainer.fit(model, *loaders, ckpt_path=ckpt_path)
     finally:
         log.setLevel(level)
+
+
+def _lightning_fit(dataset, workers: int, max_epochs: int, persistent: bool = False, val=None,
+                   context: str | None = None, **settings):  # fmt: skip
+    """``_fit`` over ``dataset`` (nothing sets its epoch; the loop matrix's recording module),
+    and ``val`` as its validation loader's dataset: each epoch's samples, and the error, if
+    one."""
+    from torch.utils.data import DataLoader
+
+    from loops_frameworks import _recorder
+
+    model, error = _recorder(dataset, epoch_hook=False), None
+    if val is not None:  # a validation step that reads its batch: Lightning then validates
+        model.validation_step = lambda batch, batch_idx: None
+    loader = DataLoader(dataset, batch_size=2, num_workers=workers, persistent_workers=persistent,
+                        multiprocessing_context=context)  # fmt: skip
+    try:
+        _fit(model, loader, None if val is None else DataLoader(val, batch_size=2),
+             max_epochs=max_epochs, **settings)  # fmt: skip
+    except RuntimeError as e:
+        error = str(e).strip().splitlines()[-1].removeprefix("RuntimeError: ")
     return {e: [x for batch in b for x in batch] for e, b in model.epochs.items()}, error
 
 
@@ -713,13 +721,7 @@ def test_a_loader_the_trainer_cycles_within_an_epoch_reads_that_epoch_again_with
 
     loaders = {"other": DataLoader(torch.arange(3 * len(plans[0])), batch_size=2),
                "x": DataLoader(dataset, batch_size=2, num_workers=workers)}  # fmt: skip
-    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False)  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Lightning's advice on workers and logging
-        warnings.simplefilter("error", FrameworkWarning)
-        trainer.fit(Pair(), pl.utilities.CombinedLoader(loaders, mode="max_size_cycle"))
+    _fit(Pair(), pl.utilities.CombinedLoader(loaders, mode="max_size_cycle"), max_epochs=2)
     for e, plan in enumerate(plans):
         assert len(read[e]) > 2 * len(plan)  # the loader was read three times in the epoch
         for start in range(0, len(read[e]), len(plan)):
@@ -734,7 +736,7 @@ def test_a_lightning_fit_resumed_in_a_shorter_epoch_trains_every_later_epoch_who
     mixture's epochs differ by a step, and a fit resumed (its own checkpoint, torchdata's
     ``StatefulDataLoader``) inside a shorter one counts the most an epoch holds, so every epoch
     of both runs together trains on exactly its plan, the longer one after the resume too."""
-    pl = pytest.importorskip("pytorch_lightning")
+    pytest.importorskip("pytorch_lightning")
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     from loops_frameworks import _recorder
@@ -746,14 +748,8 @@ def test_a_lightning_fit_resumed_in_a_shorter_epoch_trains_every_later_epoch_who
         dataset = _sharded_datasets()[1]
         stop = None if ckpt else len(plans[0]) // 2 + 2  # epoch 1's second step
         model = _recorder(dataset, epoch_hook=False, stop_after=stop, path=path)
-        trainer = pl.Trainer(max_epochs=3, accelerator="cpu", devices=1, logger=False,
-                             enable_checkpointing=False, enable_progress_bar=False,
-                             enable_model_summary=False, num_sanity_val_steps=0)  # fmt: skip
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # Lightning's advice on workers and logging
-            warnings.simplefilter("error", FrameworkWarning)
-            loader = StatefulDataLoader(dataset, batch_size=2, num_workers=workers)
-            trainer.fit(model, loader, ckpt_path=ckpt)
+        loader = StatefulDataLoader(dataset, batch_size=2, num_workers=workers)
+        _fit(model, loader, max_epochs=3, ckpt_path=ckpt)
         runs.append({e: [x for batch in b for x in batch] for e, b in model.epochs.items()})
     assert runs[0][1] and runs[1][1]  # epoch 1 was trained before and after the resume
     assert {e: runs[0].get(e, []) + runs[1].get(e, []) for e in range(3)} == dict(enumerate(plans))
@@ -791,9 +787,6 @@ def test_under_a_lightning_fit_spawned_workers_read_the_epoch_they_were_sent():
     """Invariant: a spawned DataLoader worker (macOS's default; forkserver, Python 3.14's on
     Linux, pickles too) cannot reach the ``Trainer``: it is sent the ``Trainer``'s epoch with
     the dataset at ``iter(loader)``, so each epoch still trains on its plan."""
-    pl = pytest.importorskip("pytorch_lightning")
-    from torch.utils.data import DataLoader
-
     import distsampling as ds
 
     def dataset():
@@ -801,29 +794,8 @@ def test_under_a_lightning_fit_spawned_workers_read_the_epoch_they_were_sent():
                                          batch_size=2)  # fmt: skip
 
     plans = [_plan(dataset(), e, 1) for e in range(2)]
-    shards, read = dataset(), {}
-
-    class Model(pl.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.w = torch.nn.Parameter(torch.zeros(()))
-
-        def training_step(self, batch, batch_idx):
-            read.setdefault(self.current_epoch, []).extend(batch.tolist())
-            return (self.w * batch).sum()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.1)
-
-    loader = DataLoader(shards, batch_size=2, num_workers=1, multiprocessing_context="spawn")
-    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False)  # fmt: skip
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Lightning's advice on workers and logging
-        warnings.simplefilter("error", FrameworkWarning)
-        trainer.fit(Model(), loader)
-    assert read == dict(enumerate(plans)) and plans[0] != plans[1]
+    epochs, error = _lightning_fit(dataset(), 1, max_epochs=2, context="spawn")
+    assert error is None and epochs == dict(enumerate(plans)) and plans[0] != plans[1]
 
 
 def test_a_trainers_epoch_is_followed_live_and_pickled_as_its_value_then():
