@@ -99,7 +99,8 @@ class Entry:
     stream: Callable[[list[int]], list[int]] | None = None
     #: the loops it cannot hold as the loop is written, and what the user must do instead (the
     #: matrix proves the loop as written reads something else, and other loops the way out)
-    limits: dict[str, str] = field(default_factory=dict)
+    #: loop -> (the setting, the loop written with it, if one): loops that read another plan
+    limits: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     #: it reads a snapshot of a cache that grows while it trains (``build(..., snapshot=...)``)
     grows: bool = False
 
@@ -272,10 +273,11 @@ ENTRIES: list[Entry] = [
     Entry("DistributedSamplerWrapper", "share", _share(lambda w, r: ds.DistributedSamplerWrapper(_weighted(ds.WeightedBalanceClassSampler), w, r, seed=5))),
     Entry("ResumableDistributedSamplerWrapper", "share", _share(lambda w, r: ds.ResumableDistributedSamplerWrapper(_weighted(ds.ResumableWeightedBalanceClassSampler), w, r, seed=5)), resumable=True, elastic=True),
     Entry("OrderAhead", "share", _share(lambda w, r: ds.OrderAhead(ds.DistributedSampler(range(N), w, r, seed=5)))),
-    Entry("SequentialWindowedDataset", "share", _windows, limits=dict.fromkeys(
-        ["set_epoch after the first batch", "set_epoch after the first batch, 2 workers"],
-        "dataset.set_epoch before iter(): a window's samples are the epoch's offset, read "
-        "when the window is fetched")),
+    Entry("SequentialWindowedDataset", "share", _windows, limits={
+        f"set_epoch after the first batch{w}": (
+            "dataset.set_epoch before iter(): a window's samples are the epoch's offset, read "
+            "when the window is fetched", f"DataLoader{w}, batch_size")
+        for w in ("", ", 2 workers")}),
     Entry("WeightedBalanceClassSampler", "global", _share(lambda w, r: _weighted(ds.WeightedBalanceClassSampler))),
     Entry("ResumableWeightedBalanceClassSampler", "global", _share(lambda w, r: _weighted(ds.ResumableWeightedBalanceClassSampler)), resumable=True),
     Entry("BatchSampler", "batch", _batch(lambda w, r: ds.BatchSampler(ds.DistributedSampler(range(N), w, r, seed=5), BATCH, False))),
@@ -287,19 +289,21 @@ ENTRIES: list[Entry] = [
     Entry("ShardedIterableDataset", "iterable", _sharded, resumable=True, elastic=True,
           refusals={"plain DataLoader resume, 2 workers": _SHARDED_MAIN}),
     Entry("ShardedMixtureDataset", "iterable", _sharded_mixture, resumable=True, elastic=True,
-          limits=dict.fromkeys(["elastic resume, 2 -> 3 ranks", "elastic resume, 3 -> 2 ranks"],
+          limits=dict.fromkeys(["elastic resume, 2 -> 3 ranks", "elastic resume, 3 -> 2 ranks"], (
           "an epoch is positions of the mixture: a pass in flight goes on into the next epoch, "
-          "each pass read once (tests/test_sharded_mixture.py), not every sample in the epoch")),
+          "each pass read once (tests/test_sharded_mixture.py)", None))),
     Entry("MixtureSampler", "share", _share(lambda w, r: _mixture(w, r, BATCH)), resumable=True, elastic=True,
           stream=lambda read: _mixture_items(read)),
     Entry("MixtureBatchSampler", "batch", _batch(lambda w, r: ds.MixtureBatchSampler(_mixture(w, r, BATCH))), resumable=True, elastic=True,
           stream=lambda read: _mixture_items(read)),
     Entry("DatasetFromSampler", "share", _from_sampler, limits={
-        "set_epoch after the first batch":
+        "set_epoch after the first batch": (
             "dataset.set_epoch before iter(): the draw is read when an item is fetched",
-        "persistent workers":
+            "DataLoader, batch_size"),
+        "persistent workers": (
             "persistent_workers=False, or DistributedSamplerWrapper (it draws in the main "
-            "process): a persistent worker keeps its copy of the dataset, and the first draw"}),
+            "process): a persistent worker keeps its copy of the dataset, with the first draw",
+            "DataLoader, 2 workers, batch_size")}),
     Entry("SnapshotDataset", "share", _snapshot, resumable=True, elastic=True, grows=True),
     Entry("InfiniteSampler", "endless", _share(lambda w, r: ds.InfiniteSampler(range(N), w, r, seed=5)), resumable=True),
     Entry("RepeatFactorSampler", "endless", _share(lambda w, r: ds.RepeatFactorSampler([1.0, 2.5, 0.5] * 4 + [1.0], w, r, seed=5)), resumable=True),
