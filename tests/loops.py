@@ -97,10 +97,13 @@ class Entry:
     #: what the reads must be, given how many of each source they hold, for an entry whose epoch
     #: is a count of positions on its grid (a mixture): each source's items once, in pass order
     stream: Callable[[list[int]], list[int]] | None = None
-    #: the loops it cannot hold as the loop is written, and what the user must do instead (the
-    #: matrix proves the loop as written reads something else, and other loops the way out)
-    #: loop -> (the setting, the loop written with it, if one): loops that read another plan
-    limits: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    #: ``at_step(dataset, step, rank)``: what the dataset says ``rank`` reads at training ``step``,
+    #: with no data read, for an entry whose elastic resume plans by steps, not a whole epoch (a
+    #: mixture of streams: a pass in flight goes on into the next epoch, each pass read once)
+    at_step: Callable[[Any, int, int], list[int]] | None = None
+    #: the loops it cannot hold as the loop is written, and what the user must do instead: loop
+    #: -> (the setting, the loop written with it): the matrix runs both, and says what each read
+    limits: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: it reads a snapshot of a cache that grows while it trains (``build(..., snapshot=...)``)
     grows: bool = False
 
@@ -236,6 +239,16 @@ def _sharded(world: int, rank: int, batch_size: int | None = None, **_: Any) -> 
     return Subject(dataset, dataset, {})
 
 
+def _batch_at(dataset: Any, step: int, rank: int) -> list[int]:
+    """The samples ``rank`` of a ``ShardedMixtureDataset`` reads at ``step``, from its
+    ``batch_at`` (source, shard, offset): no data read by the dataset."""
+    out = []
+    for k, shard, offset in dataset.batch_at(step)[rank]:
+        shards, _, read = dataset.sources[k]
+        out.append(list(read(shards[shard]))[offset])
+    return out
+
+
 def _sharded_mixture(world: int, rank: int, **_: Any) -> Subject:
     # SHARDS (13 samples) mixed 13:5 with 2 more shards (samples 1000 + ...), read by 2 workers
     read = lambda shard, start=0: range(1000 + 100 * shard + start, 1003 + 99 * shard)  # noqa: E731
@@ -289,9 +302,7 @@ ENTRIES: list[Entry] = [
     Entry("ShardedIterableDataset", "iterable", _sharded, resumable=True, elastic=True,
           refusals={"plain DataLoader resume, 2 workers": _SHARDED_MAIN}),
     Entry("ShardedMixtureDataset", "iterable", _sharded_mixture, resumable=True, elastic=True,
-          limits=dict.fromkeys(["elastic resume, 2 -> 3 ranks", "elastic resume, 3 -> 2 ranks"], (
-          "an epoch is positions of the mixture: a pass in flight goes on into the next epoch, "
-          "each pass read once (tests/test_sharded_mixture.py)", None))),
+          at_step=lambda dataset, step, rank: _batch_at(dataset, step, rank)),
     Entry("MixtureSampler", "share", _share(lambda w, r: _mixture(w, r, BATCH)), resumable=True, elastic=True,
           stream=lambda read: _mixture_items(read)),
     Entry("MixtureBatchSampler", "batch", _batch(lambda w, r: ds.MixtureBatchSampler(_mixture(w, r, BATCH))), resumable=True, elastic=True,

@@ -305,17 +305,22 @@ def loop_stateful_resume(entry: Entry, workers: int) -> None:
 def loop_elastic(entry: Entry, worlds: tuple[int, int]) -> None:
     """``StatefulDataLoader`` on ``W1`` ranks, each stopped after ``k`` steps; rank 0's state
     loaded on ``W2`` ranks, which read the rest: every sample of the epoch read, and only the
-    padding twice; every new rank reads as many batches."""
+    padding twice; every new rank reads as many batches. A mixture of streams plans by steps
+    (a pass in flight goes on into the next epoch): each rank reads, step by step, what the
+    dataset says it reads there (``at_step``), and passes overlap only at their ends."""
     w1, w2 = worlds
     for k in (1, 2):
         read = []
         ranks = [entry.build(w1, r) for r in range(w1)]
-        for subject in ranks:
+        for r, subject in enumerate(ranks):
             subject.set_epoch(0)
             dl = loader(entry, subject, StatefulDataLoader)
             it = iter(dl)
-            read += flat([as_list(next(it)) for _ in range(k)])
-            if subject is ranks[0]:
+            steps = [as_list(next(it)) for _ in range(k)]
+            if entry.at_step is not None:
+                assert steps == [entry.at_step(subject.obj, s, r) for s in range(k)]
+            read += flat(steps)
+            if r == 0:
                 state = dl.state_dict()
         counts = []
         for r in range(w2):
@@ -329,6 +334,8 @@ def loop_elastic(entry: Entry, worlds: tuple[int, int]) -> None:
                 dl.load_state_dict(state)
                 subject.set_epoch(0)
             got = take(entry, dl)
+            if entry.at_step is not None:  # steps k, k + 1, ... as the new dataset plans them
+                assert got == [entry.at_step(subject.obj, s, r) for s in range(k, k + len(got))]
             counts.append(len(got))
             read += flat(got)
             # len() is the whole epoch's: what the saved rank read, then what this one yields
@@ -337,6 +344,9 @@ def loop_elastic(entry: Entry, worlds: tuple[int, int]) -> None:
         assert max(counts) - min(counts) <= (0 if entry.even else 1)
         if entry.stream is not None:  # positions of one stream, each read once
             assert Counter(read) == Counter(entry.stream(read))
+            continue
+        if entry.at_step is not None:  # as planned; passes overlap only where they meet
+            assert len(read) - len(set(read)) < (w1 + w2) * BATCH
             continue
         samples = set(entry.plan(1, 0, 0)) if entry.kind != "batch" else set(range(N))
         if entry.kind == "batch":
@@ -425,8 +435,7 @@ def test_every_sampler_reads_its_plan_inside_every_loop(name, loop, loop_cell):
         with pytest.raises(AssertionError) as caught, warnings.catch_warnings(record=True) as heard:
             warnings.simplefilter("always")
             run(entry)
-        if fixed is not None:  # the same entry in the loop written as the setting says: its plan
-            LOOPS[fixed][2](entry)
+        LOOPS[fixed][2](entry)  # the same entry in the loop written as the setting says: its plan
         said = [str(w.message).split(":")[0] for w in heard if w.category is ds.FrameworkWarning]
         how = f"with the warning {said[0]!r}" if said else "without a word"
         did = str(caught.value).splitlines()[0]
