@@ -385,7 +385,29 @@ def _first(name: str, scale: str) -> float:
 def speed(timer, name: str) -> dict[str, float]:
     """The first batch at 1e6 and at 1e8, then samples/s over the small task."""
     figures = {"first_1e6_s": _first(name, "large"), "first_1e8_s": _first(name, "huge")}
-    dl, _ = loader(name, "small")
+    return figures | _rate(timer, loader(name, "small")[0])
+
+
+class _Pairs(torch.utils.data.IterableDataset):
+    """``(source, index)`` pairs made up as fast as Python can: no shard read, no mixing."""
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        info = torch.utils.data.get_worker_info()
+        i, n = (info.id, info.num_workers) if info else (0, 1)
+        while True:
+            yield i % 3, i
+            i += n
+
+
+def speed_dataloader(timer) -> dict[str, float]:
+    """The DataLoader alone: what any contender through it can reach at most, the same loader
+    (``batch_size=MICRO``, ``WORKERS`` workers, the default collate) over ``_Pairs``."""
+    dl = torch.utils.data.DataLoader(_Pairs(), batch_size=MICRO, num_workers=WORKERS)
+    return _rate(timer, dl)
+
+
+def _rate(timer, dl) -> dict[str, float]:
+    """Samples/s of ``dl``'s batches after its first, up to the small task's 59,968."""
     n, limit = 0, STEPS * WORLD * MICRO
     timer.start()
     it = batches(dl)
@@ -396,9 +418,7 @@ def speed(timer, name: str) -> dict[str, float]:
         if n >= limit:
             break
     timer.stop()
-    figures["samples/s"] = (n - MICRO) / (timer.t_end - timer.t_first)
-    figures["samples_read"] = float(n)
-    return figures
+    return {"samples/s": (n - MICRO) / (timer.t_end - timer.t_first), "samples_read": float(n)}
 
 
 # --- resume after 1.5 epochs ----------------------------------------------------------------
@@ -481,11 +501,14 @@ def main() -> None:
                                                         "torchdata"))  # fmt: skip
     results = ROOT / "benchmarks" / "results"
     rows: dict[str, dict] = {name: {} for name in NAMES}
+    alone = None  # the DataLoader alone's samples/s, measured with the speed of any row
     if len(todo) < len(NAMES) or len(parts) < 3:  # a partial rerun: the last figures kept
-        last = json.loads((results / "peers_sharded_mixture.json").read_text())["figures"]
-        rows = {name: last[label] for name, label in NAMES.items()}
+        last = json.loads((results / "peers_sharded_mixture.json").read_text())
+        rows = {name: last["figures"][label] for name, label in NAMES.items()}
+        alone = last.get("dataloader_alone")
     if "speed" in parts:
         contenders = {n: f"peers_sharded_mixture:speed_{n}" for n in todo}
+        contenders["dataloader"] = "peers_sharded_mixture:speed_dataloader"  # interleaved too
         try:
             timed = measure(Comparison("speed", contenders, todo[0]), repeats)
         except RuntimeError:
@@ -496,6 +519,7 @@ def main() -> None:
                     timed |= measure(one, repeats)
                 except RuntimeError as e:
                     timed[n] = {"error": _last_line(str(e))}
+        alone = timed.pop("dataloader", {}).get("samples/s", alone)
     for name in todo:
         for key in ("first_1e6_s", "first_1e8_s", "samples/s", "load_1m") * ("speed" in parts):
             t = timed[name]
@@ -523,10 +547,18 @@ def main() -> None:
         f"composition over W = {WORLD} ranks, micro-batch {MICRO}, in samples (0 is exact)\n"
     )
     text = header + "\n" + title + "\n" + table(rows)
+    if alone is not None:
+        text += (
+            f"\nThe DataLoader alone, over a dataset that only makes up the pairs (no shard "
+            f"read, no mixing), with the same batches of {MICRO} and {WORKERS} workers: "
+            f"{_cell('samples/s', alone)} samples/s: the cost of moving each batch's tensors "
+            "from a worker to the loop, which every contender read through DataLoader workers "
+            "pays (torchdata.nodes reads in the main process).\n"
+        )
     print(text, flush=True)
     (results / "peers_sharded_mixture.md").write_text(text)
     summary = {"machine": machine, "peers": versions, "repeats": repeats,
-               "figures": {NAMES[n]: f for n, f in rows.items()}}  # fmt: skip
+               "figures": {NAMES[n]: f for n, f in rows.items()}, "dataloader_alone": alone}  # fmt: skip
     summary["medians"] = {NAMES[n]: {"small": {k: v["median"] for k, v in f.items()
                                                if isinstance(v, dict)}}
                           for n, f in rows.items()}  # fmt: skip
