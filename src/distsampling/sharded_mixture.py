@@ -434,18 +434,23 @@ class ShardedMixtureDataset(IterableDataset):
             self._layouts[k, pass_] = order, list(accumulate((sizes[i] for i in order), initial=0))
         return self._layouts[k, pass_]
 
-    def _draw(self, k: int, q: int, R: int, c: int) -> tuple[int, int]:
-        """``(pass, offset in it)`` of reader ``q`` of ``R``'s ``c``-th draw of source ``k``:
-        first its part of the passes left over by an earlier topology, then its segments."""
-        T, L = self.totals[k], self._lead_starts[k][-1]
+    def _draw(self, k: int, q: int, R: int, c: int) -> tuple[int, int, int]:
+        """``(pass, offset in it, n)`` of reader ``q`` of ``R``'s ``c``-th draw of source ``k``:
+        first its part of the passes left over by an earlier topology, then its segments. Its
+        draws ``c .. c + n - 1`` are that pass's offsets from there on, one after another."""
+        T, L, starts = self.totals[k], self._lead_starts[k][-1], self._lead_starts[k]
         lo, hi = L * q // R, L * (q + 1) // R
         if c < hi - lo:
-            i = bisect_right(self._lead_starts[k], lo + c) - 1
+            i = bisect_right(starts, lo + c) - 1
             p, a, _ = self._gen["lead"][k][i]
-            return p, a + lo + c - self._lead_starts[k][i]
+            return p, a + lo + c - starts[i], min(hi, starts[i + 1]) - lo - c  # to the piece's end
         x = T * q // R + c - (hi - lo)  # its virtual position in the passes laid end to end
         v = ((x + 1) * R + T - 1) // T - 1  # the segment holding it: pass v - q
-        return self._gen["first"][k] + v - q, T * (v % R) // R + x - T * v // R
+        return (
+            self._gen["first"][k] + v - q,
+            T * (v % R) // R + x - T * v // R,
+            T * (v + 1) // R - x,
+        )
 
     def _where(self, k: int, pass_: int, offset: int) -> tuple[int, int]:
         """``(shard index, offset in the shard)`` of a pass's ``offset``."""
@@ -506,7 +511,8 @@ class ShardedMixtureDataset(IterableDataset):
         for r in range(W):
             c, row = counts[r][step % nw], []
             for k in self._mix.sources(self._mix.positions(step, r))[0].tolist():
-                row.append((k, *self._where(k, *self._draw(k, r * nw + step % nw, W * nw, c[k]))))
+                p, o, _ = self._draw(k, r * nw + step % nw, W * nw, c[k])
+                row.append((k, *self._where(k, p, o)))
                 c[k] += 1
             out.append(row)
         return out
@@ -627,20 +633,37 @@ class ShardedMixtureDataset(IterableDataset):
         W, readers = self._gen["num_replicas"], progress["readers"]
         self._open = {q: [None] * len(self.sources) for q in readers}
         slot, inc = progress["slot"], 1 if len(readers) == nw else nw
+        # per reader and source, the draws ahead in one run of a pass: [pass, next offset, left]
+        runs = {q: [[0, 0, 0] for _ in self.sources] for q in readers}
+        with_source = self.with_source
         for s, ks in self._step_sources(progress["step"], stop, inc):
             rho = s % nw
-            counts, q, opened = (
+            counts, q, opened, run_of = (
                 progress["counts"][readers.index(rho)],
                 self.rank * nw + rho,
                 self._open[rho],
+                runs[rho],
             )
             for i in range(slot, len(ks)):
                 k = ks[i]
-                p, o = self._draw(k, q, W * nw, counts[k])
-                x = self._sample(opened, k, p, o)
+                run = run_of[k]
+                if run[2]:  # the next offset of the run: no search
+                    p, o = run[0], run[1]
+                    run[1], run[2] = o + 1, run[2] - 1
+                else:
+                    p, o, n = self._draw(k, q, W * nw, counts[k])
+                    run_of[k] = [p, o + 1, n - 1]
+                st = opened[k]
+                if st is not None and st[0] == p and st[1] == o and o + 1 < st[2]:
+                    x = next(st[3], _END)  # the open shard's next sample, not its last: read on
+                    if x is _END:
+                        self._wrong(k, st[4], f"ended before its sample {o - st[5]}")
+                    st[1] = o + 1
+                else:  # another shard, or its last sample (checked to end there)
+                    x = self._sample(opened, k, p, o)
                 counts[k] += 1
                 progress["slot"] = i + 1
-                yield (k, x) if self.with_source else x
+                yield (k, x) if with_source else x
             slot = 0
             progress["step"], progress["slot"] = s + inc, 0
         # the epoch read through: the next one, in this process, goes on from these counts
