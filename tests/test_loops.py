@@ -100,8 +100,25 @@ def differs(read: list, plan: list, epoch: int, unit: str) -> str:
     kept = sum((key(read) & key(plan)).values())
     said = f"epoch {epoch} trained on {kept} of the {len(plan)} {unit} of its plan"
     if len(read) > kept:
-        return f"{said}, and {len(read) - kept} others"
+        return f"{said}, and {len(read) - kept} other{'s' * (len(read) - kept > 1)}"
     return f"{said}, in another order" if kept == len(plan) else said
+
+
+def test_a_read_that_is_not_its_plan_says_how_much_of_the_plan_it_trained_on():
+    """Invariant: the words a ⚙ note quotes count what of the plan was read (as a multiset),
+    what else, and an order that differs alone."""
+    assert differs([1, 2, 9], [1, 2, 3], 0, "samples") == (
+        "epoch 0 trained on 2 of the 3 samples of its plan, and 1 other"
+    )
+    assert differs([1, 1, 8, 9], [1, 2], 0, "samples").endswith(
+        "1 of the 2 samples of its plan, and 3 others"
+    )
+    assert differs([2, 1, 3], [1, 2, 3], 1, "samples") == (
+        "epoch 1 trained on 3 of the 3 samples of its plan, in another order"
+    )
+    assert differs([[1, 2]], [[1, 2], [3, 4]], 2, "batches") == (
+        "epoch 2 trained on 1 of the 2 batches of its plan"
+    )
 
 
 def check_len(entry: Entry, dl, got: list[list[int]]) -> None:
@@ -345,7 +362,7 @@ def loop_elastic(entry: Entry, worlds: tuple[int, int]) -> None:
         if entry.stream is not None:  # positions of one stream, each read once
             assert Counter(read) == Counter(entry.stream(read))
             continue
-        if entry.at_step is not None:  # as planned; passes overlap only where they meet
+        if entry.at_step is not None:  # as planned; a sample twice only where passes meet: a few
             assert len(read) - len(set(read)) < (w1 + w2) * BATCH
             continue
         samples = set(entry.plan(1, 0, 0)) if entry.kind != "batch" else set(range(N))
