@@ -674,6 +674,16 @@ def test_under_a_lightning_fit_with_its_defaults_an_iterable_dataset_trains_ever
     assert dataset.epoch == 3  # the Trainer's current_epoch once its fit is done
 
 
+#: the error a persistent worker raises when a fit of 2 epochs would read epoch 0 again
+PERSISTENT_AGAIN = (
+    "began a pass with no set_epoch since the previous one began, under Lightning's Trainer "
+    "(max_epochs=2): it would train on epoch 0 again. The dataset follows the Trainer's "
+    "current_epoch in DataLoader workers started for each epoch, never in persistent ones (they "
+    "keep the Trainer as it was when they started): call dataset.set_epoch(self.current_epoch) "
+    "in the LightningModule's on_train_epoch_start, or leave persistent_workers off"
+)
+
+
 @pytest.mark.parametrize("which", [0, 1])
 def test_under_a_lightning_fit_a_persistent_worker_reading_an_epoch_again_raises_first(which):
     """Invariant: persistent DataLoader workers keep the ``Trainer`` as it was when they
@@ -683,14 +693,7 @@ def test_under_a_lightning_fit_a_persistent_worker_reading_an_epoch_again_raises
     plan = _plan(_sharded_datasets()[which], 0, 2)
     dataset = _sharded_datasets()[which]
     epochs, error = _lightning_fit(dataset, 2, max_epochs=2, persistent=True)
-    assert error == (
-        f"{type(dataset).__name__} began a pass with no set_epoch since the previous one began, "
-        "under Lightning's Trainer (max_epochs=2): it would train on epoch 0 again. The dataset "
-        "follows the Trainer's current_epoch in DataLoader workers started for each epoch, never "
-        "in persistent ones (they keep the Trainer as it was when they started): call "
-        "dataset.set_epoch(self.current_epoch) in the LightningModule's on_train_epoch_start, or "
-        "leave persistent_workers off"
-    )
+    assert error == f"{type(dataset).__name__} {PERSISTENT_AGAIN}"
     assert epochs == {0: plan}
 
 
@@ -1012,14 +1015,7 @@ def test_a_pass_a_persistent_worker_begins_again_under_a_fit_raises_at_its_first
     head = v.begin_pass(dataset, marks, True, False)
     with pytest.raises(RuntimeError) as info:
         next(head)
-    assert str(info.value) == (
-        "ShardedIterableDataset began a pass with no set_epoch since the previous one began, "
-        "under Lightning's Trainer (max_epochs=2): it would train on epoch 0 again. The dataset "
-        "follows the Trainer's current_epoch in DataLoader workers started for each epoch, never "
-        "in persistent ones (they keep the Trainer as it was when they started): call "
-        "dataset.set_epoch(self.current_epoch) in the LightningModule's on_train_epoch_start, or "
-        "leave persistent_workers off"
-    )
+    assert str(info.value) == f"ShardedIterableDataset {PERSISTENT_AGAIN}"
     marks[0] = 0
     assert heard(lambda: list(v.begin_pass(dataset, marks, True, True))) == []
 
