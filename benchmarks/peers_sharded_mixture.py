@@ -13,7 +13,10 @@ and torchdata read them through a generator, as ``read(shard)``), MDS shards by 
 ``optimize()`` (``chunk_size=500``). The contenders, every one with seed 0:
 
 - ours: ``ShardedMixtureDataset(sources, [0.5, 0.3, 0.2], 8, num_replicas=W, rank=r,
-  num_workers=2)`` through a ``DataLoader`` (resume: torchdata's ``StatefulDataLoader``);
+  num_workers=2)``, twice: through torchdata's ``StatefulDataLoader`` (resume: its
+  ``state_dict()``, which asks every worker for its state after every batch), and through a
+  plain ``DataLoader`` (resume: the dataset's ``state_dict(consumed=...)``, from the samples
+  the loop used);
 - Mosaic: ``StreamingDataset(streams=[Stream(local=..., proportion=w) ...], batch_size=8,
   shuffle=True, batching_method="random" | "stratified")`` through its ``StreamingDataLoader``;
 - LitData: ``CombinedStreamingDataset([StreamingDataset(dir, shuffle=True) ...],
@@ -41,7 +44,10 @@ Measured:
   (90,000,000 / 9,000,000 / 1,000,000): lazy generators for the contenders that take them (no
   sample on disk: ours, Hugging Face, torchdata), Mosaic's MDS shards and LitData's chunks
   written once (2 GB each: about 15 minutes here, and 25 minutes with 2 ``optimize()``
-  workers); ``samples/s``: the small task read after the first batch, up to 59,968 samples.
+  workers); ``samples/s``: the small task read through the loader's 2 workers after the first
+  batch, up to 59,968 samples (torchdata.nodes has no DataLoader workers);
+  ``main_samples/s``: the same, in the main process, sample by sample from the mixture's own
+  iterator with no loader around it (torchdata.nodes: its ``Loader`` over the sampler).
 - **Resume** after 1.5 epochs, one rank, 2 workers: epoch 0 read, half of epoch 1 read, the
   loader's (or dataset's) own state taken, a new loader loads it and reads on; ``exact`` when
   what it reads equals the rest of the uninterrupted epoch 1.
@@ -65,7 +71,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ._harness import ROOT, Comparison, measure, spread
+from ._harness import ROOT, Comparison, Timer, measure, spread
 from .peers_mixture import MICRO, STEPS, WORLD, quality
 
 DATA = Path("/tmp/distsampling-bench-sharded-mixture")
@@ -75,7 +81,8 @@ LARGE = ([900_000, 90_000, 10_000], [10_000] * 3)  # 1e6
 HUGE = ([90_000_000, 9_000_000, 1_000_000], [10_000] * 3)  # 1e8: lazy shards only
 WORKERS, SEED = 2, 0
 NAMES = {
-    "ours": "ShardedMixtureDataset",
+    "ours": "ShardedMixtureDataset, StatefulDataLoader",
+    "ours_dataloader": "ShardedMixtureDataset, DataLoader",
     "mosaic_random": "Mosaic StreamingDataset, batching random",
     "mosaic_stratified": "Mosaic StreamingDataset, batching stratified",
     "litdata": "LitData CombinedStreamingDataset",
@@ -227,7 +234,7 @@ def loader(name: str, scale: str, rank: int = 0, world: int = 1, workers: int = 
     if scale == "huge":  # 1e8 as lazy shards: (start, stop) descriptors
         sizes, per = HUGE
         lazy = [[(r.start, r.stop) for r in _shards(n, p)] for n, p in zip(sizes, per, strict=True)]
-    if name == "ours":
+    if name in ("ours", "ours_dataloader"):
         from torchdata.stateful_dataloader import StatefulDataLoader
 
         from distsampling import ShardedMixtureDataset
@@ -241,7 +248,8 @@ def loader(name: str, scale: str, rank: int = 0, world: int = 1, workers: int = 
                                            strict=True)]  # fmt: skip
         ds = ShardedMixtureDataset(sources, WEIGHTS, MICRO, num_replicas=world, rank=rank,
                                    seed=SEED, with_source=True, num_workers=workers)  # fmt: skip
-        return StatefulDataLoader(ds, batch_size=MICRO, num_workers=workers), ds
+        make = StatefulDataLoader if name == "ours" else torch.utils.data.DataLoader
+        return make(ds, batch_size=MICRO, num_workers=workers), ds
     if name.startswith("mosaic"):
         streaming = _streaming()
 
@@ -300,7 +308,7 @@ class _RankSource:
 
 
 def _set_epoch(name: str, ds, epoch: int) -> None:
-    if name in ("ours", "hugging_face"):
+    if name in ("ours", "ours_dataloader", "hugging_face"):
         ds.set_epoch(epoch)
 
 
@@ -383,9 +391,38 @@ def _first(name: str, scale: str) -> float:
 
 
 def speed(timer, name: str) -> dict[str, float]:
-    """The first batch at 1e6 and at 1e8, then samples/s over the small task."""
+    """The first batch at 1e6 and at 1e8, then samples/s over the small task: in the main
+    process first (the mixture's own iterator), then through the loader's 2 workers."""
     figures = {"first_1e6_s": _first(name, "large"), "first_1e8_s": _first(name, "huge")}
-    return figures | _rate(timer, loader(name, "small")[0])
+    timer.start()
+    figures["main_samples/s"] = _main_rate(name)
+    timer.stop()
+    if name == "torchdata":  # torchdata.nodes reads in the main process only
+        return figures
+    return figures | _rate(Timer(), loader(name, "small")[0])
+
+
+def _main_rate(name: str) -> float:
+    """Samples/s of ``name``'s mixture read in the main process, sample by sample, with no
+    loader around it (torchdata.nodes: its ``Loader`` over the sampler, no ``Batcher``): what
+    mixing and reading cost, without the loader's. The small task, after the first sample."""
+    if name == "torchdata":
+        from torchdata.nodes import Loader
+
+        it = iter(Loader(loader(name, "small")[1]))
+    else:
+        ds = loader(name, "small")[1]
+        it = iter(ds)
+    next(it)
+    n, limit = 0, STEPS * WORLD * MICRO - 1
+    t0 = time.perf_counter()
+    for _ in it:
+        n += 1
+        if n == limit:
+            break
+    rate = n / (time.perf_counter() - t0)
+    del it
+    return rate
 
 
 class _Pairs(torch.utils.data.IterableDataset):
@@ -440,11 +477,13 @@ def resume(name: str) -> str:
         _set_epoch(name, ds, 1)
         it, half = iter(dl), len(epoch1) // 2
         head = [pairs(next(it)) for _ in range(half)]
-        state = dl.state_dict()
+        # a plain DataLoader has no state: the dataset's, from the samples the loop used
+        plain = name == "ours_dataloader"
+        state = ds.state_dict(consumed=half * MICRO) if plain else dl.state_dict()
         del it
         dl, ds = loader(name, "small")
         _set_epoch(name, ds, 1)
-        dl.load_state_dict(state)
+        (ds if plain else dl).load_state_dict(state)
         rest = list(batches(dl))
     except Exception as e:  # the peer's own words
         traceback.print_exc()
@@ -474,7 +513,7 @@ def _cell(key: str, value) -> str:
     return f"{mid} ({lo} – {hi})"
 
 
-COLUMNS = ("first_1e6_s", "first_1e8_s", "samples/s", "prefix", "batch", "rank", "repeats",
+COLUMNS = ("first_1e6_s", "first_1e8_s", "samples/s", "main_samples/s", "prefix", "batch", "rank", "repeats",
            "positions", "resume", "load_1m")  # fmt: skip
 
 
@@ -504,7 +543,7 @@ def main() -> None:
     alone = None  # the DataLoader alone's samples/s, measured with the speed of any row
     if len(todo) < len(NAMES) or len(parts) < 3:  # a partial rerun: the last figures kept
         last = json.loads((results / "peers_sharded_mixture.json").read_text())
-        rows = {name: last["figures"][label] for name, label in NAMES.items()}
+        rows = {name: last["figures"].get(label, {}) for name, label in NAMES.items()}
         alone = last.get("dataloader_alone")
     if "speed" in parts:
         contenders = {n: f"peers_sharded_mixture:speed_{n}" for n in todo}
@@ -521,12 +560,13 @@ def main() -> None:
                     timed[n] = {"error": _last_line(str(e))}
         alone = timed.pop("dataloader", {}).get("samples/s", alone)
     for name in todo:
-        for key in ("first_1e6_s", "first_1e8_s", "samples/s", "load_1m") * ("speed" in parts):
+        for key in ("first_1e6_s", "first_1e8_s", "samples/s", "main_samples/s",
+                    "load_1m") * ("speed" in parts):  # fmt: skip
             t = timed[name]
             if "error" in t:
                 rows[name][key] = f"fails: {t['error']}"
-            else:
-                rows[name][key] = t[key]
+            else:  # torchdata.nodes has no DataLoader workers
+                rows[name][key] = t.get(key, "no DataLoader workers")
         if "composition" in parts:
             comp = composition(name)
             for key in ("prefix", "batch", "rank", "repeats", "positions"):
@@ -553,7 +593,7 @@ def main() -> None:
             f"read, no mixing), with the same batches of {MICRO} and {WORKERS} workers: "
             f"{_cell('samples/s', alone)} samples/s: the cost of moving each batch's tensors "
             "from a worker to the loop, which every contender read through DataLoader workers "
-            "pays (torchdata.nodes reads in the main process).\n"
+            "pays.\n"
         )
     print(text, flush=True)
     (results / "peers_sharded_mixture.md").write_text(text)

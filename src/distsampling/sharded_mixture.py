@@ -619,14 +619,14 @@ class ShardedMixtureDataset(IterableDataset):
                           "step": step, "slot": slot, "counts": counts}  # fmt: skip
         return self._read(nw, steps.stop, self._progress)
 
-    def _step_sources(self, first: int, stop: int, inc: int) -> Iterator[tuple[int, list[int]]]:
-        """``(step, sources of this rank's micro-batch)`` of steps ``first, first + inc, ...``:
-        one ``sources()`` call per block of steps, blocks doubling from 1 to 1024 steps."""
+    def _step_sources(self, first: int, stop: int, inc: int) -> Iterator[tuple[range, list[int]]]:
+        """``(block, sources)`` of steps ``first, first + inc, ...``: a block of steps and this
+        rank's micro-batch sources at each, laid end to end (``len(block) × b``); one
+        ``sources()`` call per block, blocks doubling from 1 to 1024 steps."""
         s, size = first, 1
         while s < stop:
             block = range(s, min(stop, s + size * inc), inc)
-            ks = self._mix.sources(self._positions(block, self.rank))[0]
-            yield from zip(block, ks.reshape(len(block), -1).tolist(), strict=True)
+            yield block, self._mix.sources(self._positions(block, self.rank))[0].tolist()
             s, size = block[-1] + inc, min(2 * size, 1024)
 
     def _read(self, nw: int, stop: int, progress: dict[str, Any]) -> Iterator[Any]:
@@ -635,37 +635,38 @@ class ShardedMixtureDataset(IterableDataset):
         slot, inc = progress["slot"], 1 if len(readers) == nw else nw
         # per reader and source, the draws ahead in one run of a pass: [pass, next offset, left]
         runs = {q: [[0, 0, 0] for _ in self.sources] for q in readers}
-        with_source = self.with_source
-        for s, ks in self._step_sources(progress["step"], stop, inc):
-            rho = s % nw
-            counts, q, opened, run_of = (
-                progress["counts"][readers.index(rho)],
-                self.rank * nw + rho,
-                self._open[rho],
-                runs[rho],
-            )
-            for i in range(slot, len(ks)):
-                k = ks[i]
-                run = run_of[k]
-                if run[2]:  # the next offset of the run: no search
-                    p, o = run[0], run[1]
-                    run[1], run[2] = o + 1, run[2] - 1
-                else:
-                    p, o, n = self._draw(k, q, W * nw, counts[k])
-                    run_of[k] = [p, o + 1, n - 1]
-                st = opened[k]
-                if st is not None and st[0] == p and st[1] == o and o + 1 < st[2]:
-                    x = next(st[3], _END)  # the open shard's next sample, not its last: read on
-                    if x is _END:
-                        self._wrong(k, st[4], f"ended before its sample {o - st[5]}")
-                    st[1] = o + 1
-                else:  # another shard, or its last sample (checked to end there)
-                    x = self._sample(opened, k, p, o)
-                counts[k] += 1
-                progress["slot"] = i + 1
-                yield (k, x) if with_source else x
-            slot = 0
-            progress["step"], progress["slot"] = s + inc, 0
+        with_source, b = self.with_source, self._gen["batch_size"]
+        for block, ks in self._step_sources(progress["step"], stop, inc):
+            for j, s in enumerate(block):  # step s: its sources are ks[j * b : (j + 1) * b]
+                rho = s % nw
+                counts, q, opened, run_of = (
+                    progress["counts"][readers.index(rho)],
+                    self.rank * nw + rho,
+                    self._open[rho],
+                    runs[rho],
+                )
+                for i in range(slot, b):
+                    k = ks[j * b + i]
+                    run = run_of[k]
+                    if run[2]:  # the next offset of the run: no search
+                        p, o = run[0], run[1]
+                        run[1], run[2] = o + 1, run[2] - 1
+                    else:
+                        p, o, n = self._draw(k, q, W * nw, counts[k])
+                        run_of[k] = [p, o + 1, n - 1]
+                    st = opened[k]
+                    if st is not None and st[0] == p and st[1] == o and o + 1 < st[2]:
+                        x = next(st[3], _END)  # the open shard's next sample, not its last: read on
+                        if x is _END:
+                            self._wrong(k, st[4], f"ended before its sample {o - st[5]}")
+                        st[1] = o + 1
+                    else:  # another shard, or its last sample (checked to end there)
+                        x = self._sample(opened, k, p, o)
+                    counts[k] += 1
+                    progress["slot"] = i + 1
+                    yield (k, x) if with_source else x
+                slot = 0
+                progress["step"], progress["slot"] = s + inc, 0
         # the epoch read through: the next one, in this process, goes on from these counts
         self._carry = (self._gen, stop, dict(zip(readers, progress["counts"], strict=True)))
 
