@@ -394,7 +394,7 @@ def speed(timer, name: str) -> dict[str, float]:
     """The first batch at 1e6 and at 1e8, then samples/s over the small task: in the main
     process first (the mixture's own iterator), then through the loader's 2 workers."""
     figures = {"first_1e6_s": _first(name, "large"), "first_1e8_s": _first(name, "huge")}
-    timer.start()
+    timer.start()  # the harness's span: the main-process reads (the loader's has its own)
     figures["main_samples/s"] = _main_rate(name)
     timer.stop()
     if name == "torchdata":  # torchdata.nodes reads in the main process only
