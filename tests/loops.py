@@ -101,9 +101,6 @@ class Entry:
     #: with no data read, for an entry whose elastic resume plans by steps, not a whole epoch (a
     #: mixture of streams: a pass in flight goes on into the next epoch, each pass read once)
     at_step: Callable[[Any, int, int], list[int]] | None = None
-    #: the loops it cannot hold as the loop is written, and what the user must do instead: loop
-    #: -> (the setting, the loop written with it): the matrix runs both, and says what each read
-    limits: dict[str, tuple[str, str]] = field(default_factory=dict)
     #: it reads a snapshot of a cache that grows while it trains (``build(..., snapshot=...)``)
     grows: bool = False
 
@@ -286,11 +283,7 @@ ENTRIES: list[Entry] = [
     Entry("DistributedSamplerWrapper", "share", _share(lambda w, r: ds.DistributedSamplerWrapper(_weighted(ds.WeightedBalanceClassSampler), w, r, seed=5))),
     Entry("ResumableDistributedSamplerWrapper", "share", _share(lambda w, r: ds.ResumableDistributedSamplerWrapper(_weighted(ds.ResumableWeightedBalanceClassSampler), w, r, seed=5)), resumable=True, elastic=True),
     Entry("OrderAhead", "share", _share(lambda w, r: ds.OrderAhead(ds.DistributedSampler(range(N), w, r, seed=5)))),
-    Entry("SequentialWindowedDataset", "share", _windows, limits={
-        f"set_epoch after the first batch{w}": (
-            "dataset.set_epoch before iter(): a window's samples are the epoch's offset, read "
-            "when the window is fetched", f"DataLoader{w}, batch_size")
-        for w in ("", ", 2 workers")}),
+    Entry("SequentialWindowedDataset", "share", _windows),
     Entry("WeightedBalanceClassSampler", "global", _share(lambda w, r: _weighted(ds.WeightedBalanceClassSampler))),
     Entry("ResumableWeightedBalanceClassSampler", "global", _share(lambda w, r: _weighted(ds.ResumableWeightedBalanceClassSampler)), resumable=True),
     Entry("BatchSampler", "batch", _batch(lambda w, r: ds.BatchSampler(ds.DistributedSampler(range(N), w, r, seed=5), BATCH, False))),
@@ -307,14 +300,7 @@ ENTRIES: list[Entry] = [
           stream=lambda read: _mixture_items(read)),
     Entry("MixtureBatchSampler", "batch", _batch(lambda w, r: ds.MixtureBatchSampler(_mixture(w, r, BATCH))), resumable=True, elastic=True,
           stream=lambda read: _mixture_items(read)),
-    Entry("DatasetFromSampler", "share", _from_sampler, limits={
-        "set_epoch after the first batch": (
-            "dataset.set_epoch before iter(): the draw is read when an item is fetched",
-            "DataLoader, batch_size"),
-        "persistent workers": (
-            "persistent_workers=False, or DistributedSamplerWrapper (it draws in the main "
-            "process): a persistent worker keeps its copy of the dataset, with the first draw",
-            "DataLoader, 2 workers, batch_size")}),
+    Entry("DatasetFromSampler", "share", _from_sampler),
     Entry("SnapshotDataset", "share", _snapshot, resumable=True, elastic=True, grows=True),
     Entry("InfiniteSampler", "endless", _share(lambda w, r: ds.InfiniteSampler(range(N), w, r, seed=5)), resumable=True),
     Entry("RepeatFactorSampler", "endless", _share(lambda w, r: ds.RepeatFactorSampler([1.0, 2.5, 0.5] * 4 + [1.0], w, r, seed=5)), resumable=True),

@@ -61,6 +61,24 @@ def test_matches_torch_indices_order_and_len_for_all_arguments(n, args, epoch):
     )
 
 
+@given(n=dataset_lengths, args=sampler_args(), epochs=st.tuples(epochs, epochs), data=st.data())
+def test_the_epoch_is_read_at_iter_as_torch_reads_it(n, args, epochs, data):
+    """Invariant: an ``iter()`` reads the epoch set before it, as torch's does: a ``set_epoch``
+    between ``iter()`` and its first ``next()`` (or after a few) is the next pass's."""
+    ours = DistributedSampler(range(n), **args)
+    theirs = torch_distributed.DistributedSampler(range(n), **args)
+    for s in (ours, theirs):
+        s.set_epoch(epochs[0])
+    it_ours, it_torch = iter(ours), iter(theirs)
+    k = data.draw(st.integers(0, len(ours)), label="read before the late set_epoch")
+    idx_ours = [next(it_ours) for _ in range(k)]
+    idx_torch = [next(it_torch) for _ in range(k)]
+    for s in (ours, theirs):
+        s.set_epoch(epochs[1])
+    assert idx_ours + list(it_ours) == idx_torch + list(it_torch)
+    assert list(ours) == list(theirs)  # the next pass: the late epoch
+
+
 @given(n=dataset_lengths, args=sampler_args_some_omitted(), epoch=st.none() | epochs)
 def test_is_a_torch_distributed_sampler_holding_every_attribute_torchs_holds(n, args, epoch):
     """Invariant: ours is an instance of torch's DistributedSampler (code that leaves torch's

@@ -26,7 +26,7 @@ from distsampling._validate import (
     check_len,
     resolve_world,
 )
-from strategies import integer_bounds, tagged_bools, tagged_integers, world_sizes
+from strategies import epochs, integer_bounds, seeds, tagged_bools, tagged_integers, world_sizes
 
 NAMES = st.sampled_from(["num_replicas", "batch_size", "epoch", "x"])
 
@@ -572,7 +572,7 @@ def test_the_split_again_error_names_the_public_class_of_a_private_subclass():
 
 
 def test_a_dataset_without_epochs_or_without_its_epoch_is_never_warned_about():
-    """Invariant: ``warn_stale_dataset`` speaks only of a dataset with ``set_epoch`` and an
+    """Invariant: ``begin_dataset_pass`` speaks only of a dataset with ``set_epoch`` and an
     ``epoch``: a dataset with an ``epoch`` attribute but no ``set_epoch``, and one with
     ``set_epoch`` but no ``epoch``, are silent, and iterating raises nothing."""
     import distsampling as ds
@@ -1077,3 +1077,69 @@ def test_a_wrapper_that_keeps_its_process_count_in_its_state_is_read_from_there(
         "accelerate's DataLoaderDispatcher would read it on process 0 only and split its batches "
         "over 2 processes"
     )
+
+
+# --- a pass of our DistributedSampler holds its dataset's epoch ----------------------------------
+
+
+def _epoch_datasets(kind: str):
+    """A dataset with an epoch of its own, fresh, and its items at epoch ``e`` (``items(e)``):
+    windows of 4 of 30 samples, or the draws of a class-weighted sampler seen as a dataset."""
+    from distsampling import (
+        DatasetFromSampler,
+        SequentialWindowedDataset,
+        WeightedBalanceClassSampler,
+    )
+
+    def make():
+        if kind == "windows":
+            return SequentialWindowedDataset(30, 4, seed=7)
+        return DatasetFromSampler(
+            WeightedBalanceClassSampler([0, 1, 1, 2, 2, 2], [1, 2, 1], length=8, seed=3)
+        )
+
+    def items(epoch: int) -> list[int]:
+        dataset = make()
+        dataset.set_epoch(epoch)
+        return [dataset[i] for i in range(len(dataset))]
+
+    return make, items
+
+
+@given(
+    kind=st.sampled_from(["windows", "draws"]), world=world_sizes, seed=seeds,
+    epochs=st.tuples(epochs, epochs), data=st.data(),
+)  # fmt: skip
+def test_a_set_epoch_while_a_pass_of_our_sampler_is_read_waits_for_the_pass_to_end(
+    kind, world, seed, epochs, data
+):
+    """Invariant: split by our DistributedSampler, a dataset with an epoch of its own
+    (SequentialWindowedDataset, DatasetFromSampler) reads, for a whole pass, the items of the
+    epoch set when the pass began (``iter()``), whatever ``set_epoch`` says while the pass is
+    read; the latest epoch applies once the pass is over, and the next pass reads it. A pass
+    of torch's sampler holds nothing: a ``set_epoch`` during it moves the items at once."""
+    from distsampling import DistributedSampler
+
+    (first, late), (make, items) = epochs, _epoch_datasets(kind)
+    rank = data.draw(st.integers(0, world - 1), label="rank")
+    dataset = make()
+    sampler = DistributedSampler(dataset, world, rank, seed=seed)
+    sampler.set_epoch(first)  # ours sets its dataset's epoch too
+    positions = iter(sampler)
+    k = data.draw(st.integers(0, len(sampler)), label="read before the late set_epoch")
+    read = [dataset[next(positions)] for _ in range(k)]
+    sampler.set_epoch(late)
+    read += [dataset[i] for i in positions]
+    plan = torch.utils.data.DistributedSampler(range(len(dataset)), world, rank, seed=seed)
+    plan.set_epoch(first)
+    assert read == [items(first)[i] for i in plan]
+    assert dataset.epoch == late
+    assert [dataset[i] for i in range(len(dataset))] == items(first)  # held: the pass is read
+    del positions  # the pass is over: the late epoch applies
+    assert [dataset[i] for i in range(len(dataset))] == items(late)
+    plan.set_epoch(late)
+    assert [dataset[i] for i in sampler] == [items(late)[i] for i in plan]
+    theirs = torch.utils.data.DistributedSampler(dataset, world, rank, seed=seed)
+    positions = iter(theirs)
+    dataset.set_epoch(first)  # during a pass of torch's sampler: at once
+    assert [dataset[i] for i in positions] == [items(first)[i] for i in theirs]

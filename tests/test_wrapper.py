@@ -555,3 +555,71 @@ def test_a_dataset_from_a_sampler_starts_at_epoch_0_and_a_sampler_over_it_reads_
     with warnings.catch_warnings():
         warnings.simplefilter("error", FrameworkWarning)
         assert list(DistributedSampler(dataset, 2, 0, shuffle=False)) == [0, 2, 4]
+
+
+# --- a pass of our DistributedSampler holds the epoch it began with ------------------------------
+
+
+def _weighted_draws(epoch: int) -> list[int]:
+    """The weighted sampler's draw of ``epoch``: what a DatasetFromSampler over it holds."""
+    inner = WeightedBalanceClassSampler(["a", "b", "b", "c"], [1, 1, 2], length=6, seed=3)
+    inner.set_epoch(epoch)
+    return list(inner)
+
+
+def test_a_dataloader_worker_draws_the_epoch_its_main_process_holds(monkeypatch):
+    """Invariant: in a DataLoader worker (a copy of the dataset and of its sampler, made when
+    the worker started), a DatasetFromSampler draws the epoch its main process draws, read
+    from shared memory: the sampler's own epoch where none was set, else the epoch set (past
+    int64, which the workers could not read, is refused in the main process, naming it)."""
+    import distsampling.wrapper as module
+
+    inner = WeightedBalanceClassSampler(["a", "b", "b", "c"], [1, 1, 2], length=6, seed=3)
+    inner.set_epoch(9)  # the sampler's own epoch: no set_epoch on the dataset yet
+    main = DatasetFromSampler(inner)
+    worker = copy.copy(main)  # shares the shared memory, as a forked worker does
+    worker.sampler = copy.copy(inner)
+    monkeypatch.setattr(module, "get_worker_info", lambda: object())  # as in a worker
+    assert worker.indices.tolist() == _weighted_draws(9)
+    main.set_epoch(4)  # in the main process, after the worker started
+    assert worker.indices.tolist() == _weighted_draws(4) and worker.sampler.epoch == 4
+    for bad in (2**63, -(2**63) - 1):
+        with pytest.raises(ValueError) as caught:
+            main.set_epoch(bad)
+        assert str(caught.value) == (
+            "epoch should be in [-2**63, 2**63) (shared with DataLoader workers as int64), "
+            f"but got epoch={bad}"
+        )
+    assert (main.epoch, worker.indices.tolist()) == (4, _weighted_draws(4))  # nothing moved
+    wrapper = DistributedSamplerWrapper(EpochRecorder(), 1, 0)  # its own dataset: no worker
+    wrapper.set_epoch(2**64)
+    assert wrapper.sampler.epochs == [2**64]
+
+
+@pytest.mark.timeout(180)
+def test_spawned_persistent_workers_draw_each_epoch_of_the_main_process():
+    """Invariant: a spawned (pickled) persistent worker draws each epoch that the main process
+    set after the worker started: the epoch reaches it through shared memory."""
+    from distsampling import DistributedSampler
+
+    inner = WeightedBalanceClassSampler(["a", "b", "b", "c"], [1, 1, 2], length=6, seed=3)
+    draws = DatasetFromSampler(inner)
+    sampler = DistributedSampler(draws, 1, 0, seed=1)
+    loader = tud.DataLoader(
+        draws, batch_size=2, sampler=sampler, num_workers=1, persistent_workers=True,
+        multiprocessing_context="spawn",
+    )  # fmt: skip
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        plan = tud.DistributedSampler(range(6), 1, 0, seed=1)
+        plan.set_epoch(epoch)
+        got = [i for batch in loader for i in batch.tolist()]
+        assert got == [_weighted_draws(epoch)[i] for i in plan]
+
+
+def test_a_wrappers_own_dataset_holds_no_shared_memory():
+    """Invariant: the DatasetFromSampler inside a DistributedSamplerWrapper (and inside its copy)
+    never reaches a DataLoader worker, so it holds no shared memory (a file descriptor each)."""
+    wrapper = DistributedSamplerWrapper([3, 1, 2], 2, 0)
+    assert wrapper.dataset._shared is None and copy.copy(wrapper).dataset._shared is None
+    assert DatasetFromSampler([3, 1, 2])._shared is not None

@@ -113,8 +113,7 @@ def render(cells: list[dict]) -> str:
     counts = {s: sum(c["status"] == s for c in cells) for s in SYMBOLS}
     lines += ["", f"{len(names)} samplers and datasets, {len(LOOPS)} loops, {len(cells)} cells: "
               f"{counts['passed']} pass as written, {counts['setting']} with a named setting "
-              f"(a framework's default fails loudly; a loop written otherwise reads what its "
-              f"note says), {counts['warned']} with a named setting where the "
+              f"(a framework's default fails loudly), {counts['warned']} with a named setting where the "
               f"default trains on another plan and the package warns while it runs, "
               f"{counts['silent']} with a named setting where the "
               f"framework's default trains on another plan without a word, "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 import sys
 import warnings
-from collections.abc import Sized
+from collections.abc import Iterator, Sized
 
 import numpy as np
 import torch
@@ -222,9 +222,12 @@ def refuse_split_again(
         frame = frame.f_back
 
 
-def warn_stale_dataset(sampler: object) -> None:
-    """Warn if the dataset ``sampler`` splits has an epoch of its own (``set_epoch``) that is not
-    the sampler's: set after the sampler's, whose ``set_epoch`` sets it too."""
+def begin_dataset_pass(sampler: object, ints: Iterator[int]) -> Iterator[int]:
+    """``ints``, a pass of ``sampler``, as it begins: warn if the dataset it splits has an epoch
+    of its own (``set_epoch``) that is not the sampler's (set after the sampler's, whose
+    ``set_epoch`` sets it too); then hold the dataset's epoch (``hold_epoch``) while the
+    DataLoader iterator that reads the pass lives (or ``ints``, read directly): a ``set_epoch``
+    meanwhile waits, never changing the samples of a pass mid-way."""
     dataset = getattr(sampler, "dataset", None)  # a wrapper's own: its set_epoch sets it too
     epoch = getattr(dataset, "epoch", None) if hasattr(dataset, "set_epoch") else None
     if isinstance(epoch, int) and epoch != sampler.epoch:  # type: ignore[attr-defined]
@@ -235,3 +238,15 @@ def warn_stale_dataset(sampler: object) -> None:
             "call it after dataset.set_epoch, or alone",
             FrameworkWarning, stacklevel=3,
         )  # fmt: skip
+    if not callable(hold := getattr(dataset, "hold_epoch", None)):
+        return ints
+    frame, owner = sys._getframe(2), None  # up to the DataLoader iterator reading the pass
+    while frame is not None and owner is None:  # (only a loader's frames: their locals are its)
+        if frame.f_globals.get("__name__", "").startswith(("torch.utils.data", "torchdata")):
+            found = frame.f_locals.get("self")
+            owner = found if "DataLoaderIter" in type(found).__name__ else None
+        frame = frame.f_back
+    if owner is None:  # read directly: the pass lasts as long as its iterator
+        ints = owner = (i for i in ints)  # a generator: weak-referenceable, unlike chain
+    hold(owner)
+    return ints

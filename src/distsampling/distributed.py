@@ -19,6 +19,7 @@ from itertools import chain
 import torch
 
 from ._validate import (
+    begin_dataset_pass,
     check_bool,
     check_int,
     check_len,
@@ -28,7 +29,6 @@ from ._validate import (
     refuse_split_again,
     resolve_world,
     split_sizes,
-    warn_stale_dataset,
 )
 
 __all__ = ["DistributedSampler"]
@@ -109,16 +109,15 @@ class DistributedSampler(torch.utils.data.DistributedSampler[int]):
         # pad with the head of the order, then every W-th position from rank
         return order[rank_positions(len(order), self.num_replicas, self.rank, self.drop_last)]
 
-    def _chunks(self) -> Iterator[list[int]]:
-        for chunk in self.indices().split(1 << 16):
-            yield chunk.tolist()
+    def _chunks(self) -> Iterator[list[int]]:  # the order is drawn now; ints a chunk at a time
+        return (chunk.tolist() for chunk in self.indices().split(1 << 16))
 
     def __iter__(self) -> Iterator[int]:
-        # as torch's, the epoch is read at the first next(), not at iter(); only this rank's
-        # indices become Python ints, a chunk at a time, handed out by chain at C speed
+        # as torch's, the epoch is read at iter(): a set_epoch after it is the next pass's; only
+        # this rank's indices become Python ints, a chunk at a time, handed out by chain at C speed
         refuse_split_again(self)  # accelerate's prepare(loader) would split this share again
-        warn_stale_dataset(self)  # a dataset with an epoch of its own, not set to ours
-        return chain.from_iterable(self._chunks())
+        # a dataset with an epoch of its own: checked, and held while the pass is read
+        return begin_dataset_pass(self, chain.from_iterable(self._chunks()))
 
     def __len__(self) -> int:
         return self.num_samples

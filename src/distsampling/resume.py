@@ -50,13 +50,13 @@ from torch.utils.data import get_worker_info
 
 from ._validate import (
     FrameworkWarning,
+    begin_dataset_pass,
     check_bool,
     check_int,
     check_int64,
     refuse_split_again,
     resolve_world,
     split_sizes,
-    warn_stale_dataset,
 )
 
 __all__ = ["CountingIterator", "Resumable", "check_consumed", "check_state", "resumed_positions"]
@@ -310,9 +310,9 @@ class Resumable:
 
     def __iter__(self) -> Iterator[int]:
         refuse_split_again(self)  # accelerate's prepare(loader) would split this share again
-        warn_stale_dataset(self)  # a dataset with an epoch of its own, not set to ours
         self._counter = CountingIterator(self._blocks)  # a new count; the loaded position stays
-        return self._counter.ints
+        # a dataset with an epoch of its own: checked, and held while the pass is read
+        return begin_dataset_pass(self, self._counter.ints)
 
     def set_epoch(self, epoch: int) -> None:
         before = self.epoch  # type: ignore[attr-defined]

@@ -18,6 +18,7 @@ References:
 from __future__ import annotations
 
 import operator
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -136,30 +137,52 @@ class SequentialWindowedDataset(Dataset[int]):
         self.drop_last = check_bool("drop_last", drop_last)
         # floor(size / window) with drop_last, otherwise ceil: the last window wraps around
         self._len = self.size // self.window if drop_last else -(-self.size // self.window)
-        # [epoch, offset] in shared memory: forked, spawned and persistent DataLoader workers
-        # read what set_epoch writes here; the numpy view reads it ~5x faster than the tensor
-        self._state = torch.zeros(2, dtype=torch.int64).share_memory_()
-        self._view = self._state.numpy()
+        # [epoch set last, the epoch read now, its offset] in shared memory: forked, spawned and
+        # persistent DataLoader workers read what the main process writes here; the numpy view
+        # reads it ~5x faster than the tensor
+        self._state = torch.zeros(3, dtype=torch.int64).share_memory_()
+        self._view, self._passes = self._state.numpy(), 0  # passes of ours being read
         self.set_epoch(0)
 
     def set_epoch(self, epoch: int) -> None:
         r"""Draw this epoch's offset from ``(seed, epoch)``; call it on every rank, before ``iter``.
+        While a pass of our sampler is read (:meth:`hold_epoch`), its windows stay its own, and
+        this epoch waits for the pass to end or the next to begin.
 
         Args:
             epoch: epoch number, a non-negative ``int`` (the same on every rank).
         """
-        epoch = check_int64("epoch", epoch, low=0)  # shared with workers as int64
-        self._view[:] = (epoch, epoch_offset(self.size, self.seed, epoch))
+        self._view[0] = check_int64("epoch", epoch, low=0)  # shared with workers as int64
+        if not self._passes:  # no pass of ours is being read: the windows move now
+            self._read_latest()
+
+    def _read_latest(self) -> None:
+        epoch = self._view.item(0)
+        self._view[1:] = (epoch, epoch_offset(self.size, self.seed, epoch))
+
+    def hold_epoch(self, owner: object) -> None:
+        r"""Read the epoch set last until ``owner`` (what reads the pass: a DataLoader iterator)
+        is gone, whatever ``set_epoch`` says meanwhile. :class:`~distsampling.DistributedSampler`
+        calls it as each pass begins, so a loop that calls ``set_epoch`` after the first batch
+        reads one epoch's windows, whole."""
+        self._read_latest()
+        self._passes += 1
+        weakref.finalize(owner, self._pass_ended)
+
+    def _pass_ended(self) -> None:
+        self._passes -= 1
+        if not self._passes:  # the last pass being read is over: a late set_epoch applies now
+            self._read_latest()
 
     @property
     def epoch(self) -> int:
-        """The epoch set by :meth:`set_epoch` (0 at first)."""
+        """The epoch set by :meth:`set_epoch` last (0 at first)."""
         return self._view.item(0)
 
     @property
     def offset(self) -> int:
-        """Start of window 0 this epoch, in ``[0, size)``."""
-        return self._view.item(1)
+        """Start of window 0 in the epoch read now, in ``[0, size)``."""
+        return self._view.item(2)
 
     def __len__(self) -> int:
         return self._len
@@ -172,12 +195,13 @@ class SequentialWindowedDataset(Dataset[int]):
         if not -self._len <= i < self._len:
             raise IndexError(f"index should be in [{-self._len}, {self._len}), but got index={i}")
         # O(1): window i starts i windows after this epoch's offset, wrapped into [0, size)
-        return (self._view.item(1) + (i % self._len) * self.window) % self.size
+        return (self._view.item(2) + (i % self._len) * self.window) % self.size
 
     def __setstate__(self, state: dict) -> None:
-        # the shared tensor pickles as shared memory, the numpy view as a copy: view it again
+        # the shared tensor pickles as shared memory, the numpy view as a copy: view it again;
+        # a copy reads no pass of ours (the passes' ends are the original's to see)
         self.__dict__.update(state)
-        self._view = self._state.numpy()
+        self._view, self._passes = self._state.numpy(), 0
 
     def __repr__(self) -> str:
         return (

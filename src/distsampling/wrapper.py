@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import copy
 import operator
+import weakref
 from collections.abc import Iterable, Iterator, Sized
 from itertools import chain
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, DistributedSampler, RandomSampler
+from torch.utils.data import Dataset, DistributedSampler, RandomSampler, get_worker_info
 
 from ._validate import (
     _index_dtype,
@@ -77,7 +78,9 @@ def index_tensor(sampler: Iterable[int]) -> torch.Tensor:
 class DatasetFromSampler(Dataset[int]):
     r"""The current epoch of a sampler, seen as a dataset: item ``i`` is its ``i``-th index.
 
-    The epoch is drawn on first access and kept (a tensor) until :meth:`set_epoch`.
+    The epoch is drawn on first access and kept (a tensor) until :meth:`set_epoch`. Split by
+    our :class:`~distsampling.DistributedSampler`, a pass reads the epoch set when it began
+    (:meth:`hold_epoch`), in DataLoader workers too, persistent ones included.
 
     Args:
         sampler: an iterable of integer indices with ``__len__`` (a sampler, a list, ...).
@@ -88,7 +91,7 @@ class DatasetFromSampler(Dataset[int]):
         (3, 3, [7, 3, 5])
     """
 
-    def __init__(self, sampler: Iterable[int]) -> None:
+    def __init__(self, sampler: Iterable[int], _workers: bool = True) -> None:
         if not isinstance(sampler, Iterable) or not isinstance(sampler, Sized):
             raise TypeError(
                 "sampler should be iterable and have __len__ (a sampler, or a list of indices), "
@@ -97,25 +100,74 @@ class DatasetFromSampler(Dataset[int]):
         self.sampler = sampler
         self._indices: torch.Tensor | None = None
         self.epoch = 0  # the latest set_epoch's: a sampler over this dataset warns if not its own
+        # the epochs drawn now and last (None: the sampler's own), and one set while held
+        self._read: int | None = None
+        self._drawn: int | None = None
+        self._pending = False
+        # [0: the sampler's own epoch, or 1: the epoch here; that epoch]: what DataLoader workers
+        # draw, in shared memory (a file descriptor each: a wrapper's own dataset never reaches a
+        # worker, and has none)
+        self._shared = torch.zeros(2, dtype=torch.int64).share_memory_() if _workers else None
+        self.__setstate__({})
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)  # the shared tensor pickles as shared memory: view it again
+        self._view = None if self._shared is None else self._shared.numpy()
+        self._passes = 0  # passes of ours being read (a copy reads none)
 
     @property
     def indices(self) -> torch.Tensor:
         r"""The sampler's current epoch, a 1-D integer tensor (drawn once per epoch)."""
-        if self._indices is None:
+        read, worker = self._read, self._view is not None and get_worker_info() is not None
+        if worker:  # a DataLoader worker draws the epoch the main process draws
+            known, epoch = self._view.tolist()  # type: ignore[union-attr]
+            read = epoch if known else None
+        if self._indices is None or self._drawn != read:
+            if worker and read is not None and callable(getattr(self.sampler, "set_epoch", None)):
+                self.sampler.set_epoch(read)  # type: ignore[attr-defined]  # the worker's copy
             indices, n = index_tensor(self.sampler), len(self.sampler)  # type: ignore[arg-type]
             if len(indices) != n:
                 raise RuntimeError(
                     f"sampler yielded {len(indices)} indices but has len(sampler)={n}: its "
                     f"__len__ and __iter__ disagree (sampler={self.sampler!r})"
                 )
-            self._indices = indices
+            self._indices, self._drawn = indices, read
         return self._indices
 
     def set_epoch(self, epoch: int) -> None:
-        r"""Forward ``epoch`` to the sampler (if it has ``set_epoch``); draw anew on next access."""
+        r"""Draw epoch ``epoch`` on next access (forwarded to the sampler, if it has ``set_epoch``).
+        While a pass of our sampler is read (:meth:`hold_epoch`), it keeps its draw, and this
+        epoch waits for the pass to end or the next to begin."""
+        epoch = operator.index(epoch)
+        if self._view is not None and not -(2**63) <= epoch < 2**63:
+            raise ValueError(  # as the workers read it
+                f"epoch should be in [-2**63, 2**63) (shared with DataLoader workers as int64), "
+                f"but got epoch={epoch}"
+            )
+        self.epoch, self._pending = epoch, True
+        if not self._passes:  # no pass of ours is being read: draw anew now
+            self._draw_latest()
+
+    def _draw_latest(self) -> None:
+        self._read, self._indices, self._pending = self.epoch, None, False
         if callable(getattr(self.sampler, "set_epoch", None)):
-            self.sampler.set_epoch(epoch)  # type: ignore[attr-defined]
-        self._indices, self.epoch = None, operator.index(epoch)
+            self.sampler.set_epoch(self.epoch)  # type: ignore[attr-defined]
+        if self._view is not None:  # what the workers draw: the same epoch
+            self._view[:] = (1, self.epoch)
+
+    def hold_epoch(self, owner: object) -> None:
+        r"""Draw the epoch set last, and keep it until ``owner`` (what reads the pass: a
+        DataLoader iterator) is gone, whatever ``set_epoch`` says meanwhile:
+        :class:`~distsampling.DistributedSampler` calls it as each pass begins."""
+        if self._pending:
+            self._draw_latest()
+        self._passes += 1
+        weakref.finalize(owner, self._pass_ended)
+
+    def _pass_ended(self) -> None:
+        self._passes -= 1
+        if not self._passes and self._pending:  # a set_epoch made during the passes applies now
+            self._draw_latest()
 
     def __getitem__(self, index: int) -> int:
         return int(self.indices[index])
@@ -157,7 +209,7 @@ class DistributedSamplerWrapper(DistributedSampler[int]):
         seed: int = 0,
         drop_last: bool = False,
     ) -> None:
-        self.dataset = DatasetFromSampler(sampler)
+        self.dataset = DatasetFromSampler(sampler, _workers=False)
         self.sampler = sampler
         self.num_replicas, self.rank = resolve_world(num_replicas, rank)
         split = getattr(sampler, "num_replicas", 1)  # a rank's share already: split it again?
@@ -210,5 +262,5 @@ class DistributedSamplerWrapper(DistributedSampler[int]):
         twin.__dict__.update(vars(self))
         if callable(getattr(self.sampler, "set_epoch", None)):
             twin.sampler = copy.copy(self.sampler)
-        twin.dataset = DatasetFromSampler(twin.sampler)
+        twin.dataset = DatasetFromSampler(twin.sampler, _workers=False)
         return twin
