@@ -1125,7 +1125,9 @@ def test_a_set_epoch_while_a_pass_of_our_sampler_is_read_waits_for_the_pass_to_e
     dataset = make()
     sampler = DistributedSampler(dataset, world, rank, seed=seed)
     sampler.set_epoch(first)  # ours sets its dataset's epoch too
-    positions = iter(sampler)
+    scope = {"sampler": sampler}  # begun by code whose globals hold no __name__, as exec runs it
+    exec("positions = iter(sampler)", scope)
+    positions = scope.pop("positions")
     k = data.draw(st.integers(0, len(sampler)), label="read before the late set_epoch")
     read = [dataset[next(positions)] for _ in range(k)]
     sampler.set_epoch(late)
@@ -1143,3 +1145,42 @@ def test_a_set_epoch_while_a_pass_of_our_sampler_is_read_waits_for_the_pass_to_e
     positions = iter(theirs)
     dataset.set_epoch(first)  # during a pass of torch's sampler: at once
     assert [dataset[i] for i in positions] == [items(first)[i] for i in theirs]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("kind", ["windows", "draws"])
+@pytest.mark.parametrize("loader_class", ["DataLoader", "StatefulDataLoader"])
+def test_the_hold_lasts_while_the_loaders_iterator_lives_past_the_samplers_end(
+    loader_class, kind, workers
+):
+    """Invariant: read through torch's DataLoader or torchdata's StatefulDataLoader, a pass of
+    our DistributedSampler holds its dataset's epoch while the loader's iterator lives, not
+    only while the sampler's does (the loader is done with the sampler's before the pass's last
+    batches are read: workers fetch ahead): after a ``set_epoch`` made after the first batch,
+    the pass reads its epoch whole, the dataset still reads it once the loader is exhausted,
+    and the late epoch applies once the loader's iterator is gone (with the loader, for a
+    StatefulDataLoader, which keeps its iterator for its ``state_dict``)."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from distsampling import DistributedSampler
+
+    make, items = _epoch_datasets(kind)
+    dataset = make()
+    sampler = DistributedSampler(dataset, 1, 0, seed=2)
+    Loader = {"DataLoader": torch.utils.data.DataLoader, "StatefulDataLoader": StatefulDataLoader}
+    loader = Loader[loader_class](dataset, batch_size=2, sampler=sampler, num_workers=workers)
+    sampler.set_epoch(1)
+    batches = iter(loader)
+    read = next(batches).tolist()
+    sampler.set_epoch(2)  # late: after the first batch
+    read += [i for batch in batches for i in batch.tolist()]
+    plan = torch.utils.data.DistributedSampler(range(len(dataset)), 1, 0, seed=2)
+    plan.set_epoch(1)
+    assert read == [items(1)[i] for i in plan]
+    assert [dataset[i] for i in range(len(dataset))] == items(1)  # the loader's iterator lives
+    del batches
+    if loader_class == "StatefulDataLoader":  # it keeps its iterator, for its state_dict
+        assert [dataset[i] for i in range(len(dataset))] == items(1)
+        del loader
+    assert [dataset[i] for i in range(len(dataset))] == items(2)

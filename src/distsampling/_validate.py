@@ -240,9 +240,11 @@ def begin_dataset_pass(sampler: object, ints: Iterator[int]) -> Iterator[int]:
         )  # fmt: skip
     if not callable(hold := getattr(dataset, "hold_epoch", None)):
         return ints
-    frame, owner = sys._getframe(2), None  # up to the DataLoader iterator reading the pass
-    while frame is not None and owner is None:  # (only a loader's frames: their locals are its)
-        if frame.f_globals.get("__name__", "").startswith(("torch.utils.data", "torchdata")):
+    # up to the DataLoader iterator reading the pass (torch's own _next_index, or _reset, asks
+    # the sampler: torchdata's StatefulDataLoader too); only torch's frames: their locals are its
+    frame, owner = sys._getframe(), None
+    while frame is not None and owner is None:
+        if frame.f_globals.get("__name__", "").startswith("torch.utils.data"):
             found = frame.f_locals.get("self")
             owner = found if "DataLoaderIter" in type(found).__name__ else None
         frame = frame.f_back

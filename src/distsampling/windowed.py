@@ -137,10 +137,10 @@ class SequentialWindowedDataset(Dataset[int]):
         self.drop_last = check_bool("drop_last", drop_last)
         # floor(size / window) with drop_last, otherwise ceil: the last window wraps around
         self._len = self.size // self.window if drop_last else -(-self.size // self.window)
-        # [epoch set last, the epoch read now, its offset] in shared memory: forked, spawned and
-        # persistent DataLoader workers read what the main process writes here; the numpy view
-        # reads it ~5x faster than the tensor
-        self._state = torch.zeros(3, dtype=torch.int64).share_memory_()
+        # [epoch set last, offset read now] in shared memory: forked, spawned and persistent
+        # DataLoader workers read what the main process writes here; the numpy view reads it
+        # ~5x faster than the tensor
+        self._state = torch.zeros(2, dtype=torch.int64).share_memory_()
         self._view, self._passes = self._state.numpy(), 0  # passes of ours being read
         self.set_epoch(0)
 
@@ -157,8 +157,7 @@ class SequentialWindowedDataset(Dataset[int]):
             self._read_latest()
 
     def _read_latest(self) -> None:
-        epoch = self._view.item(0)
-        self._view[1:] = (epoch, epoch_offset(self.size, self.seed, epoch))
+        self._view[1] = epoch_offset(self.size, self.seed, self._view.item(0))
 
     def hold_epoch(self, owner: object) -> None:
         r"""Read the epoch set last until ``owner`` (what reads the pass: a DataLoader iterator)
@@ -182,7 +181,7 @@ class SequentialWindowedDataset(Dataset[int]):
     @property
     def offset(self) -> int:
         """Start of window 0 in the epoch read now, in ``[0, size)``."""
-        return self._view.item(2)
+        return self._view.item(1)
 
     def __len__(self) -> int:
         return self._len
@@ -195,7 +194,7 @@ class SequentialWindowedDataset(Dataset[int]):
         if not -self._len <= i < self._len:
             raise IndexError(f"index should be in [{-self._len}, {self._len}), but got index={i}")
         # O(1): window i starts i windows after this epoch's offset, wrapped into [0, size)
-        return (self._view.item(2) + (i % self._len) * self.window) % self.size
+        return (self._view.item(1) + (i % self._len) * self.window) % self.size
 
     def __setstate__(self, state: dict) -> None:
         # the shared tensor pickles as shared memory, the numpy view as a copy: view it again;
