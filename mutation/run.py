@@ -45,12 +45,16 @@ RESUME = "tests/test_resume.py"
 EXAMPLES = "docs/examples"
 # module -> (its tests, whether its multi-process tests run too). Adding a module is one line.
 # tests/test_validate.py goes with every module that warns of a framework's default: it holds
-# the warnings' tests (every entry of the loop matrix under accelerate's prepared loader).
+# the warnings' tests (every entry of the loop matrix under accelerate's prepared loader), and
+# those of the hold of a dataset's epoch while a pass of our sampler is read (windowed, wrapper).
 MODULES: dict[str, tuple[list[str], bool]] = {
     "distributed": (["tests/test_distributed.py", "tests/test_validate.py", RESUME], False),
     "batch": (["tests/test_batch.py", "tests/test_validate.py", RESUME], False),
     "evaluation": (["tests/test_evaluation.py", RESUME], True),
-    "windowed": (["tests/test_windowed.py", "tests/test_windowed_series.py", RESUME], False),
+    "windowed": (
+        ["tests/test_windowed.py", "tests/test_windowed_series.py", "tests/test_validate.py", RESUME],
+        False,
+    ),
     "weighted": (["tests/test_weighted.py", RESUME], False),
     "wrapper": (["tests/test_wrapper.py", "tests/test_validate.py", RESUME], False),
     "grouped": (["tests/test_grouped.py", "tests/test_validate.py", RESUME], False),

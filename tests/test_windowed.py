@@ -301,11 +301,17 @@ def test_spawned_persistent_worker_sees_each_epoch_through_shared_memory():
 
 
 def test_pickling_keeps_the_epoch_and_the_starts():
-    """Invariant: a pickled copy (what spawn sends a worker) has the same epoch, offset and starts."""
+    """Invariant: a pickled copy (what spawn sends a worker) has the same epoch, offset and
+    starts, and reads no pass of ours: its set_epoch moves its windows at once."""
     ds = SequentialWindowedDataset(100, 6, seed=8, drop_last=True)
     ds.set_epoch(5)
     copy = pickle.loads(pickle.dumps(ds))
     assert (copy.epoch, copy.offset, list(copy)) == (5, ds.offset, list(ds))
+    positions = iter(DistributedSampler(ds, 1, 0))  # a pass of ours holds the original's epoch
+    copy = pickle.loads(pickle.dumps(ds))
+    copy.set_epoch(6)  # the copy's own: at once
+    assert (copy.offset, ds.offset) == (epoch_offset(100, 8, 6), epoch_offset(100, 8, 5))
+    del positions
     assert repr(copy) == "SequentialWindowedDataset(size=100, window=6, seed=8, drop_last=True)"
 
 

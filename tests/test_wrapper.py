@@ -623,3 +623,65 @@ def test_a_wrappers_own_dataset_holds_no_shared_memory():
     wrapper = DistributedSamplerWrapper([3, 1, 2], 2, 0)
     assert wrapper.dataset._shared is None and copy.copy(wrapper).dataset._shared is None
     assert DatasetFromSampler([3, 1, 2])._shared is not None
+
+
+def test_a_pickled_copy_reads_no_pass_of_ours_and_draws_its_own_epoch_at_once():
+    """Invariant: a pickled copy of a DatasetFromSampler (what spawn sends a worker), taken
+    while a pass of our DistributedSampler holds the original's epoch, holds none: its
+    ``set_epoch`` draws anew at once, and the original keeps its pass's draw."""
+    import pickle
+
+    from distsampling import DistributedSampler
+
+    inner = WeightedBalanceClassSampler(["a", "b", "b", "c"], [1, 1, 2], length=6, seed=3)
+    draws = DatasetFromSampler(inner)
+    sampler = DistributedSampler(draws, 1, 0)
+    sampler.set_epoch(5)  # ours sets its dataset's epoch too
+    positions = iter(sampler)  # a pass of ours holds epoch 5
+    twin = pickle.loads(pickle.dumps(draws))
+    twin.set_epoch(6)
+    draws.set_epoch(7)  # waits: the original's pass is being read
+    assert twin.indices.tolist() == _weighted_draws(6)
+    assert draws.indices.tolist() == _weighted_draws(5)
+    del positions
+    assert draws.indices.tolist() == _weighted_draws(7)
+
+
+def test_a_pass_of_ours_over_a_dataset_never_set_reads_the_samplers_own_epoch():
+    """Invariant: a DatasetFromSampler whose ``set_epoch`` was never called draws its sampler as
+    it is (here at epoch 9), in a pass of our DistributedSampler as on first access."""
+    from distsampling import DistributedSampler
+
+    inner = WeightedBalanceClassSampler(["a", "b", "b", "c"], [1, 1, 2], length=6, seed=3)
+    inner.set_epoch(9)
+    draws = DatasetFromSampler(inner)
+    assert [draws[i] for i in DistributedSampler(draws, 1, 0, shuffle=False)] == _weighted_draws(9)
+
+
+def test_the_epoch_waits_until_every_pass_of_ours_being_read_is_over():
+    """Invariant: with two passes of our DistributedSampler read at once (a peek, then the
+    loop), a ``set_epoch`` waits until both are over, not the first to end."""
+    from distsampling import DistributedSampler
+
+    inner = WeightedBalanceClassSampler(["a", "b", "b", "c"], [1, 1, 2], length=6, seed=3)
+    draws = DatasetFromSampler(inner)
+    sampler = DistributedSampler(draws, 1, 0, shuffle=False)
+    sampler.set_epoch(1)
+    peek, loop = iter(sampler), iter(sampler)
+    sampler.set_epoch(2)
+    del peek
+    assert [draws[i] for i in loop] == _weighted_draws(1)  # the loop's pass is still read
+    del loop
+    assert draws.indices.tolist() == _weighted_draws(2)
+
+
+@pytest.mark.parametrize("epoch", [-(2**63), 2**63 - 1, -1, 0])
+def test_an_epoch_within_int64_is_taken_for_workers_to_read(epoch):
+    """Invariant: every epoch int64 holds, its bounds included, is set and shared as it is."""
+    draws = DatasetFromSampler(EpochRecorder())
+    draws.set_epoch(epoch)
+    assert (draws.epoch, draws.sampler.epochs, draws._shared.tolist()) == (
+        epoch,
+        [epoch],
+        [1, epoch],
+    )
