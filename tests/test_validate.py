@@ -1184,3 +1184,21 @@ def test_the_hold_lasts_while_the_loaders_iterator_lives_past_the_samplers_end(
         assert [dataset[i] for i in range(len(dataset))] == items(1)
         del loader
     assert [dataset[i] for i in range(len(dataset))] == items(2)
+
+
+@pytest.mark.parametrize("kind", ["windows", "draws"])
+def test_the_epoch_waits_until_every_pass_of_ours_being_read_is_over(kind):
+    """Invariant: with two passes of our DistributedSampler read at once (a peek, then the
+    loop), a ``set_epoch`` waits until both are over, not the first to end."""
+    from distsampling import DistributedSampler
+
+    make, items = _epoch_datasets(kind)
+    dataset = make()
+    sampler = DistributedSampler(dataset, 1, 0, shuffle=False)
+    sampler.set_epoch(1)
+    peek, loop = iter(sampler), iter(sampler)
+    sampler.set_epoch(2)
+    del peek
+    assert [dataset[i] for i in loop] == items(1)  # the loop's pass is still read
+    del loop
+    assert [dataset[i] for i in range(len(dataset))] == items(2)

@@ -497,6 +497,16 @@ def test_window_indices_take_starts_of_every_integer_dtype(args, dtype, data):
     assert got.dtype == torch.int64 and torch.equal(got, expected)
 
 
+def test_window_indices_take_numpy_unsigned_starts_past_int64_exactly():
+    """Invariant: uint64 starts at or past 2**63, as a numpy array or as a list of numpy's
+    scalars (which torch.as_tensor refuses), give each start's exact windows mod ``size``,
+    never int64's wrap of the start."""
+    starts = np.array([2**63, 2**64 - 1, 3], dtype=np.uint64)
+    expected = [[(int(s) + k) % 10 for k in range(3)] for s in starts]
+    assert window_indices(starts, 3, 10).tolist() == expected
+    assert window_indices(list(starts), 3, 10).tolist() == expected
+
+
 @given(bad=st.sets(st.sampled_from(["size", "window", "seed", "drop_last"]), min_size=1))
 def test_the_first_bad_argument_is_the_one_named(bad):
     """Invariant: SequentialWindowedDataset checks size, window, seed and drop_last in that

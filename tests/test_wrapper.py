@@ -658,23 +658,6 @@ def test_a_pass_of_ours_over_a_dataset_never_set_reads_the_samplers_own_epoch():
     assert [draws[i] for i in DistributedSampler(draws, 1, 0, shuffle=False)] == _weighted_draws(9)
 
 
-def test_the_epoch_waits_until_every_pass_of_ours_being_read_is_over():
-    """Invariant: with two passes of our DistributedSampler read at once (a peek, then the
-    loop), a ``set_epoch`` waits until both are over, not the first to end."""
-    from distsampling import DistributedSampler
-
-    inner = WeightedBalanceClassSampler(["a", "b", "b", "c"], [1, 1, 2], length=6, seed=3)
-    draws = DatasetFromSampler(inner)
-    sampler = DistributedSampler(draws, 1, 0, shuffle=False)
-    sampler.set_epoch(1)
-    peek, loop = iter(sampler), iter(sampler)
-    sampler.set_epoch(2)
-    del peek
-    assert [draws[i] for i in loop] == _weighted_draws(1)  # the loop's pass is still read
-    del loop
-    assert draws.indices.tolist() == _weighted_draws(2)
-
-
 @pytest.mark.parametrize("epoch", [-(2**63), 2**63 - 1, -1, 0])
 def test_an_epoch_within_int64_is_taken_for_workers_to_read(epoch):
     """Invariant: every epoch int64 holds, its bounds included, is set and shared as it is."""
