@@ -52,7 +52,12 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "batch": (["tests/test_batch.py", "tests/test_validate.py", RESUME], False),
     "evaluation": (["tests/test_evaluation.py", RESUME], True),
     "windowed": (
-        ["tests/test_windowed.py", "tests/test_windowed_series.py", "tests/test_validate.py", RESUME],
+        [
+            "tests/test_windowed.py",
+            "tests/test_windowed_series.py",
+            "tests/test_validate.py",
+            RESUME,
+        ],
         False,
     ),
     "weighted": (["tests/test_weighted.py", RESUME], False),
