@@ -225,7 +225,7 @@ def refuse_split_again(
 def begin_dataset_pass(sampler: object, ints: Iterator[int]) -> Iterator[int]:
     """``ints``, a pass of ``sampler``, as it begins: warn if the dataset it splits has an epoch
     of its own (``set_epoch``) that is not the sampler's (set after the sampler's, whose
-    ``set_epoch`` sets it too); then hold the dataset's epoch (``hold_epoch``) while the
+    ``set_epoch`` sets it too); then hold the dataset's epoch (``_hold_epoch``) while the
     DataLoader iterator that reads the pass lives (or ``ints``, read directly): a ``set_epoch``
     meanwhile waits, never changing the samples of a pass mid-way."""
     dataset = getattr(sampler, "dataset", None)  # a wrapper's own: its set_epoch sets it too
@@ -238,7 +238,7 @@ def begin_dataset_pass(sampler: object, ints: Iterator[int]) -> Iterator[int]:
             "call it after dataset.set_epoch, or alone",
             FrameworkWarning, stacklevel=3,
         )  # fmt: skip
-    if not callable(hold := getattr(dataset, "hold_epoch", None)):
+    if not callable(hold := getattr(dataset, "_hold_epoch", None)):
         return ints
     # up to the DataLoader iterator reading the pass (torch's own _next_index, or _reset, asks
     # the sampler: torchdata's StatefulDataLoader too); only torch's frames: their locals are its

@@ -146,7 +146,7 @@ class SequentialWindowedDataset(Dataset[int]):
 
     def set_epoch(self, epoch: int) -> None:
         r"""Draw this epoch's offset from ``(seed, epoch)``; call it on every rank, before ``iter``.
-        While a pass of our sampler is read (:meth:`hold_epoch`), its windows stay its own, and
+        While a pass of our sampler is read (it holds the epoch), its windows stay its own, and
         this epoch waits for the pass to end or the next to begin.
 
         Args:
@@ -159,7 +159,7 @@ class SequentialWindowedDataset(Dataset[int]):
     def _read_latest(self) -> None:
         self._view[1] = epoch_offset(self.size, self.seed, self._view.item(0))
 
-    def hold_epoch(self, owner: object) -> None:
+    def _hold_epoch(self, owner: object) -> None:
         r"""Read the epoch set last until ``owner`` (what reads the pass: a DataLoader iterator)
         is gone, whatever ``set_epoch`` says meanwhile. :class:`~distsampling.DistributedSampler`
         calls it as each pass begins, so a loop that calls ``set_epoch`` after the first batch

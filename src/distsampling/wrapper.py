@@ -80,7 +80,7 @@ class DatasetFromSampler(Dataset[int]):
 
     The epoch is drawn on first access and kept (a tensor) until :meth:`set_epoch`. Split by
     our :class:`~distsampling.DistributedSampler`, a pass reads the epoch set when it began
-    (:meth:`hold_epoch`), in DataLoader workers too, persistent ones included.
+    (it holds the epoch), in DataLoader workers too, persistent ones included.
 
     Args:
         sampler: an iterable of integer indices with ``__len__`` (a sampler, a list, ...).
@@ -136,7 +136,7 @@ class DatasetFromSampler(Dataset[int]):
 
     def set_epoch(self, epoch: int) -> None:
         r"""Draw epoch ``epoch`` on next access (forwarded to the sampler, if it has ``set_epoch``).
-        While a pass of our sampler is read (:meth:`hold_epoch`), it keeps its draw, and this
+        While a pass of our sampler is read (it holds the epoch), it keeps its draw, and this
         epoch waits for the pass to end or the next to begin."""
         epoch = operator.index(epoch)
         if self._view is not None and not -(2**63) <= epoch < 2**63:
@@ -155,7 +155,7 @@ class DatasetFromSampler(Dataset[int]):
         if self._view is not None:  # what the workers draw: the same epoch
             self._view[:] = (1, self.epoch)
 
-    def hold_epoch(self, owner: object) -> None:
+    def _hold_epoch(self, owner: object) -> None:
         r"""Draw the epoch set last, and keep it until ``owner`` (what reads the pass: a
         DataLoader iterator) is gone, whatever ``set_epoch`` says meanwhile:
         :class:`~distsampling.DistributedSampler` calls it as each pass begins."""
