@@ -91,7 +91,7 @@ class DatasetFromSampler(Dataset[int]):
         (3, 3, [7, 3, 5])
     """
 
-    def __init__(self, sampler: Iterable[int], _workers: bool = True) -> None:
+    def __init__(self, sampler: Iterable[int], *, _workers: bool = True) -> None:
         if not isinstance(sampler, Iterable) or not isinstance(sampler, Sized):
             raise TypeError(
                 "sampler should be iterable and have __len__ (a sampler, or a list of indices), "
