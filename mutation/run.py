@@ -50,7 +50,7 @@ EXAMPLES = "docs/examples"
 MODULES: dict[str, tuple[list[str], bool]] = {
     "distributed": (["tests/test_distributed.py", "tests/test_validate.py", RESUME], False),
     "batch": (["tests/test_batch.py", "tests/test_validate.py", RESUME], False),
-    "evaluation": (["tests/test_evaluation.py", RESUME], True),
+    "detection/evaluation": (["tests/test_evaluation.py", RESUME], True),
     "windowed": (
         [
             "tests/test_windowed.py",
@@ -62,36 +62,38 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     ),
     "weighted": (["tests/test_weighted.py", RESUME], False),
     "wrapper": (["tests/test_wrapper.py", "tests/test_validate.py", RESUME], False),
-    "grouped": (["tests/test_grouped.py", "tests/test_validate.py", RESUME], False),
-    "iteration": (["tests/test_iteration.py", RESUME], False),
-    "pipeline": (["tests/test_pipeline.py", RESUME], False),
-    "checks": (["tests/test_checks.py", RESUME], True),
-    "infinite": (["tests/test_infinite.py", "tests/test_detection_loaders.py", RESUME], False),
-    "repeat_factor": (
+    "detection/grouped": (["tests/test_grouped.py", "tests/test_validate.py", RESUME], False),
+    "detection/iteration": (["tests/test_iteration.py", RESUME], False),
+    "detection/pipeline": (["tests/test_pipeline.py", RESUME], False),
+    "tools/checks": (["tests/test_checks.py", RESUME], True),
+    "detection/infinite": (["tests/test_infinite.py", "tests/test_detection_loaders.py", RESUME], False),
+    "detection/repeat_factor": (
         ["tests/test_repeat_factor.py", "tests/test_detection_loaders.py", RESUME],
         False,
     ),
-    "inference": (["tests/test_inference.py", "tests/test_validate.py", RESUME], False),
-    "balanced": (["tests/test_balanced.py", "tests/test_validate.py", RESUME], False),
-    "ahead": (["tests/test_ahead.py", "tests/test_validate.py"], False),
+    "detection/inference": (["tests/test_inference.py", "tests/test_validate.py", RESUME], False),
+    "detection/balanced": (["tests/test_balanced.py", "tests/test_validate.py", RESUME], False),
+    "scale/ahead": (["tests/test_ahead.py", "tests/test_validate.py"], False),
     # its resume is the resume layer's (tests/test_resume.py); its own file proves the rest
-    "index_shuffle": (["tests/test_index_shuffle.py"], False),
+    "scale/index_shuffle": (["tests/test_index_shuffle.py"], False),
     # the cipher the sampler and the mixture read their orders from (the reference, the
     # bijection, the statistics, the scalar path); its errors swept with every public name's
-    "cipher": (["tests/test_cipher.py", "tests/test_errors_sweep.py"], False),
-    "sharded": (["tests/test_sharded.py", "tests/test_validate.py"], False),
-    "token_budget": (["tests/test_token_budget.py", "tests/test_validate.py"], False),
-    "mixture": (
+    "scale/cipher": (["tests/test_cipher.py", "tests/test_errors_sweep.py"], False),
+    "streaming/sharded": (["tests/test_sharded.py", "tests/test_validate.py"], False),
+    "streaming/token_budget": (["tests/test_token_budget.py", "tests/test_validate.py"], False),
+    "mixing/mixture": (
         ["tests/test_mixture.py", "tests/test_mixture_pinned.py", "tests/test_validate.py"],
         False,
     ),
-    "sharded_mixture": (["tests/test_sharded_mixture.py", "tests/test_validate.py"], False),
+    "streaming/sharded_mixture": (["tests/test_sharded_mixture.py", "tests/test_validate.py"], False),
     # the resume layer, and the resumable forms built on it
-    "resume": ([RESUME, "tests/test_validate.py"], False),
-    "resumable": (["tests/test_resumable.py", RESUME], False),
+    "resume/state": ([RESUME, "tests/test_validate.py"], False),
+    "resume/resumable": (["tests/test_resumable.py", RESUME], False),
     # the checks every sampler copies along (tests/test_validate.py) and the split arithmetic
     # of DistributedSampler (proven against torch's in tests/test_distributed.py)
-    "_validate": (["tests/test_validate.py", "tests/test_distributed.py"], False),
+    "_checks": (["tests/test_validate.py", "tests/test_distributed.py"], False),
+    "_split": (["tests/test_validate.py", "tests/test_distributed.py"], False),
+    "guards": (["tests/test_validate.py"], False),
 }
 
 # mutmut's exit codes per mutant (mutmut/stats.py), folded into the columns we report
@@ -148,7 +150,7 @@ def _configure(module: str, work: Path) -> None:
 
 def _patterns(module: str, functions: list[str]) -> list[str]:
     """mutmut's names of the mutants of ``functions`` (``f`` or ``Class.method``) in ``module``."""
-    return [f"distsampling.{module}.x{'ǁ' if '.' in f else '_'}{f.replace('.', 'ǁ')}__mutmut_*"
+    return [f"distsampling.{module.replace('/', '.')}.x{'ǁ' if '.' in f else '_'}{f.replace('.', 'ǁ')}__mutmut_*"
             for f in functions]  # fmt: skip
 
 
@@ -162,7 +164,7 @@ COLUMNS = ("mutants", "killed", "equivalent", "timeout", "survived")
 def function_of(name: str, module: str) -> str:
     """``f`` or ``Class.method`` of mutmut's mutant name: ``distsampling.M.x_f__mutmut_7`` or
     ``distsampling.M.xǁClassǁmethod__mutmut_7``."""
-    return name.split("__mutmut_")[0].split(f"{module}.", 1)[1][2:].replace("ǁ", ".")
+    return name.split("__mutmut_")[0].split(f"{module.replace('/', '.')}.", 1)[1][2:].replace("ǁ", ".")
 
 
 def total(by_function: dict[str, dict[str, int]]) -> dict[str, int]:

@@ -35,7 +35,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from torch.utils.data import DataLoader
 
 import distsampling as ds
-from distsampling._validate import FrameworkWarning
+from distsampling.guards import FrameworkWarning
 from loops import (
     BATCH,
     BY_NAME,

@@ -471,7 +471,7 @@ def test_a_plain_sampler_has_no_position_to_save_through_order_ahead():
         assert str(err.value) == (
             "OrderAhead saves its position through its sampler's state_dict(), but got "
             f"sampler={inner!r}, a plain sampler without one: wrap its resumable form "
-            "(distsampling.resumable)"
+            "(distsampling.resume.resumable)"
         )
 
 

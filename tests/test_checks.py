@@ -31,7 +31,7 @@ from distsampling import (
     epoch_digest,
     run_world,
 )
-from distsampling.checks import _CAUSES, _raise_if_ranks_differ
+from distsampling.tools.checks import _CAUSES, _raise_if_ranks_differ
 from strategies import dataset_lengths, epochs, seeds, world_sizes
 from worlds import GlobalRNGSampler
 

@@ -20,7 +20,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distsampling.cipher import epoch_key, index_shuffle, index_unshuffle
+from distsampling.scale.cipher import epoch_key, index_shuffle, index_unshuffle
 from strategies import (
     key_epochs,
     negative_generator_seeds,

@@ -25,9 +25,9 @@ from distsampling import (
     epoch_key,
     index_shuffle,
 )
-from distsampling.cli import _integer, main
-from distsampling.demo import EXAMPLES, plan
-from distsampling.render import (
+from distsampling.tools.cli import _integer, main
+from distsampling.tools.demo import EXAMPLES, plan
+from distsampling.tools.render import (
     TORCH_SAMPLER_BYTES,
     format_split,
     plan_split,

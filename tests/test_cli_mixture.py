@@ -12,7 +12,7 @@ from fractions import Fraction
 import pytest
 
 from distsampling import MixtureSampler
-from distsampling.cli import main
+from distsampling.tools.cli import main
 
 TASK = ["mixture", "--sizes", "60000", "6000", "600", "--weights", "0.5", "0.3", "0.2"]
 TASK += ["--replicas", "8", "--batch-size", "8"]
@@ -304,7 +304,7 @@ def test_a_source_whose_weight_turns_0_again_is_named_with_the_last_step_it_turn
 def test_a_fraction_is_kept_exact_and_a_decimal_is_its_float():
     """Invariant: a weight given as a/b is that fraction exactly (1/3, not 0.333...), a decimal
     is the float of its text (the sampler reads a float as the decimal it prints as)."""
-    from distsampling.cli_mixture import _weight
+    from distsampling.tools.cli_mixture import _weight
 
     assert _weight("1/3") == Fraction(1, 3) and isinstance(_weight("1/3"), Fraction)
     assert _weight("0.3") == 0.3 and isinstance(_weight("0.3"), float)

@@ -171,7 +171,7 @@ def test_lightnings_default_keeps_order_ahead_over_a_share_as_use_distributed_sa
             kept = ranks["OrderAhead, use_distributed_sampler=False"]["epochs"][epoch]
             share = our_epochs("OrderAhead", rank)[epoch]
             for run in (default, kept):
-                assert run["sampler"] == "distsampling.ahead.OrderAhead"
+                assert run["sampler"] == "distsampling.scale.ahead.OrderAhead"
                 assert run["ours"] is True
                 assert run["indices"] == share
 

@@ -11,7 +11,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distsampling.index_shuffle import (
+from distsampling.scale.index_shuffle import (
     IndexShuffleSampler,
     _shuffle_blocks,
     epoch_key,

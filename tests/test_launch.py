@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from distsampling import launch, run_nodes, run_world
+from distsampling import run_nodes, run_world
+from distsampling.tools import launch
 
 TESTS = str(Path(__file__).parent)
 

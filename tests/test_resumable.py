@@ -1,4 +1,4 @@
-"""Properties of distsampling.resumable: each resumable form is its plain class plus a state.
+"""Properties of distsampling.resume.resumable: each resumable form is its plain class plus a state.
 
 The resume arithmetic itself (resume == uninterrupted, elastic, the DataLoader rule) is proven
 in tests/test_resume.py over these classes; here: the resume layer changes nothing a fresh

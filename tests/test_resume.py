@@ -56,7 +56,7 @@ from distsampling import (
     resumed_positions,
     run_world,
 )
-from distsampling.resume import CountingIterator, EpochHandle, generator_state, generator_text
+from distsampling.resume.state import CountingIterator, EpochHandle, generator_state, generator_text
 from distsampling.wrapper import yields_indices
 from strategies import (
     elastic_kinds,
@@ -1482,7 +1482,7 @@ def test_a_resumable_class_without_its_identity_is_told_what_to_define():
         Forgetful(range(4), num_replicas=1, rank=0).state_dict()
     assert str(error.value) == (
         "Forgetful should define _identity(): the fields a saved state must match (the data's "
-        "length, the seed, the flags), as distsampling.resumable does"
+        "length, the seed, the flags), as distsampling.resume.resumable does"
     )
 
 

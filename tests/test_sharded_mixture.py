@@ -826,7 +826,7 @@ def test_leftovers_merge_into_the_same_samples_sorted_non_empty_and_joined(piece
     """Invariant: the state's leftovers (``_merge``) hold exactly the ``(pass, offset)`` pairs of
     their pieces, as sorted non-empty intervals, two of one pass never touching: as few as the
     samples allow (the state's ``O(K x old readers)``)."""
-    from distsampling.sharded_mixture import _merge
+    from distsampling.streaming.sharded_mixture import _merge
 
     merged = _merge([list(p) for p in pieces])
     expected = Counter((p, o) for p, a, b in pieces for o in range(a, b))
@@ -948,7 +948,7 @@ def _said(run, *args) -> list[str]:
     """The messages of the FrameworkWarnings that ``run(*args)`` raised."""
     import warnings
 
-    from distsampling._validate import FrameworkWarning
+    from distsampling.guards import FrameworkWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

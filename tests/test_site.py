@@ -120,8 +120,8 @@ def reader_files() -> list[Path]:
 
 
 def cli_and_demo_output() -> str:
-    from distsampling import cli
-    from distsampling.demo import BUILDERS, EXAMPLES
+    from distsampling.tools import cli
+    from distsampling.tools.demo import BUILDERS, EXAMPLES
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

@@ -706,7 +706,7 @@ def test_an_empty_dataset_gives_no_batches():
 def test_the_rank_check_names_a_forgotten_set_epoch_and_another_checkpoint():
     """Invariant: epoch_digest hashes the plan: ranks built alike agree; a rank that missed
     set_epoch, or loaded another checkpoint, is named with the likely cause."""
-    from distsampling.checks import _CAUSES, RankMismatchError, _raise_if_ranks_differ
+    from distsampling.tools.checks import _CAUSES, RankMismatchError, _raise_if_ranks_differ
 
     args = {"lengths": [(5 * i) % 13 + 1 for i in range(30)], "max_tokens": 20, "num_replicas": 2}
     good = ranks(args, 4)

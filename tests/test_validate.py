@@ -17,8 +17,7 @@ import torch.distributed as dist
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distsampling._validate import (
-    FrameworkWarning,
+from distsampling._checks import (
     _index_dtype,
     check_bool,
     check_int,
@@ -26,6 +25,7 @@ from distsampling._validate import (
     check_len,
     resolve_world,
 )
+from distsampling.guards import FrameworkWarning
 from strategies import epochs, integer_bounds, seeds, tagged_bools, tagged_integers, world_sizes
 
 NAMES = st.sampled_from(["num_replicas", "batch_size", "epoch", "x"])
@@ -513,7 +513,7 @@ class _Sized:
     """A sampler of 13 indices with no world of its own (no ``num_replicas``)."""
 
     def __iter__(self):
-        from distsampling._validate import refuse_split_again
+        from distsampling.guards import refuse_split_again
 
         refuse_split_again(self)
         return iter(range(13))
@@ -809,7 +809,7 @@ def test_a_trainers_epoch_is_followed_live_and_pickled_as_its_value_then():
     import gc
     import pickle
 
-    from distsampling.resume import TrainerEpoch
+    from distsampling.resume.state import TrainerEpoch
 
     class Trainer:
         current_epoch, training = 2, True
@@ -979,16 +979,20 @@ def test_a_persistent_workers_second_pass_of_an_epoch_under_a_fit_raises_at_its_
     epoch with no ``set_epoch``: its ``iter()`` returns, and its first ``next()`` raises."""
     import types
 
-    import distsampling.resume
-    import distsampling.sharded
-    import distsampling.sharded_mixture
+    import distsampling.resume.state
+    import distsampling.streaming.sharded
+    import distsampling.streaming.sharded_mixture
 
     dataset = _sharded_datasets()[which]
     loop = _fit_loop(monkeypatch, max_epochs=2, current_epoch=0, training=True)
     loop.setup_data(dataset)  # the loop keeps its Trainer alive; the dataset, a weak reference
     n = [1, 2][which]  # the mixture was told its loader's num_workers: 2
     worker = types.SimpleNamespace(id=0, num_workers=n)
-    for module in (distsampling.resume, distsampling.sharded, distsampling.sharded_mixture):
+    for module in (
+        distsampling.resume.state,
+        distsampling.streaming.sharded,
+        distsampling.streaming.sharded_mixture,
+    ):
         monkeypatch.setattr(module, "get_worker_info", lambda: worker)
     assert list(dataset) == list(_sharded_datasets()[which].iter_worker(0, n))
     again = iter(dataset)
@@ -1006,7 +1010,7 @@ def test_a_pass_a_persistent_worker_begins_again_under_a_fit_raises_at_its_first
     fresh (the main process, a worker's first pass) is the ``Trainer``'s own: silent."""
     import types
 
-    import distsampling.resume as v
+    import distsampling.resume.state as v
 
     dataset = _sharded_datasets()[0]
     monkeypatch.setattr(v, "get_worker_info", lambda: types.SimpleNamespace(id=0))
@@ -1036,7 +1040,7 @@ def test_only_worker_0_warns_of_a_pass_begun_without_set_epoch(monkeypatch):
     begins the same pass: one warning a pass), and clears the mark all the same."""
     import types
 
-    import distsampling.resume as v
+    import distsampling.resume.state as v
 
     marks = v.pass_marks()
     marks[0], marks[2] = 0, 3  # a pass of epoch 3 began, and no set_epoch since

@@ -5,7 +5,7 @@ import numpy as np
 from moto.server import ThreadedMotoServer
 
 from distsampling import RemoteSource, RemoteUnavailableError
-from distsampling.launch import free_port
+from distsampling.tools.launch import free_port
 
 # an S3 API on this machine (moto's server) stands in for the real one
 port = free_port()

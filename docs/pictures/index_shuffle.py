@@ -1,4 +1,4 @@
-"""Pictures for docs/tutorials/index_shuffle.md, drawn from distsampling.index_shuffle itself."""
+"""Pictures for docs/tutorials/index_shuffle.md, drawn from distsampling.scale.index_shuffle itself."""
 
 from __future__ import annotations
 

@@ -5,14 +5,22 @@ proven against torch by the Hypothesis properties in ``tests/``.
 """
 
 # one line per module: the code, its tests and its tutorial share the module's stem
-from ._validate import FrameworkWarning, epoch_permutation, rank_positions, split_sizes
-from .ahead import OrderAhead
-from .balanced import BatchBalanceClassSampler, distinct_draws
+from ._split import epoch_permutation, rank_positions, split_sizes
 from .batch import BatchSampler
-from .checks import RankMismatchError, assert_rank_consistent, epoch_digest
+from .detection.balanced import BatchBalanceClassSampler, distinct_draws
+from .detection.evaluation import UnpaddedDistributedSampler, gather_by_index, merge_by_index
+from .detection.grouped import GroupedBatchSampler
+from .detection.inference import InferenceSampler, inference_shard
+from .detection.infinite import InfiniteSampler, shared_random_seed
+from .detection.iteration import IterationBasedBatchSampler
+from .detection.pipeline import (
+    aspect_ratio_groups,
+    aspect_ratios,
+    make_batch_data_sampler,
+    make_data_sampler,
+)
+from .detection.repeat_factor import RepeatFactorSampler, repeat_factors_from_category_frequency
 from .distributed import DistributedSampler
-from .evaluation import UnpaddedDistributedSampler, gather_by_index, merge_by_index
-from .grouped import GroupedBatchSampler
 from .growing import (
     BatchBuffers,
     CorruptShardError,
@@ -29,20 +37,9 @@ from .growing import (
     prefetch_epochs,
     produce,
 )
-from .index_shuffle import IndexShuffleSampler, epoch_key, index_shuffle, index_unshuffle
-from .inference import InferenceSampler, inference_shard
-from .infinite import InfiniteSampler, shared_random_seed
-from .iteration import IterationBasedBatchSampler
-from .launch import run_nodes, run_world
-from .mixture import MixtureBatchSampler, MixtureSampler, Read
-from .pipeline import (
-    aspect_ratio_groups,
-    aspect_ratios,
-    make_batch_data_sampler,
-    make_data_sampler,
-)
-from .repeat_factor import RepeatFactorSampler, repeat_factors_from_category_frequency
-from .resumable import (
+from .guards import FrameworkWarning
+from .mixing.mixture import MixtureBatchSampler, MixtureSampler, Read
+from .resume.resumable import (
     ResumableBatchSampler,
     ResumableDistributedSampler,
     ResumableDistributedSamplerWrapper,
@@ -50,10 +47,14 @@ from .resumable import (
     ResumableUnpaddedDistributedSampler,
     ResumableWeightedBalanceClassSampler,
 )
-from .resume import Resumable, check_state, resumed_positions
-from .sharded import ShardedIterableDataset, loader_dataset_states
-from .sharded_mixture import ShardedMixtureDataset
-from .token_budget import TokenBudgetBatchSampler
+from .resume.state import Resumable, check_state, resumed_positions
+from .scale.ahead import OrderAhead
+from .scale.index_shuffle import IndexShuffleSampler, epoch_key, index_shuffle, index_unshuffle
+from .streaming.sharded import ShardedIterableDataset, loader_dataset_states
+from .streaming.sharded_mixture import ShardedMixtureDataset
+from .streaming.token_budget import TokenBudgetBatchSampler
+from .tools.checks import RankMismatchError, assert_rank_consistent, epoch_digest
+from .tools.launch import run_nodes, run_world
 from .weighted import WeightedBalanceClassSampler, largest_remainder_counts
 from .windowed import SequentialWindowedDataset, epoch_offset, window_indices
 from .wrapper import DatasetFromSampler, DistributedSamplerWrapper, index_tensor

@@ -1,6 +1,6 @@
-"""``python -m distsampling``: see :mod:`distsampling.cli`."""
+"""``python -m distsampling``: see :mod:`distsampling.tools.cli`."""
 
-from .cli import main
+from .tools.cli import main
 
 if __name__ == "__main__":
     main()

@@ -5,7 +5,7 @@ Every rank computes the same epoch order (a permutation seeded by ``seed + epoch
 the tail with ``drop_last``), and keeps every ``num_replicas``-th position from ``rank`` on:
 a *strided* split, never contiguous halves. The ranks agree without exchanging anything.
 torch builds the padded epoch as a Python list on every rank; here the same steps run on
-tensors. Resuming mid-epoch is a layer of its own: :mod:`distsampling.resume`.
+tensors. Resuming mid-epoch is a layer of its own: :mod:`distsampling.resume.state`.
 
 References:
     torch/utils/data/distributed.py (DistributedSampler)
@@ -18,18 +18,9 @@ from itertools import chain
 
 import torch
 
-from ._validate import (
-    begin_dataset_pass,
-    check_bool,
-    check_int,
-    check_len,
-    check_seed,
-    epoch_permutation,
-    rank_positions,
-    refuse_split_again,
-    resolve_world,
-    split_sizes,
-)
+from ._checks import check_bool, check_int, check_len, check_seed, resolve_world
+from ._split import epoch_permutation, rank_positions, split_sizes
+from .guards import begin_dataset_pass, refuse_split_again
 
 __all__ = ["DistributedSampler"]
 

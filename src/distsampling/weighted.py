@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import _index_dtype, check_int, check_int64, check_len, check_seed
+from ._checks import _index_dtype, check_int, check_int64, check_len, check_seed
 
 __all__ = ["WeightedBalanceClassSampler", "largest_remainder_counts"]
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ._validate import check_bool, check_int, check_int64
+from ._checks import check_bool, check_int, check_int64
 
 __all__ = ["SequentialWindowedDataset", "epoch_offset", "window_indices"]
 

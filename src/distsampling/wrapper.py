@@ -24,17 +24,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, DistributedSampler, RandomSampler, get_worker_info
 
-from ._validate import (
-    _index_dtype,
-    check_bool,
-    check_int,
-    check_seed,
-    epoch_permutation,
-    rank_positions,
-    refuse_split_again,
-    resolve_world,
-    split_sizes,
-)
+from ._checks import _index_dtype, check_bool, check_int, check_seed, resolve_world
+from ._split import epoch_permutation, rank_positions, split_sizes
+from .guards import refuse_split_again
 
 __all__ = ["DatasetFromSampler", "DistributedSamplerWrapper", "index_tensor", "yields_indices"]
 

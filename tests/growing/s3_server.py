@@ -16,7 +16,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from distsampling.launch import free_port
+from distsampling.tools.launch import free_port
 
 
 def _needs(module: str):

@@ -24,7 +24,7 @@ from s3_server import assert_whole_rows, rows
 from distsampling import NodeFeed, run_nodes, run_world
 from distsampling.distributed import DistributedSampler
 from distsampling.growing.nodes import FirstOf, node_topology
-from distsampling.launch import free_port
+from distsampling.tools.launch import free_port
 from test_multiprocess import single_process
 from worlds import SCENARIOS
 

@@ -46,7 +46,7 @@ import weakref
 import numpy as np
 import torch
 
-from .._validate import check_bool, check_int
+from .._checks import check_bool, check_int
 
 __all__ = ["BatchBuffers"]
 

@@ -52,7 +52,7 @@ import os
 
 import numpy as np
 
-from .._validate import check_int
+from .._checks import check_int
 from . import manifest
 from .snapshot import Snapshot
 from .writer import check_samples, describe, npy_header, write_shard

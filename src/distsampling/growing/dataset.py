@@ -37,8 +37,8 @@ from torch.multiprocessing import get_sharing_strategy
 from torch.utils.data import Dataset, get_worker_info
 from torch.utils.data._utils.collate import default_collate
 
-from .._validate import check_int
-from ..resume import check_state
+from .._checks import check_int
+from ..resume.state import check_state
 from .buffers import BatchBuffers, _new_shared_block
 from .snapshot import CorruptShardError, Snapshot
 

@@ -46,7 +46,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Sampler
 
-from .._validate import check_int
+from .._checks import check_int
 from ..distributed import DistributedSampler
 from .cache import ShardCache
 from .dataset import SnapshotDataset, collate_batch

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sized
 from typing import Any
 
-from .._validate import check_int
+from .._checks import check_int
 
 __all__ = ["prefetch_epochs"]
 

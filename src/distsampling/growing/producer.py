@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import check_int
+from .._checks import check_int
 from .cache import ShardCache
 from .manifest import remove_temp_files
 from .remote import RemoteSource

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import check_int
+from .._checks import check_int
 from .retry import retried
 
 __all__ = ["RemoteSource"]

@@ -28,7 +28,7 @@ import zlib
 
 import numpy as np
 
-from .._validate import check_int
+from .._checks import check_int
 
 __all__ = ["CorruptShardError", "Snapshot", "load_shard"]
 

@@ -18,11 +18,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .distributed import DistributedSampler
+from ..distributed import DistributedSampler
+from ..weighted import WeightedBalanceClassSampler
+from ..wrapper import DistributedSamplerWrapper
 from .launch import run_world
 from .render import format_split, rank_windows
-from .weighted import WeightedBalanceClassSampler
-from .wrapper import DistributedSamplerWrapper
 
 __all__ = ["BUILDERS", "EXAMPLES", "main", "plan"]
 
@@ -159,7 +159,7 @@ def main() -> None:
     )
     live = [(kind, dict(kwargs, replicas=LIVE_WORLD)) for _, kind, kwargs in EXAMPLES]
     start = time.perf_counter()
-    gathered = run_world("distsampling.demo:_live_rank", LIVE_WORLD, live, timeout=120)[0]
+    gathered = run_world("distsampling.tools.demo:_live_rank", LIVE_WORLD, live, timeout=120)[0]
     for (title, _, _), (kind, kwargs), got in zip(EXAMPLES, live, gathered):
         expected = plan(kind, LIVE_WORLD, **{k: v for k, v in kwargs.items() if k != "replicas"})
         print(f"  {'OK' if got == expected else 'DIFFERS'}  {title.split(': ')[0]}")

@@ -45,7 +45,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ._validate import _SEED_HIGH, _SEED_LOW, check_int
+from .._checks import _SEED_HIGH, _SEED_LOW, check_int
 
 __all__ = ["epoch_key", "index_shuffle", "index_unshuffle"]
 

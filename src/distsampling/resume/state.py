@@ -2,7 +2,7 @@ r"""Resume mid-epoch, on any number of ranks: the layer that makes a sampler res
 
 A sampler that yields ``indices()`` (a tensor: this rank's share of the epoch) becomes
 resumable by putting :class:`Resumable` first among its bases, as
-:mod:`distsampling.resumable` does for every sampler of this package:
+:mod:`distsampling.resume.resumable` does for every sampler of this package:
 
     class ResumableDistributedSampler(Resumable, DistributedSampler): ...
 
@@ -48,16 +48,9 @@ from typing import Any
 import torch
 from torch.utils.data import get_worker_info
 
-from ._validate import (
-    FrameworkWarning,
-    begin_dataset_pass,
-    check_bool,
-    check_int,
-    check_int64,
-    refuse_split_again,
-    resolve_world,
-    split_sizes,
-)
+from .._checks import check_bool, check_int, check_int64, resolve_world
+from .._split import split_sizes
+from ..guards import FrameworkWarning, begin_dataset_pass, refuse_split_again
 
 __all__ = ["CountingIterator", "Resumable", "check_consumed", "check_state", "resumed_positions"]
 
@@ -261,7 +254,7 @@ class Resumable:
     def _identity(self) -> dict[str, Any]:
         raise NotImplementedError(
             f"{type(self).__name__} should define _identity(): the fields a saved state must "
-            "match (the data's length, the seed, the flags), as distsampling.resumable does"
+            "match (the data's length, the seed, the flags), as distsampling.resume.resumable does"
         )
 
     def _stream_len(self) -> int:

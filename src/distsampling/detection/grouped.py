@@ -26,9 +26,10 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import check_bool, check_int, check_int64, refuse_split_again
-from .resume import check_state
-from .wrapper import index_tensor
+from .._checks import check_bool, check_int, check_int64
+from ..guards import refuse_split_again
+from ..resume.state import check_state
+from ..wrapper import index_tensor
 
 __all__ = ["GroupedBatchSampler"]
 

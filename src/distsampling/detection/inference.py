@@ -23,8 +23,9 @@ from collections.abc import Iterator, Sized
 
 from torch.utils.data import DistributedSampler
 
-from ._validate import check_int, check_len, refuse_split_again, resolve_world
-from .resume import check_consumed, check_state
+from .._checks import check_int, check_len, resolve_world
+from ..guards import refuse_split_again
+from ..resume.state import check_consumed, check_state
 
 __all__ = ["InferenceSampler", "inference_shard"]
 

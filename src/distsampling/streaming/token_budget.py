@@ -42,15 +42,9 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import (
-    check_bool,
-    check_int,
-    check_int64,
-    check_seed,
-    refuse_split_again,
-    resolve_world,
-)
-from .resume import EpochHandle, check_consumed, check_state
+from .._checks import check_bool, check_int, check_int64, check_seed, resolve_world
+from ..guards import refuse_split_again
+from ..resume.state import EpochHandle, check_consumed, check_state
 
 __all__ = ["TokenBudgetBatchSampler"]
 

@@ -66,14 +66,10 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from ._validate import (
-    check_bool,
-    check_int,
-    check_int64,
-    refuse_split_again,
-)
-from .mixture import MixtureSampler
-from .resume import TrainerEpoch, begin_pass, check_consumed, note_trainer, pass_marks
+from .._checks import check_bool, check_int, check_int64
+from ..guards import refuse_split_again
+from ..mixing.mixture import MixtureSampler
+from ..resume.state import TrainerEpoch, begin_pass, check_consumed, note_trainer, pass_marks
 
 __all__ = ["ShardedMixtureDataset"]
 

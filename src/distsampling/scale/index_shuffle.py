@@ -25,9 +25,9 @@ from itertools import count, takewhile
 import numpy as np
 import torch
 
-from ._validate import rank_positions
+from .._split import rank_positions
+from ..distributed import DistributedSampler
 from .cipher import _MIN_BITS, _feistel, _round_keys, epoch_key, index_shuffle, index_unshuffle
-from .distributed import DistributedSampler
 
 __all__ = ["IndexShuffleSampler", "epoch_key", "index_shuffle", "index_unshuffle"]
 

@@ -29,16 +29,9 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from ._validate import (
-    _SEED_HIGH,
-    _SEED_LOW,
-    check_int,
-    check_int64,
-    check_len,
-    refuse_split_again,
-    resolve_world,
-)
-from .resume import EpochHandle, check_consumed, check_state
+from .._checks import _SEED_HIGH, _SEED_LOW, check_int, check_int64, check_len, resolve_world
+from ..guards import refuse_split_again
+from ..resume.state import EpochHandle, check_consumed, check_state
 
 __all__ = ["BatchBalanceClassSampler", "distinct_draws"]
 

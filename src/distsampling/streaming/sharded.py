@@ -45,17 +45,10 @@ from typing import Any, TypeVar
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from ._validate import (
-    check_bool,
-    check_int,
-    check_int64,
-    check_seed,
-    epoch_permutation,
-    refuse_split_again,
-    resolve_world,
-    split_sizes,
-)
-from .resume import TrainerEpoch, begin_pass, check_consumed, note_trainer, pass_marks
+from .._checks import check_bool, check_int, check_int64, check_seed, resolve_world
+from .._split import epoch_permutation, split_sizes
+from ..guards import refuse_split_again
+from ..resume.state import TrainerEpoch, begin_pass, check_consumed, note_trainer, pass_marks
 
 __all__ = ["ShardedIterableDataset", "loader_dataset_states"]
 

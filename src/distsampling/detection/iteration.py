@@ -24,8 +24,8 @@ from typing import Any
 
 from torch.utils.data import Sampler
 
-from ._validate import check_int
-from .resume import check_state
+from .._checks import check_int
+from ..resume.state import check_state
 
 __all__ = ["IterationBasedBatchSampler"]
 

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator
 from fractions import Fraction
 
-from .mixture import MixtureSampler
+from ..mixing.mixture import MixtureSampler
 
 __all__ = ["add_mixture", "mixture_lines", "run_mixture"]
 

@@ -25,8 +25,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ._validate import check_int64
-from .distributed import DistributedSampler
+from .._checks import check_int64
+from ..distributed import DistributedSampler
 
 __all__ = ["UnpaddedDistributedSampler", "gather_by_index", "merge_by_index"]
 
@@ -49,7 +49,9 @@ class UnpaddedDistributedSampler(DistributedSampler):
 
     uneven_ranks = True  #: ranks read unequal counts by design (checks leave len out)
 
-    pad = False  # resumed on another world (distsampling.resume), the rest is not padded either
+    pad = (
+        False  # resumed on another world (distsampling.resume.state), the rest is not padded either
+    )
 
     def __init__(
         self,

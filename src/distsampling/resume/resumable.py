@@ -2,7 +2,7 @@ r"""The resumable forms of this package's samplers: each is the plain class with
 
 A plain sampler (``distributed.py``, ``wrapper.py``, ...) has torch's features and nothing
 else. Its resumable form adds ``state_dict()`` / ``load_state_dict()`` through the
-:class:`~distsampling.resume.Resumable` mixin and names what a saved state must match (the
+:class:`~distsampling.resume.state.Resumable` mixin and names what a saved state must match (the
 data, the seed, the flags). To copy one, take the plain file, ``resume.py`` and the few lines
 of its class below.
 
@@ -20,14 +20,14 @@ import numpy as np
 import torch
 from torch.utils.data import SequentialSampler
 
-from ._validate import check_int
-from .batch import BatchSampler
-from .distributed import DistributedSampler
-from .evaluation import UnpaddedDistributedSampler
-from .index_shuffle import IndexShuffleSampler
-from .resume import Resumable, check_consumed, check_state, generator_state, generator_text
-from .weighted import WeightedBalanceClassSampler
-from .wrapper import DistributedSamplerWrapper
+from .._checks import check_int
+from ..batch import BatchSampler
+from ..detection.evaluation import UnpaddedDistributedSampler
+from ..distributed import DistributedSampler
+from ..scale.index_shuffle import IndexShuffleSampler
+from ..weighted import WeightedBalanceClassSampler
+from ..wrapper import DistributedSamplerWrapper
+from .state import Resumable, check_consumed, check_state, generator_state, generator_text
 
 __all__ = [
     "ResumableBatchSampler",

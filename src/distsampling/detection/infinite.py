@@ -13,7 +13,7 @@ the point every rank has passed, the pass holding it and the generator's state t
 ``state_dict()`` / ``load_state_dict()`` continue at the exact position after drawing at most
 a few passes, on any rank, and on another number of ranks (elastic), every position of the
 stream read exactly once. :class:`_PassStream` is that
-engine; :mod:`distsampling.repeat_factor` reuses it with passes of another shape.
+engine; :mod:`distsampling.detection.repeat_factor` reuses it with passes of another shape.
 
 References:
     detectron2/data/samplers/distributed_sampler.py (TrainingSampler);
@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import Sampler
 
-from ._validate import (
+from .._checks import (
     _SEED_HIGH,
     _SEED_LOW,
     _index_dtype,
@@ -43,7 +43,7 @@ from ._validate import (
     check_len,
     resolve_world,
 )
-from .resume import check_consumed, check_state, generator_state, generator_text
+from ..resume.state import check_consumed, check_state, generator_state, generator_text
 
 __all__ = ["InfiniteSampler", "shared_random_seed"]
 

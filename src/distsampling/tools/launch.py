@@ -11,7 +11,7 @@ caller's environment and import path, that imported torch and this package and n
 Importing torch costs a fresh interpreter about 3 s of CPU; a fork costs milliseconds, and the
 rank starts as a fresh process would, with its own session, environment, working directory and
 log. A caller whose environment or ``sys.path`` changed gets a new zygote. nccl ranks, and
-other systems, start as fresh interpreters (``python -m distsampling.launch``).
+other systems, start as fresh interpreters (``python -m distsampling.tools.launch``).
 
 The function is named by import path (``"package.module:function"``) rather than pickled, so
 each rank imports it fresh, exactly as ``torchrun script.py`` would run a script. A rank that
@@ -49,7 +49,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ._validate import check_int
+from .._checks import check_int
 
 __all__ = ["free_port", "run_nodes", "run_world"]
 
@@ -114,7 +114,9 @@ def run_world(
             if backend == "gloo" and _ZYGOTE_WORKS:  # forked: no 3 s torch import a rank
                 procs.append(_zygote().fork(argv, env, work / f"rank{rank}.log"))
             else:
-                procs.append(_start([sys.executable, "-m", "distsampling.launch", *argv], env, log))
+                procs.append(
+                    _start([sys.executable, "-m", "distsampling.tools.launch", *argv], env, log)
+                )
             logs.append(log)
         try:
             failed = _wait_all(procs, time.monotonic() + timeout)
@@ -187,7 +189,7 @@ def run_nodes(
             cmd += [f"--node-rank={node}", f"--nproc-per-node={nproc_per_node}"]
             cmd += ["--master-addr=127.0.0.1", f"--master-port={port}", "--rdzv-backend=static"]
             cmd += ["--max-restarts=0", "--monitor-interval=0.1"]
-            cmd += ["-m", "distsampling.launch", target, str(work), backend, str(timeout)]
+            cmd += ["-m", "distsampling.tools.launch", target, str(work), backend, str(timeout)]
             log = open(work / f"node{node}.log", "w+b")
             agents.append(_start(cmd, env, log))
             logs.append(log)
@@ -367,7 +369,7 @@ class _Zygote:
         self.env, self.path, self.codes, self.lines = env, path, {}, []
         self.buffer, self.alive, self.started = b"", True, []
         zenv = dict(env, PYTHONPATH=os.pathsep.join(p for p in path if p))
-        cmd = [sys.executable, "-c", "from distsampling.launch import _serve; _serve()"]
+        cmd = [sys.executable, "-c", "from distsampling.tools.launch import _serve; _serve()"]
         self.proc = subprocess.Popen(
             cmd, env=zenv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
         )
@@ -474,7 +476,7 @@ def _serve() -> None:
 
 def _forked_rank(request: dict[str, Any], ready: int, inherited: list[int]) -> None:
     """In the forked rank: a session, the log as stdout and stderr, the rank's environment,
-    working directory and import path, as ``python -m distsampling.launch`` would have them."""
+    working directory and import path, as ``python -m distsampling.tools.launch`` would have them."""
     code = 1
     try:
         os.setsid()

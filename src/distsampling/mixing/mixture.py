@@ -76,8 +76,9 @@ import numpy as np
 import torch
 from torch.utils.data import DistributedSampler, Sampler
 
-from ._validate import check_bool, check_int, check_seed, refuse_split_again, resolve_world
-from .cipher import (
+from .._checks import check_bool, check_int, check_seed, resolve_world
+from ..guards import refuse_split_again
+from ..scale.cipher import (
     _MIN_BITS,
     _ROUNDS,
     _feistel,

@@ -32,7 +32,7 @@ from collections.abc import Hashable, Iterable, Sequence
 import numpy as np
 import torch
 
-from ._validate import check_bool, check_int64, check_len, resolve_world
+from .._checks import check_bool, check_int64, check_len, resolve_world
 from .infinite import _PassStream, _resolve_seed
 
 __all__ = ["RepeatFactorSampler", "repeat_factors_from_category_frequency"]

@@ -31,8 +31,8 @@ from typing import Any
 import torch
 from torch.utils.data import DistributedSampler, Sampler, SequentialSampler
 
-from ._validate import refuse_split_again
-from .resume import CountingIterator, check_consumed
+from ..guards import refuse_split_again
+from ..resume.state import CountingIterator, check_consumed
 
 __all__ = ["OrderAhead"]
 
@@ -158,7 +158,7 @@ class OrderAhead(Sampler[int]):
     Args:
         sampler: a sampler with ``set_epoch()``, ``indices()`` and ``epoch`` whose order depends
             on its settings, epoch and state only, as this package's samplers, plain or
-            resumable (:mod:`distsampling.resumable`; a wrapper around one of them or around a
+            resumable (:mod:`distsampling.resume.resumable`; a wrapper around one of them or around a
             fixed list). Only a resumable one can save and load its position through this.
 
     Examples:
@@ -266,7 +266,7 @@ class OrderAhead(Sampler[int]):
             raise TypeError(
                 "OrderAhead saves its position through its sampler's state_dict(), but got "
                 f"sampler={self.sampler!r}, a plain sampler without one: wrap its resumable form "
-                "(distsampling.resumable)"
+                "(distsampling.resume.resumable)"
             )
         params = inspect.signature(self.sampler.state_dict).parameters  # type: ignore[attr-defined]
         if consumed is not None and "consumed" not in params:

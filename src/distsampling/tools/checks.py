@@ -33,8 +33,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ._validate import epoch_permutation
-from .wrapper import DatasetFromSampler, yields_indices
+from .._split import epoch_permutation
+from ..wrapper import DatasetFromSampler, yields_indices
 
 __all__ = ["RankMismatchError", "assert_rank_consistent", "epoch_digest"]
 

@@ -2,8 +2,8 @@ r"""Text rendering of who reads what: the plans that ``split`` and ``demo`` prin
 
 A plan is ``plan[epoch][rank]``, the items each rank reads, simulated here for every rank. Padding
 (repeats of the epoch's head, so that every rank reads the same number) is marked ``*``; windows
-of ``T`` consecutive samples print as ``first-...-last``. :mod:`distsampling.cli` and
-:mod:`distsampling.demo` both print through this module.
+of ``T`` consecutive samples print as ``first-...-last``. :mod:`distsampling.tools.cli` and
+:mod:`distsampling.tools.demo` both print through this module.
 
 At any size: rank ``r`` reads positions ``r, r + W, r + 2W, ...`` of the padded epoch, so the
 items shown are computed at those positions only. A rank reading more than a few dozen prints
@@ -20,12 +20,13 @@ from itertools import groupby
 
 import torch
 
-from ._validate import _index_dtype, check_int, check_seed, epoch_permutation
-from .batch import BatchSampler
-from .cipher import epoch_key, index_shuffle, index_unshuffle
-from .distributed import DistributedSampler
-from .index_shuffle import IndexShuffleSampler
-from .windowed import SequentialWindowedDataset, epoch_offset
+from .._checks import _index_dtype, check_int, check_seed
+from .._split import epoch_permutation
+from ..batch import BatchSampler
+from ..distributed import DistributedSampler
+from ..scale.cipher import epoch_key, index_shuffle, index_unshuffle
+from ..scale.index_shuffle import IndexShuffleSampler
+from ..windowed import SequentialWindowedDataset, epoch_offset
 
 __all__ = [
     "MAX_MEMORY",

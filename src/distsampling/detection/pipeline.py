@@ -22,9 +22,9 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler, SequentialSampler
 
-from ._validate import check_bool, check_int, check_int64, check_len
-from .batch import BatchSampler
-from .distributed import DistributedSampler
+from .._checks import check_bool, check_int, check_int64, check_len
+from ..batch import BatchSampler
+from ..distributed import DistributedSampler
 from .grouped import GroupedBatchSampler
 from .iteration import IterationBasedBatchSampler
 
