@@ -81,7 +81,27 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "scale/cipher": (["tests/test_cipher.py", "tests/test_errors_sweep.py"], False),
     "streaming/sharded": (["tests/test_sharded.py", "tests/test_validate.py"], False),
     "streaming/token_budget": (["tests/test_token_budget.py", "tests/test_validate.py"], False),
-    "mixing/mixture": (
+    "mixing/weights": (
+        ["tests/test_mixture.py", "tests/test_mixture_pinned.py", "tests/test_validate.py"],
+        False,
+    ),
+    "mixing/tree": (
+        ["tests/test_mixture.py", "tests/test_mixture_pinned.py", "tests/test_validate.py"],
+        False,
+    ),
+    "mixing/layout": (
+        ["tests/test_mixture.py", "tests/test_mixture_pinned.py", "tests/test_validate.py"],
+        False,
+    ),
+    "mixing/samples": (
+        ["tests/test_mixture.py", "tests/test_mixture_pinned.py", "tests/test_validate.py"],
+        False,
+    ),
+    "mixing/state": (
+        ["tests/test_mixture.py", "tests/test_mixture_pinned.py", "tests/test_validate.py"],
+        False,
+    ),
+    "mixing/sampler": (
         ["tests/test_mixture.py", "tests/test_mixture_pinned.py", "tests/test_validate.py"],
         False,
     ),

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from distsampling.mixing.mixture import MixtureSampler, Read
+from distsampling.mixing.sampler import MixtureSampler, Read
 from distsampling.scale.index_shuffle import epoch_key, index_shuffle
 from strategies import (
     elastic_world_sizes,
@@ -174,7 +174,7 @@ def test_rounding_is_largest_remainder_with_weights_below_one_unit_kept_at_one(i
     smallest integers sum past the units are rounded to them by largest remainder (ties to the
     lower source), each weight below one unit of the sum (``n * units < total``) kept at one and
     the units left apportioned among the others; at most the units, they are kept."""
-    from distsampling.mixing import mixture
+    from distsampling.mixing import weights
 
     units, given = 16, tuple(ints)
     ints = [n // math.gcd(*ints) for n in ints]  # the smallest integers of the shares
@@ -189,8 +189,8 @@ def test_rounding_is_largest_remainder_with_weights_below_one_unit_kept_at_one(i
         for k in ahead[: units - sum(expected)]:
             expected[k] += 1
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(mixture, "UNITS", units)
-        assert mixture._units((given, (1,) * len(given))) == expected
+        patch.setattr(weights, "UNITS", units)
+        assert weights._units((given, (1,) * len(given))) == expected
 
 
 @given(
@@ -1178,7 +1178,7 @@ def test_the_batch_sampler_yields_each_steps_micro_batch_and_resumes():
     state_dict(consumed=k) after k batches resumes at the next step, mid-step too."""
     from torch.utils.data import DataLoader
 
-    from distsampling.mixing.mixture import MixtureBatchSampler
+    from distsampling.mixing.sampler import MixtureBatchSampler
 
     make = lambda: MixtureBatchSampler(MixtureSampler([40, 12], [2, 1], 4, 2, 1))  # noqa: E731
     whole = list(make())
@@ -1250,7 +1250,7 @@ def test_a_doctored_past_is_refused_in_words():
             MixtureSampler([9, 9], [1, 1], 2, 1, 0).load_state_dict({**state, "past": past})
     flat = [a.tolist() for a in s.sources(np.arange(4).reshape(2, 2))]
     assert flat == [a.tolist() for a in s.sources(range(4))]
-    from distsampling.mixing.mixture import MixtureBatchSampler
+    from distsampling.mixing.sampler import MixtureBatchSampler
 
     batches = MixtureBatchSampler(MixtureSampler([9, 9], [1, 1], 2, 1, 0))
     next(iter(batches))

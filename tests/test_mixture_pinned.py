@@ -22,7 +22,7 @@ from itertools import islice
 import numpy as np
 import pytest
 
-from distsampling.mixing.mixture import MixtureSampler
+from distsampling.mixing.sampler import MixtureSampler
 
 N = 10**10
 TAIL = [int(10**6 / (k + 1) ** 1.3) + 1 for k in range(100)]  # the long tail of 100 sources

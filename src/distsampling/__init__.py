@@ -38,7 +38,7 @@ from .growing import (
     produce,
 )
 from .guards import FrameworkWarning
-from .mixing.mixture import MixtureBatchSampler, MixtureSampler, Read
+from .mixing.sampler import MixtureBatchSampler, MixtureSampler, Read
 from .resume.resumable import (
     ResumableBatchSampler,
     ResumableDistributedSampler,

@@ -68,7 +68,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from .._checks import check_bool, check_int, check_int64
 from ..guards import refuse_split_again
-from ..mixing.mixture import MixtureSampler
+from ..mixing.sampler import MixtureSampler
 from ..resume.state import TrainerEpoch, begin_pass, check_consumed, note_trainer, pass_marks
 
 __all__ = ["ShardedMixtureDataset"]

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator
 from fractions import Fraction
 
-from ..mixing.mixture import MixtureSampler
+from ..mixing.sampler import MixtureSampler
 
 __all__ = ["add_mixture", "mixture_lines", "run_mixture"]
 

@@ -1,0 +1,231 @@
+r"""The per-rank layout: every rank reads a window of the weight tree.
+
+Reads are numbered step by step, rank by rank (global position ``s*B + r*b + i`` is rank ``r``'s
+slot ``i`` of step ``s``, ``B = b * num_replicas``). Rank ``r`` at step ``s`` reads tree positions
+``[(s + r)·b, (s + r + 1)·b)``. So
+
+- rank ``r``'s reads are the tree's window ``[r·b, r·b + m)``: on every prefix, each source is
+  within ``β_k`` of its share (``< 2·bound()``), whatever ``W``, ``b`` and the weights' periods;
+- step ``s``'s ``W`` micro-batches are the tree's window ``[s·b, s·b + B)``: every global batch
+  within ``β_k`` of ``B·w_k``, as with Megatron's layout;
+- the run's count after ``S`` steps is the sum of its ranks', within ``W·β_k`` (a light source,
+  below one a micro-batch, is read by the ranks in turn, on ``W`` consecutive steps).
+
+Source ``k``'s reads are numbered ``j = 0, 1, 2, ...`` step by step, rank by rank (item ``j`` is
+in the steps before ``s`` iff ``j < C_k(s) = Σ_{x<W} c_k((s+x)·b) - c_k(x·b)``).
+
+References:
+    distsampling/mixing/tree.py (the weight tree and its bound)
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+from itertools import pairwise
+
+import numpy as np
+import torch
+
+from ..scale.cipher import _MIN_BITS, _feistel_int
+from .tree import _count, _counts, _route, _split
+
+__all__: list[str] = []
+
+
+class _Window:
+    """A block's window of routed tree positions (their sources ``ks``, ``(P,)``), sorted by
+    source and grid point ``y = position // b``: each source's count below a grid point, and
+    the sum of their ``y``, by a search (``key``: increasing; ``ys``: sums of ``y`` over it)."""
+
+    def __init__(self, ks: np.ndarray, b: int, W: int, K: int) -> None:
+        # (P,) by source, then position: a stable sort of the smallest ints that hold K (radix)
+        order = np.argsort(ks.astype(np.min_scalar_type(K)), kind="stable")
+        y = order // b
+        self.W, self.span = W, len(ks) // b + 1  # the grid points y, and one past them
+        self.key = ks[order] * self.span + y  # (P,) increasing
+        self.ys = np.zeros(len(ks) + 1, np.int64)
+        np.cumsum(y, out=self.ys[1:])  # (P + 1,)
+        self.seg = np.searchsorted(self.key, np.arange(K) * self.span)  # (K,) where each starts
+
+    def counts(self, k: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(n_k(t), Σ_{x<W} n_k(t + x))``, ``n_k(m)`` source ``k``'s count at ``y < m``: a
+        ``y`` below ``t`` counts ``W`` times, one in ``[t, t + W - 1)`` ``t + W - 1 - y`` times.
+        Sorted ``(k, t)`` pairs make the searches fast."""
+        W, key, ys = self.W, self.key, self.ys
+        i1 = np.searchsorted(key, k * self.span + t)
+        i2 = np.searchsorted(key, k * self.span + t + W - 1)
+        n = i1 - self.seg[k]
+        return n, W * n + (t + W - 1) * (i2 - i1) - (ys[i2] - ys[i1])
+
+
+class _PerRankLayout:
+    """The grid's pieces (a tree each, from a step on), and where each rank reads: the
+    sampler's attributes (``num_replicas``, ``batch_size``, ``_plan``, ``_trees``, ``_origin``,
+    ``_step0``, ``_read0``) and its ``_indices``."""
+
+    def _place(self) -> None:
+        """The pieces ``(first step, tree)`` from the grid's first step on; their ``_bases``
+        are made again when next asked for."""
+        g0 = max(g for g, (step, _) in enumerate(self._plan) if step <= self._step0)
+        later = [(step, g) for g, (step, _) in enumerate(self._plan) if step > self._step0]
+        self._pieces = [(self._step0, g0), *later]
+        self._firsts = [s for s, _ in self._pieces]
+        self.__dict__.pop("_bases", None)
+
+    @cached_property
+    def _bases(self) -> list[np.ndarray]:
+        """Each source's count at each piece's first step, ``(K,)`` a piece (the first piece's
+        is ``_read0``: the first index reads that list, with no array made): made once."""
+        return self._make_bases()
+
+    def _make_bases(self) -> list[np.ndarray]:
+        out = [np.array(self._read0, np.int64)]
+        for (s, g), (s2, _) in pairwise(self._pieces):
+            out.append(out[-1] + self._before_step(g, [s2 - s])[0])
+        return out
+
+    def _before_step(self, g: int, taus: Sequence[int]) -> np.ndarray:
+        """``C(τ)``: each source's reads in tree ``g``'s first ``τ`` steps, ``(T, K)``:
+        ``Σ_{x<W} c((τ+x)·b) - c(x·b)``. Steps less than ``W`` apart share their grid points: the
+        counts at ``[τ_first, τ_last + W)·b``, summed by a cumulative sum, once for them all."""
+        W, b, K, tree = self.num_replicas, self.batch_size, len(self.sizes), self._trees[g]
+        zero = _counts(tree, np.arange(W, dtype=np.int64) * b, K).sum(0)  # (K,)
+        taus = np.asarray(taus, np.int64).reshape(-1)
+        order = np.argsort(taus, kind="stable")
+        out, ts, most = np.empty((len(taus), K), np.int64), taus[order], max(W, 1 << 14)
+        first, tl = 0, ts.tolist()
+        while first < len(ts):  # a batch of runs of about ``most`` grid points at most
+            runs, points, i = [], 0, first  # runs: (first τ's index, last τ's index + 1)
+            while i < len(ts) and points + W <= most:
+                start = i  # a run: the next τ within W of the last, and within ``most``
+                while i + 1 < len(ts) and tl[i + 1] - tl[i] < W and tl[i + 1] - tl[start] < most:
+                    i += 1
+                runs.append((start, i + 1))
+                points, i = points + tl[i] - tl[start] + W, i + 1
+            lo = np.array([tl[a] for a, _ in runs], np.int64)  # (R,) each run's first step
+            size = np.array([tl[z - 1] - tl[a] + W for a, z in runs], np.int64)  # (R,) its points
+            at = np.concatenate([[0], np.cumsum(size)[:-1]])  # (R,) where its grid starts
+            grid = (np.repeat(lo - at, size) + np.arange(int(size.sum()))) * b  # (G,)
+            sums = np.zeros((len(grid) + 1, K), np.int64)
+            np.cumsum(_counts(tree, grid, K), 0, out=sums[1:])  # (G + 1, K)
+            run = np.repeat(np.arange(len(runs)), [z - a for a, z in runs])  # (T',) τ's run
+            x = at[run] + ts[first:i] - lo[run]  # (T',) τ's grid point
+            out[order[first:i]] = sums[x + W] - sums[x] - zero
+            first = i
+        return out
+
+    def _locate(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(piece, τ: its step, u: its tree position)`` of global positions, each ``(P,)``."""
+        b, B = self.batch_size, self.batch_size * self.num_replicas
+        t, within = np.divmod(positions - self._origin, B)  # within = r*b + i
+        steps = self._step0 + t
+        piece = np.searchsorted(np.array(self._firsts), steps, side="right") - 1
+        tau = steps - np.array(self._firsts)[piece]
+        return piece, tau, tau * b + within
+
+    # --- the stream -----------------------------------------------------------------------
+
+    def _sources(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(source, item number overall)`` at global ``positions`` (int64), each ``(P,)``."""
+        ks, js = np.empty(len(positions), np.int64), np.empty(len(positions), np.int64)
+        piece, tau, u = self._locate(positions)
+        for p in np.flatnonzero(np.bincount(piece)).tolist():
+            at = np.flatnonzero(piece == p)
+            g, b = self._pieces[p][1], self.batch_size
+            k, c = _route(self._trees[g], u[at])
+            steps, which = np.unique(tau[at], return_inverse=True)
+            before = self._before_step(g, steps.tolist())  # (T, K)
+            start = _counts(self._trees[g], steps * b, len(self.sizes))  # (T, K)
+            which = which.reshape(-1)
+            ks[at] = k
+            js[at] = self._bases[p][k] + before[which, k] + c - start[which, k]
+        return ks, js
+
+    def _few(self, positions: list[int]) -> list[int]:
+        """``_indices(*_sources(positions))`` of a few positions of one step, down one path
+        each, on Python ints: the first index at once."""
+        out, W, b, B = [], self.num_replicas, self.batch_size, self.batch_size * self.num_replicas
+        for n in positions:
+            step, within = divmod(n - self._origin, B)
+            step += self._step0
+            p = bisect.bisect_right(self._firsts, step) - 1
+            tau, tree = step - self._firsts[p], self._trees[self._pieces[p][1]]
+            (a, b_, left, right), node, c = tree.nodes, tree.root, tau * b + within
+            while node >= len(self.sizes):  # down the tree
+                n_left, is_left = _split(a[node], b_[node], c)
+                node, c = (left[node], n_left) if is_left else (right[node], c - n_left)
+            k = node
+            j = (self._read0[k] if p == 0 else int(self._bases[p][k])) + c
+            if tau:  # C(τ) + c_k(u) - c_k(τb)
+                x = np.arange(W, dtype=np.int64) * b
+                j += int((_count(tree, k, x + tau * b) - _count(tree, k, x)).sum())
+                j -= _count(tree, k, tau * b)
+            size = self.sizes[k]
+            pass_, i = divmod(j, size)
+            if self.shuffle:  # index_shuffle's cipher and cycle walking, on one int
+                keys, bits = self._round_keys(k, pass_), max(_MIN_BITS, (size - 1).bit_length())
+                i = _feistel_int(i, keys, bits, False)
+                while i >= size:
+                    i = _feistel_int(i, keys, bits, False)
+            out.append(self.offsets[k] + i)
+        return out
+
+    def _blocks(self, steps: range, skip: int) -> Iterator[torch.Tensor | list[int]]:
+        """This rank's indices of ``steps`` (of the grid) less the first ``skip``: a few down
+        their paths first (the first index alone, at once), then blocks of steps doubling up to
+        about 2**14 indices. A block of ``T`` steps from ``τ`` routes the window of tree positions
+        its ranks read, ``[τ·b, (τ + T + W - 1)·b)``, once each, and sorts it by source and grid
+        point: a read's item number needs its source's count at two grid points, searched for."""
+        W, b, K = self.num_replicas, self.batch_size, len(self.sizes)
+        s = steps.start + skip // b
+        first = self._origin + s * (W * b) + self.rank * b + skip % b  # the first to read
+        if s < steps.stop:  # the first index alone, then up to 15 more of its step: lists
+            head = range(first, min(first + 16, self._origin + s * W * b + (self.rank + 1) * b))
+            yield self._few([first])
+            if len(head) > 1:
+                yield self._few(list(head[1:]))
+            first = head.stop
+        s, stop = s + self._step0, steps.stop + self._step0
+        every = np.arange(K)
+        for p, (start, g) in enumerate(self._pieces):
+            end = self._firsts[p + 1] if p + 1 < len(self._pieces) else stop
+            if end <= s or start >= stop:
+                continue
+            tree, base = self._trees[g], self._bases[p]
+            tau, tau_end = max(s, start) - start, min(stop, end) - start
+            done = self._before_step(g, [tau])[0] if tau else np.zeros(K, np.int64)  # C(τ)
+            at = _counts(tree, np.array([tau * b]), K)[0]  # (K,) each source's count before τ·b
+            ks, cs = np.zeros(0, np.int64), np.zeros(0, np.int64)  # routed from τ·b on
+            size = 1
+            while tau < tau_end:
+                T = min(size, tau_end - tau)
+                P = (T + W - 1) * b  # the window's positions
+                if len(ks) < P:  # route on to the window's end
+                    k, c = _route(tree, np.arange(tau * b + len(ks), tau * b + P, dtype=np.int64))
+                    ks, cs = np.concatenate([ks, k]), np.concatenate([cs, c])
+                window = _Window(ks[:P], b, W, K)
+                at_T, win_T = window.counts(every, np.full(K, T))  # (K,) (K,) at the next τ
+                win_0 = window.counts(every, np.zeros(K, np.int64))[1]  # (K,)
+                # this rank's reads, (T b,): window positions (row + rank)·b + i, by source
+                mine = ((np.arange(T) + self.rank) * b)[:, None] + np.arange(b)  # (T, b)
+                k, c = ks[mine.ravel()], cs[mine.ravel()]
+                by = np.argsort(k.astype(np.min_scalar_type(K)), kind="stable")
+                kb, row = k[by], by // b  # (T b,) by source, then step: the searches' order
+                n, win = window.counts(kb, row)
+                # C(τ + row) = C(τ) + Σ_{x<W} c((τ + row + x)·b) - c((τ + x)·b), plus the count
+                # before the read since its step's first tree position: c - at_k - n_k(row)
+                j = np.empty(T * b, np.int64)
+                j[by] = (base + done - win_0 - at)[kb] + win + c[by] - n
+                done, at = done + win_T - win_0, at + at_T
+                pos = (
+                    self._origin
+                    + (start + tau + np.arange(T) - self._step0)[:, None] * W * b
+                    + self.rank * b
+                    + np.arange(b)
+                ).ravel()  # (T b,) their global positions
+                keep = pos >= first
+                yield torch.from_numpy(self._indices(k[keep], j[keep]))
+                ks, cs = ks[T * b :], cs[T * b :]  # what the next block no longer needs
+                tau, size = tau + T, min(2 * size, max(1, (1 << 14) // b))
