@@ -31,7 +31,6 @@ from distsampling.tools.render import (
     TORCH_SAMPLER_BYTES,
     format_split,
     plan_split,
-    plan_windows,
     split_lines,
 )
 from strategies import seeds, world_sizes
@@ -61,7 +60,7 @@ def test_split_plan_is_every_ranks_sampler():
 def test_split_window_plan_is_torchs_split_of_the_epochs_windows():
     """Invariant: split --window shows, for each rank, the window starts that torch's
     DistributedSampler picks over the windowed dataset of that epoch."""
-    for epoch, ranks in enumerate(plan_windows(23, 4, 3, 3, seed=6)):
+    for epoch, ranks in enumerate(plan_split(23, 3, 3, window=4, seed=6)):
         ds = SequentialWindowedDataset(23, 4, seed=6)
         ds.set_epoch(epoch)
         for rank, idx_ours in enumerate(ranks):

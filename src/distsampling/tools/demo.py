@@ -18,11 +18,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..distributed import DistributedSampler
 from ..weighted import WeightedBalanceClassSampler
 from ..wrapper import DistributedSamplerWrapper
 from .launch import run_world
-from .render import format_split, rank_windows
+from .render import format_split, rank_indices, rank_windows
 
 __all__ = ["BUILDERS", "EXAMPLES", "main", "plan"]
 
@@ -38,9 +37,7 @@ def split_builder(
     drop_last: bool = False,
     **_: Any,
 ) -> list[int]:
-    sampler = DistributedSampler(range(size), world, rank, shuffle, seed, drop_last)
-    sampler.set_epoch(epoch)
-    return list(sampler)
+    return rank_indices(size, world, rank, epoch, shuffle=shuffle, seed=seed, drop_last=drop_last)
 
 
 def windows_builder(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from itertools import groupby
+from typing import Any
 
 import torch
 
@@ -34,7 +35,7 @@ __all__ = [
     "format_split",
     "format_where",
     "plan_split",
-    "plan_windows",
+    "rank_indices",
     "rank_windows",
     "split_lines",
     "where_read",
@@ -58,26 +59,54 @@ def plan_split(
     replicas: int,
     epochs: int,
     *,
+    window: int | None = None,
     shuffle: bool = True,
     seed: int = 0,
     drop_last: bool = False,
 ) -> list[list[list[int]]]:
-    r"""Return ``plan[epoch][rank]``: the indices each rank reads, simulating every rank here.
+    r"""Return ``plan[epoch][rank]``: the indices each rank reads (with ``window``, the starts
+    of the windows of :class:`~distsampling.SequentialWindowedDataset` it reads), simulating
+    every rank here.
 
     Examples:
         >>> plan_split(5, 2, 1, shuffle=False)
         [[[0, 2, 4], [1, 3, 0]]]
+        >>> plan_split(10, 2, 1, window=3)  # epoch 0: windows start at 1, 4, 7 and 0 (offset 1)
+        [[[1, 0], [4, 7]]]
     """
-    size, replicas = check_int("size", size, low=0), check_int("replicas", replicas, low=1)
-    plan = []
-    for epoch in range(check_int("epochs", epochs, low=1)):
-        ranks = []
-        for rank in range(replicas):
-            sampler = DistributedSampler(range(size), replicas, rank, shuffle, seed, drop_last)
-            sampler.set_epoch(epoch)
-            ranks.append(sampler.indices().tolist())  # what iter() yields, without iterating
-        plan.append(ranks)
-    return plan
+    replicas, epochs = check_int("replicas", replicas, low=1), check_int("epochs", epochs, low=1)
+    kwargs = {"shuffle": shuffle, "seed": seed, "drop_last": drop_last}
+    if window is None:
+        size = check_int("size", size, low=0)
+        return [
+            [rank_indices(size, replicas, r, e, **kwargs) for r in range(replicas)]
+            for e in range(epochs)
+        ]
+    return [
+        [rank_windows(size, window, replicas, r, e, **kwargs) for r in range(replicas)]
+        for e in range(epochs)
+    ]
+
+
+def rank_indices(
+    size: int,
+    replicas: int,
+    rank: int,
+    epoch: int,
+    *,
+    shuffle: bool = True,
+    seed: int = 0,
+    drop_last: bool = False,
+) -> list[int]:
+    r"""The indices that ``rank`` reads in ``epoch``: what a training loop's sampler yields.
+
+    Examples:
+        >>> rank_indices(5, replicas=2, rank=1, epoch=0, shuffle=False)  # 0 again: padding
+        [1, 3, 0]
+    """
+    sampler = DistributedSampler(range(size), replicas, rank, shuffle, seed, drop_last)
+    sampler.set_epoch(epoch)
+    return sampler.indices().tolist()  # what iter() yields, without iterating
 
 
 def _check_order(order: object) -> str:
@@ -240,7 +269,22 @@ def split_lines(
     r"""The lines of :func:`format_split`, one at a time; every argument is checked (and torch's
     shuffled order refused above ``max_memory``) before the first line.
 
-    The arguments are :func:`format_split`'s.
+    Args:
+        size: dataset length.
+        replicas: number of ranks.
+        epochs: epochs to show, from 0.
+        window: split the windows of :class:`~distsampling.SequentialWindowedDataset` (``size``
+            and ``window`` the dataset's, ``seed`` its offset's too) as samples are, each
+            printed ``first-...-last`` (whole up to 8 samples): ``split --window``.
+        shuffle: permute the indices (torch's ``randperm``, or ``index_shuffle``).
+        seed: base seed.
+        drop_last: cut the tail instead of padding with the head.
+        batch_size: also group each rank's indices into batches (``BatchSampler``).
+        order: ``"torch"`` (``DistributedSampler``) or ``"index-shuffle"``
+            (``IndexShuffleSampler``).
+        head: a rank reading more than ``max(32, 2 * head)`` indices prints its first and last
+            ``head`` only, with its count and how many are padding.
+        max_memory: bytes that torch's shuffled order, ``torch.randperm(size)``, may take.
 
     Examples:
         >>> for line in split_lines(100, 3, 1, shuffle=False, head=2):  # 34 a rank: a summary
@@ -315,39 +359,9 @@ def split_lines(
     return generate()
 
 
-def format_split(
-    size: int,
-    replicas: int,
-    epochs: int,
-    *,
-    window: int | None = None,
-    shuffle: bool = True,
-    seed: int = 0,
-    drop_last: bool = False,
-    batch_size: int | None = None,
-    order: str = "torch",
-    head: int = 5,
-    max_memory: int = MAX_MEMORY,
-) -> str:
-    r"""Render the table that ``python -m distsampling split`` prints: each rank's indices (or
-    windows), per epoch, at any size (each rank's first and last ``head`` past a few dozen a rank).
-
-    Args:
-        size: dataset length.
-        replicas: number of ranks.
-        epochs: epochs to show, from 0.
-        window: split the windows of :class:`~distsampling.SequentialWindowedDataset` (``size``
-            and ``window`` the dataset's, ``seed`` its offset's too) as samples are, each
-            printed ``first-...-last`` (whole up to 8 samples): ``split --window``.
-        shuffle: permute the indices (torch's ``randperm``, or ``index_shuffle``).
-        seed: base seed.
-        drop_last: cut the tail instead of padding with the head.
-        batch_size: also group each rank's indices into batches (``BatchSampler``).
-        order: ``"torch"`` (``DistributedSampler``) or ``"index-shuffle"``
-            (``IndexShuffleSampler``).
-        head: a rank reading more than ``max(32, 2 * head)`` indices prints its first and last
-            ``head`` only, with its count and how many are padding.
-        max_memory: bytes that torch's shuffled order, ``torch.randperm(size)``, may take.
+def format_split(size: int, replicas: int, epochs: int, **options: Any) -> str:
+    r"""Render the table that ``python -m distsampling split`` prints: the lines of
+    :func:`split_lines` (the same arguments), each rank's indices (or windows), per epoch.
 
     Examples:
         >>> print(format_split(5, 2, 1, shuffle=False, batch_size=2))
@@ -365,35 +379,7 @@ def format_split(
           rank 0: [1-2-3, 0-1-2]
           rank 1: [4-5-6, 7-8-9]
     """
-    return "\n".join(split_lines(**locals()))  # every argument, as given
-
-
-def plan_windows(
-    size: int,
-    window: int,
-    replicas: int,
-    epochs: int,
-    *,
-    shuffle: bool = True,
-    seed: int = 0,
-    drop_last: bool = False,
-) -> list[list[list[int]]]:
-    r"""Return ``plan[epoch][rank]``: the window starts each rank reads, every rank simulated here.
-
-    The windows of :class:`~distsampling.SequentialWindowedDataset` (``seed`` draws the epoch's
-    offset) are shuffled (unless ``shuffle=False``) and split by
-    :class:`~distsampling.DistributedSampler` (``seed`` too).
-
-    Examples:
-        >>> plan_windows(10, 3, 2, 1)  # epoch 0: windows start at 1, 4, 7 and 0 (offset 1)
-        [[[1, 0], [4, 7]]]
-    """
-    replicas = check_int("replicas", replicas, low=1)
-    kwargs = {"shuffle": shuffle, "seed": seed, "drop_last": drop_last}
-    return [
-        [rank_windows(size, window, replicas, r, e, **kwargs) for r in range(replicas)]
-        for e in range(check_int("epochs", epochs, low=1))
-    ]
+    return "\n".join(split_lines(size, replicas, epochs, **options))
 
 
 def rank_windows(
@@ -506,18 +492,7 @@ def where_read(
     return p, range(p, first.total_size, size)
 
 
-def format_where(
-    index: int,
-    size: int,
-    replicas: int,
-    *,
-    epoch: int = 0,
-    shuffle: bool = True,
-    seed: int = 0,
-    drop_last: bool = False,
-    order: str = "torch",
-    max_memory: int = MAX_MEMORY,
-) -> str:
+def format_where(index: int, size: int, replicas: int, **options: Any) -> str:
     r"""Render :func:`where_read` as ``python -m distsampling where`` prints it (its arguments).
 
     Examples:
@@ -527,17 +502,8 @@ def format_where(
         >>> print(format_where(4, size=5, replicas=3, shuffle=False, drop_last=True))
         index 4 of epoch 0 is dropped this epoch: drop_last keeps positions 0 to 2, and it sits at position 4
     """
-    p, reads = where_read(
-        index,
-        size,
-        replicas,
-        epoch=epoch,
-        shuffle=shuffle,
-        seed=seed,
-        drop_last=drop_last,
-        order=order,
-        max_memory=max_memory,
-    )
+    p, reads = where_read(index, size, replicas, **options)  # checks every argument
+    epoch = options.get("epoch", 0)
     what = f"index {index} of epoch {epoch}"
     if not reads:
         last = reads.stop - 1
