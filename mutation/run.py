@@ -123,7 +123,7 @@ _STATUS[-11] = "killed"  # the tests crashed the interpreter: they noticed
 
 
 #: one reviewed equivalent mutant: - `module.function` `+ the mutated line` — why nothing changes
-EQUIVALENT = re.compile(r"^- `([\w.]+)` `\+ ?(.*)` — (.+)$")
+EQUIVALENT = re.compile(r"^- `([\w./]+)` `\+ ?(.*)` — (.+)$")
 
 
 def equivalents() -> dict[tuple[str, str], str]:

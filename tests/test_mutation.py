@@ -21,17 +21,29 @@ def driver():
     return module
 
 
+#: the modules split out of a larger one (a folder's, or one module's), and the stem of that one,
+#: whose tests prove them: the mixing folder was mixture.py
+SPLIT_FROM = {"mixing": "mixture"}
+
+
 def test_every_mutated_module_has_its_source_and_same_stem_tests():
-    """Invariant: MODULES is every module of src/distsampling/ but the launcher, the command line
-    (``cli.py`` and the mixture's subcommand, ``cli_mixture.py``) and its text rendering (the
-    growing package is a folder of its own), each tested by its
-    same-stem tests/test_<module>.py (``_validate`` by tests/test_validate.py)."""
+    """Invariant: MODULES is every module of src/distsampling/ and its family folders, keyed
+    ``folder/stem``, but the tools that are no sampler (the launcher, the command line, the demo
+    and its text rendering) and the growing package (a folder of its own), each tested by its
+    same-stem tests/test_<stem>.py; the reference's helpers (``_checks``, ``_split``) and the
+    framework guards (``guards``) by tests/test_validate.py."""
     run = driver()
-    files = {p.stem for p in (ROOT / "src" / "distsampling").glob("*.py")}
-    not_samplers = {"launch", "cli", "cli_mixture", "demo", "render", "__init__", "__main__"}
-    assert set(run.MODULES) == files - not_samplers
+    src = ROOT / "src" / "distsampling"
+    files = {p.relative_to(src).with_suffix("").as_posix() for p in src.rglob("*.py")}
+    not_samplers = {"tools/launch", "tools/cli", "tools/cli_mixture", "tools/demo", "tools/render"}
+    not_samplers |= {f for f in files if f.startswith("growing/") or f.endswith("__init__")}
+    assert set(run.MODULES) == files - not_samplers - {"__main__"}
+    helpers = {"_checks", "_split", "guards"}
     for module, (tests, _multiprocess) in run.MODULES.items():
-        assert f"tests/test_{module.lstrip('_')}.py" in tests
+        stem = "validate" if module in helpers else module.rsplit("/", 1)[-1]
+        # a module split out of a larger one keeps that one's tests (mixing/tree: test_mixture)
+        stem = SPLIT_FROM.get(module, SPLIT_FROM.get(module.split("/")[0], stem))
+        assert f"tests/test_{stem}.py" in tests, (module, tests)
         assert all((ROOT / t).is_file() for t in tests)
 
 
