@@ -527,3 +527,11 @@ def mutation_counts_by_function(draw: st.DrawFn) -> dict[str, dict[str, int]]:
         c = {k: draw(st.integers(0, 4)) for k in ("killed", "equivalent", "timeout", "survived")}
         out[name] = {"mutants": sum(c.values()), **c}
     return out
+
+
+# --- a look at the data in the main process, then a DataLoader (tests/test_peek_resume.py) ----
+
+#: items a loop takes from a fresh iter() in the main process before its DataLoader starts
+peek_lengths = st.one_of(st.just(0), st.just(1), st.integers(min_value=0, max_value=12))
+#: batches the loop trains on before it takes the state (0: none)
+loop_batch_counts = st.integers(min_value=0, max_value=5)

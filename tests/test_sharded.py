@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from itertools import chain, pairwise, zip_longest
+from itertools import chain, islice, pairwise, zip_longest
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -26,8 +26,8 @@ from distsampling import (
     loader_dataset_states,
     run_nodes,
     run_world,
-    sharded,
 )
+from distsampling.streaming import sharded
 from sharded_ranks import Reader
 from strategies import (
     epochs,
@@ -1022,16 +1022,50 @@ def test_state_dict_in_the_main_process_refuses_when_workers_read_the_epoch():
     ds = make([4, 3], 1, 0)
     batches = list(DataLoader(ds, batch_size=2, num_workers=2))
     assert sum(len(b) for b in batches) == 7
-    words = ("state_dict() was called in the main process, but DataLoader workers read this "
-             "epoch (0) from their own copies: only they know their places. Resume through "
-             "torchdata's StatefulDataLoader (it asks every worker), or read with num_workers=0")  # fmt: skip
-    with pytest.raises(RuntimeError, match=f"^{re.escape(words)}$"):
+    with pytest.raises(RuntimeError, match=f"^{re.escape(WORKERS_READ.format(0, ''))}$"):
         ds.state_dict()
     ds.set_epoch(1)
     assert ds.state_dict()["position"] == 0
     alone = make([4, 3], 1, 0)
     list(DataLoader(alone, batch_size=2, num_workers=0))
     assert alone.state_dict()["position"] == 7
+
+
+#: the main process's refusal once DataLoader workers read the epoch ({0}: the epoch; {1}: what
+#: it adds where this process read the epoch too)
+WORKERS_READ = (
+    "state_dict() was called in the main process, but DataLoader workers read this epoch ({0}) "
+    "from their own copies: only they know their places{1}. Resume through torchdata's "
+    "StatefulDataLoader (it asks every worker), or read the epoch with num_workers=0 (after "
+    "load_state_dict or another set_epoch, a state can be taken here again)"
+)
+OWN_READS = " (this process's own reads are not the loop's)"
+
+
+@pytest.mark.parametrize("peek", [1, 4])
+def test_a_look_in_the_main_process_before_the_workers_read_does_not_lift_the_refusal(peek):
+    """Invariant: a look at ``peek`` samples in the main process (an ``iter()`` there), then a
+    DataLoader whose 2 workers train on 2 batches: ``state_dict(consumed=4)`` refuses, naming
+    the workers and the way out, not the look (the look's place is not the loop's: resumed from
+    it, the loop would read samples again and skip others); a load in the main process places
+    the dataset there again, and a state can be taken."""
+    sizes = [5, 2, 7, 0, 3, 4]
+    ds = make(sizes, 2, 1, batch_size=2)
+    ds.set_epoch(0)
+    list(islice(iter(ds), peek))  # a look at the data
+    ds.set_epoch(0)
+    it = iter(DataLoader(ds, batch_size=2, num_workers=2))
+    trained = [next(it).tolist(), next(it).tolist()]
+    assert sum(map(len, trained)) == 4
+    with pytest.raises(RuntimeError, match=f"^{re.escape(WORKERS_READ.format(0, OWN_READS))}$"):
+        ds.state_dict(consumed=4)
+    del it
+    saved = make(sizes, 2, 1, batch_size=2)
+    head = list(islice(iter(saved), 3))
+    ds.set_epoch(0)
+    ds.load_state_dict(saved.state_dict())
+    assert ds.state_dict()["position"] == 3
+    assert head + list(ds) == list(make(sizes, 2, 1, batch_size=2))
 
 
 def test_consumed_counts_from_where_the_latest_iter_began_and_before_is_checked():

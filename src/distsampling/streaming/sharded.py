@@ -416,12 +416,16 @@ class ShardedIterableDataset(IterableDataset[T]):
                 out); with DataLoader workers only torchdata's ``StatefulDataLoader`` can ask.
         """
         todo, info = self._current(), get_worker_info()
-        if info is None and self._where is None and int(self._in_workers[0]) == self.epoch + 1:
+        if info is None and int(self._in_workers[0]) == self.epoch + 1:
+            # workers read this epoch: a place this process holds (a look at the data first, a
+            # loaded state) is not where the loop is, whatever iter() ran here before or after
+            seen = " (this process's own reads are not the loop's)" if self._where else ""
             raise RuntimeError(
                 "state_dict() was called in the main process, but DataLoader workers read this "
-                f"epoch ({self.epoch}) from their own copies: only they know their places. Resume "
-                "through torchdata's StatefulDataLoader (it asks every worker), or read with "
-                "num_workers=0"
+                f"epoch ({self.epoch}) from their own copies: only they know their places"
+                f"{seen}. Resume through torchdata's StatefulDataLoader (it asks every worker), "
+                "or read the epoch with num_workers=0 (after load_state_dict or another "
+                "set_epoch, a state can be taken here again)"
             )
         here = (0, 1) if info is None else (info.id, info.num_workers)
         worker, num_workers = self._where or here
@@ -482,6 +486,7 @@ class ShardedIterableDataset(IterableDataset[T]):
             self._loaded = (state["worker"], state["num_workers"], state["position"])
             self._before = check_int("before", state["before"], low=0)
             self._where, self._progress = self._loaded[:2], [state["position"], 0, iter(())]
+            self._placed_here()
             return
         states = [self._checked(s) for s in state]
         n = states[0]["num_workers"] if states else 0
@@ -514,6 +519,13 @@ class ShardedIterableDataset(IterableDataset[T]):
         before = check_int("before", states[0]["before"], low=0)
         self._todo, self._of_epoch, self._loaded = rest, self.epoch, None
         self._before = before + sum(s["position"] for s in states)  # each rank read this many
+        self._placed_here()
+
+    def _placed_here(self) -> None:
+        # a place loaded in the main process: what DataLoader workers read before it is past (a
+        # worker's own load, StatefulDataLoader's, is followed by that worker's iter())
+        if get_worker_info() is None:
+            self._in_workers[0] = 0
 
     def __repr__(self) -> str:
         return (
