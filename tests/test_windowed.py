@@ -290,8 +290,9 @@ def test_dataloader_workers_see_each_epoch(persistent):
 
 
 @pytest.mark.timeout(180)
-def test_spawned_persistent_worker_sees_each_epoch_through_shared_memory():
-    """Invariant: a spawned (pickled) persistent worker still reads the epoch set after it started."""
+def test_spawned_persistent_worker_sees_each_epoch_through_its_indices():
+    """Invariant: a spawned (pickled) persistent worker still reads the epoch set after it
+    started: each index our DistributedSampler hands it carries its pass's epoch."""
     ds = SequentialWindowedDataset(60, 4, seed=2)
     sampler = DistributedSampler(ds, 1, 0, seed=1)
     got = _loader_epochs(
@@ -302,17 +303,37 @@ def test_spawned_persistent_worker_sees_each_epoch_through_shared_memory():
 
 def test_pickling_keeps_the_epoch_and_the_starts():
     """Invariant: a pickled copy (what spawn sends a worker) has the same epoch, offset and
-    starts, and reads no pass of ours: its set_epoch moves its windows at once."""
+    starts; its set_epoch moves its own windows only, at once."""
     ds = SequentialWindowedDataset(100, 6, seed=8, drop_last=True)
     ds.set_epoch(5)
     copy = pickle.loads(pickle.dumps(ds))
     assert (copy.epoch, copy.offset, list(copy)) == (5, ds.offset, list(ds))
-    positions = iter(DistributedSampler(ds, 1, 0))  # a pass of ours holds the original's epoch
-    copy = pickle.loads(pickle.dumps(ds))
-    copy.set_epoch(6)  # the copy's own: at once
+    copy.set_epoch(6)
     assert (copy.offset, ds.offset) == (epoch_offset(100, 8, 6), epoch_offset(100, 8, 5))
-    del positions
     assert repr(copy) == "SequentialWindowedDataset(size=100, window=6, seed=8, drop_last=True)"
+
+
+@pytest.mark.timeout(120)
+def test_a_late_set_epoch_with_a_persistent_worker_is_the_next_passs_and_moves_the_dataset_at_once():
+    """Invariant: with one persistent worker, four epochs each read their own windows, and a
+    ``set_epoch(99)`` after them moves the dataset to epoch 99's offset at once (nothing waits
+    for the loader's iterator, which never ends); a ``set_epoch`` after the first batch leaves
+    the rest of that pass its epoch's windows, and the next pass reads the new epoch's."""
+    w = SequentialWindowedDataset(12, 3, seed=0)
+    s = DistributedSampler(w, 1, 0, seed=1)
+    loader = tud.DataLoader(w, sampler=s, batch_size=2, num_workers=1, persistent_workers=True)
+    for e in range(4):
+        s.set_epoch(e)
+        assert [i for b in loader for i in b.tolist()] == [w[i] for i in s]
+    s.set_epoch(99)
+    assert (w.epoch, w.offset) == (99, epoch_offset(12, 0, 99))
+    plan = [w[i] for i in s]
+    batches = iter(loader)
+    first = next(batches).tolist()
+    s.set_epoch(100)  # late: after the first batch
+    assert first + [i for b in batches for i in b.tolist()] == plan
+    assert [i for b in loader for i in b.tolist()] == [w[i] for i in s]  # epoch 100's
+    assert plan != [w[i] for i in s]
 
 
 @given(args=windowed_args(), epoch=epochs, data=st.data())

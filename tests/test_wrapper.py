@@ -25,6 +25,7 @@ from distsampling import (
     WeightedBalanceClassSampler,
     index_tensor,
 )
+import distsampling.wrapper as wrapper_module
 from strategies import (
     GENERATOR_SEED_HIGH,
     GENERATOR_SEED_LOW,
@@ -188,7 +189,8 @@ def test_is_a_torch_distributed_sampler_with_torchs_attributes_over_the_inner_ep
         for name in set(vars(theirs)) - {"dataset"}:
             mine, torchs = getattr(ours, name), getattr(theirs, name)
             assert (type(mine), mine) == (type(torchs), torchs), name
-        assert isinstance(ours.dataset, DatasetFromSampler) and ours.dataset.sampler is inner
+        assert isinstance(ours.dataset, wrapper_module.DatasetFromSampler)  # the reference's
+        assert ours.dataset.sampler is inner
         assert ours.dataset.indices.tolist() == list(inner) and len(ours) == ours.num_samples
 
 
@@ -557,7 +559,7 @@ def test_a_dataset_from_a_sampler_starts_at_epoch_0_and_a_sampler_over_it_reads_
         assert list(DistributedSampler(dataset, 2, 0, shuffle=False)) == [0, 2, 4]
 
 
-# --- a pass of our DistributedSampler holds the epoch it began with ------------------------------
+# --- a pass of our DistributedSampler: its indices carry the epoch it began with -----------------
 
 
 def _weighted_draws(epoch: int) -> list[int]:
@@ -567,39 +569,28 @@ def _weighted_draws(epoch: int) -> list[int]:
     return list(inner)
 
 
-def test_a_dataloader_worker_draws_the_epoch_its_main_process_holds(monkeypatch):
-    """Invariant: in a DataLoader worker (a copy of the dataset and of its sampler, made when
-    the worker started), a DatasetFromSampler draws the epoch its main process draws, read
-    from shared memory: the sampler's own epoch where none was set, else the epoch set (past
-    int64, which the workers could not read, is refused in the main process, naming it)."""
-    import distsampling.wrapper as module
+def test_a_copy_of_the_dataset_reads_the_epoch_its_index_carries_and_keeps_its_own():
+    """Invariant: a DatasetFromSampler's copy (a DataLoader worker's, made when the worker
+    started) that an index of another epoch reaches reads that epoch's draw, from a copy of its
+    sampler: its own epoch, its sampler's and its own draw stay as they were; an index without
+    an epoch reads the copy's own draw."""
+    from distsampling.guards import EpochIndex
 
     inner = WeightedBalanceClassSampler(["a", "b", "b", "c"], [1, 1, 2], length=6, seed=3)
-    inner.set_epoch(9)  # the sampler's own epoch: no set_epoch on the dataset yet
     main = DatasetFromSampler(inner)
-    worker = copy.copy(main)  # shares the shared memory, as a forked worker does
-    worker.sampler = copy.copy(inner)
-    monkeypatch.setattr(module, "get_worker_info", lambda: object())  # as in a worker
-    assert worker.indices.tolist() == _weighted_draws(9)
+    main.set_epoch(2)
+    worker = copy.deepcopy(main)  # as a worker's, made at epoch 2
     main.set_epoch(4)  # in the main process, after the worker started
-    assert worker.indices.tolist() == _weighted_draws(4) and worker.sampler.epoch == 4
-    for bad in (2**63, -(2**63) - 1):
-        with pytest.raises(ValueError) as caught:
-            main.set_epoch(bad)
-        assert str(caught.value) == (
-            "epoch should be in [-2**63, 2**63) (shared with DataLoader workers as int64), "
-            f"but got epoch={bad}"
-        )
-    assert (main.epoch, worker.indices.tolist()) == (4, _weighted_draws(4))  # nothing moved
-    wrapper = DistributedSamplerWrapper(EpochRecorder(), 1, 0)  # its own dataset: no worker
-    wrapper.set_epoch(2**64)
-    assert wrapper.sampler.epochs == [2**64]
+    assert [worker[EpochIndex(i, 4)] for i in range(6)] == _weighted_draws(4)
+    assert [worker[EpochIndex(i, 2)] for i in range(6)] == _weighted_draws(2)
+    assert [worker[i] for i in range(6)] == _weighted_draws(2)
+    assert (worker.epoch, worker.sampler.epoch, main.sampler.epoch) == (2, 2, 4)
 
 
 @pytest.mark.timeout(180)
 def test_spawned_persistent_workers_draw_each_epoch_of_the_main_process():
     """Invariant: a spawned (pickled) persistent worker draws each epoch that the main process
-    set after the worker started: the epoch reaches it through shared memory."""
+    set after the worker started: the epoch reaches it with each index, none is kept for it."""
     from distsampling import DistributedSampler
 
     inner = WeightedBalanceClassSampler(["a", "b", "b", "c"], [1, 1, 2], length=6, seed=3)
@@ -617,34 +608,22 @@ def test_spawned_persistent_workers_draw_each_epoch_of_the_main_process():
         assert got == [_weighted_draws(epoch)[i] for i in plan]
 
 
-def test_a_wrappers_own_dataset_holds_no_shared_memory():
-    """Invariant: the DatasetFromSampler inside a DistributedSamplerWrapper (and inside its copy)
-    never reaches a DataLoader worker, so it holds no shared memory (a file descriptor each)."""
-    wrapper = DistributedSamplerWrapper([3, 1, 2], 2, 0)
-    assert wrapper.dataset._shared is None and copy.copy(wrapper).dataset._shared is None
-    assert DatasetFromSampler([3, 1, 2])._shared is not None
-
-
-def test_a_pickled_copy_reads_no_pass_of_ours_and_draws_its_own_epoch_at_once():
-    """Invariant: a pickled copy of a DatasetFromSampler (what spawn sends a worker), taken
-    while a pass of our DistributedSampler holds the original's epoch, holds none: its
-    ``set_epoch`` draws anew at once, and the original keeps its pass's draw."""
-    import pickle
-
+def test_a_set_epoch_during_a_pass_is_the_next_passs_and_holds_nothing():
+    """Invariant: a ``set_epoch`` while a pass of our DistributedSampler is read (a loop that
+    calls it after the first batch) leaves the rest of that pass its epoch's draws, and the
+    dataset is at the new epoch at once: nothing waits for the pass to end."""
     from distsampling import DistributedSampler
 
     inner = WeightedBalanceClassSampler(["a", "b", "b", "c"], [1, 1, 2], length=6, seed=3)
     draws = DatasetFromSampler(inner)
-    sampler = DistributedSampler(draws, 1, 0)
-    sampler.set_epoch(5)  # ours sets its dataset's epoch too
-    positions = iter(sampler)  # a pass of ours holds epoch 5
-    twin = pickle.loads(pickle.dumps(draws))
-    twin.set_epoch(6)
-    draws.set_epoch(7)  # waits: the original's pass is being read
-    assert twin.indices.tolist() == _weighted_draws(6)
-    assert draws.indices.tolist() == _weighted_draws(5)
-    del positions
-    assert draws.indices.tolist() == _weighted_draws(7)
+    sampler = DistributedSampler(draws, 1, 0, shuffle=False)
+    sampler.set_epoch(5)
+    positions = iter(sampler)
+    first = draws[next(positions)]
+    sampler.set_epoch(6)
+    assert (draws.epoch, inner.epoch) == (6, 6)  # at once
+    assert [first] + [draws[i] for i in positions] == _weighted_draws(5)
+    assert [draws[i] for i in sampler] == _weighted_draws(6)
 
 
 def test_a_pass_of_ours_over_a_dataset_never_set_reads_the_samplers_own_epoch():
@@ -656,15 +635,3 @@ def test_a_pass_of_ours_over_a_dataset_never_set_reads_the_samplers_own_epoch():
     inner.set_epoch(9)
     draws = DatasetFromSampler(inner)
     assert [draws[i] for i in DistributedSampler(draws, 1, 0, shuffle=False)] == _weighted_draws(9)
-
-
-@pytest.mark.parametrize("epoch", [-(2**63), 2**63 - 1, -1, 0])
-def test_an_epoch_within_int64_is_taken_for_workers_to_read(epoch):
-    """Invariant: every epoch int64 holds, its bounds included, is set and shared as it is."""
-    draws = DatasetFromSampler(EpochRecorder())
-    draws.set_epoch(epoch)
-    assert (draws.epoch, draws.sampler.epochs, draws._shared.tolist()) == (
-        epoch,
-        [epoch],
-        [1, epoch],
-    )

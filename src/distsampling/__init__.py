@@ -6,7 +6,6 @@ proven against torch by the Hypothesis properties in ``tests/``.
 
 # one line per module: the code, its tests and its tutorial share the module's stem
 from ._split import epoch_permutation, rank_positions, split_sizes
-from .batch import BatchSampler
 from .detection.balanced import BatchBalanceClassSampler, distinct_draws
 from .detection.evaluation import UnpaddedDistributedSampler, gather_by_index, merge_by_index
 from .detection.grouped import GroupedBatchSampler
@@ -20,7 +19,6 @@ from .detection.pipeline import (
     make_data_sampler,
 )
 from .detection.repeat_factor import RepeatFactorSampler, repeat_factors_from_category_frequency
-from .distributed import DistributedSampler
 from .growing import (
     BatchBuffers,
     CorruptShardError,
@@ -36,6 +34,16 @@ from .growing import (
     load_shard,
     prefetch_epochs,
     produce,
+)
+
+# the exported samplers are the reference ones (distributed.py, batch.py, windowed.py,
+# wrapper.py) with the framework guards over them: guarded.py
+from .guarded import (
+    BatchSampler,
+    DatasetFromSampler,
+    DistributedSampler,
+    DistributedSamplerWrapper,
+    SequentialWindowedDataset,
 )
 from .guards import FrameworkWarning
 from .mixing.sampler import MixtureBatchSampler, MixtureSampler, Read
@@ -56,8 +64,8 @@ from .streaming.token_budget import TokenBudgetBatchSampler
 from .tools.checks import RankMismatchError, assert_rank_consistent, epoch_digest
 from .tools.launch import run_nodes, run_world
 from .weighted import WeightedBalanceClassSampler, largest_remainder_counts
-from .windowed import SequentialWindowedDataset, epoch_offset, window_indices
-from .wrapper import DatasetFromSampler, DistributedSamplerWrapper, index_tensor
+from .windowed import epoch_offset, window_indices
+from .wrapper import index_tensor
 
 __version__ = "0.1.0"
 

@@ -1,9 +1,5 @@
-r"""The argument checks of the sampler files: each names the argument and the value in torch's
-words (``... but got batch_size=0``), and refuses what torch would take and then misread.
-
-References: torch/utils/data/distributed.py (DistributedSampler.__init__);
-torch/utils/data/sampler.py (BatchSampler.__init__)
-"""
+r"""Argument checks in torch's words, naming the argument and the value (References: torch's
+distributed.py and sampler.py, their __init__)."""
 
 from __future__ import annotations
 
@@ -18,21 +14,18 @@ import torch.distributed as dist
 _SEED_LOW, _SEED_HIGH = -(2**63), 2**64 - 1  # torch.Generator.manual_seed takes any int in them
 
 
-def _index_dtype(size: int) -> torch.dtype:
-    """int32 while every index below ``size`` fits (half the memory of int64), else int64."""
+def _index_dtype(size: int) -> torch.dtype:  # int32 while every index fits: half of int64's memory
     return torch.int32 if size < 2**31 else torch.int64
 
 
-def _is_bool(value: object) -> bool:
-    # Python's and numpy's bools, and one-element bool tensors (torch.tensor(True))
+def _is_bool(value: object) -> bool:  # Python's and numpy's bools, one-element bool tensors
     if isinstance(value, torch.Tensor):
         return value.dtype == torch.bool and value.numel() == 1
     return isinstance(value, (bool, np.bool_))
 
 
 def check_int(name: str, value: object, *, low: int | None = None, high: int | None = None) -> int:
-    """``value`` as an ``int``; raise unless it is an integer in range: what ``operator.index``
-    takes, as torch does (Python and numpy ints, one-element integer tensors), never a bool."""
+    """``value`` as an ``int``: what ``operator.index`` takes, as torch does, never a bool."""
     try:  # a bool is an int to operator.index, never to us: it gets index(None)'s TypeError
         value = operator.index(None if _is_bool(value) else value)  # type: ignore[arg-type]
     except TypeError:
@@ -48,8 +41,7 @@ def check_int(name: str, value: object, *, low: int | None = None, high: int | N
 
 def check_int64(name: str, value: object, *, low: int | None = None) -> int:
     """:func:`check_int`, and ``< 2**63``: numpy and torch hold it as int64, never overflowing."""
-    value = check_int(name, value, low=low)
-    if value >= 2**63:  # past int64, the largest size or count numpy and torch hold
+    if (value := check_int(name, value, low=low)) >= 2**63:
         raise ValueError(f"{name} should be < 2**63 (stored as int64), but got {name}={value}")
     return value
 

@@ -1,8 +1,5 @@
 r"""The split arithmetic of torch's DistributedSampler: the epoch's order, its padded (or cut)
-length, and the positions each rank reads, as small functions the samplers share.
-
-References: torch/utils/data/distributed.py (DistributedSampler.__init__ and __iter__)
-"""
+length, and the positions each rank reads (References: torch/utils/data/distributed.py)."""
 
 from __future__ import annotations
 
@@ -42,7 +39,6 @@ def epoch_permutation(n: int, shuffle: bool, seed: int, epoch: int) -> torch.Ten
 
 def rank_positions(n: int, num_replicas: int, rank: int, drop_last: bool = False) -> torch.Tensor:
     r"""The positions of an epoch order of length ``n`` that ``rank`` reads: ``(num_samples,)``.
-
     torch's split: padded with the head (``p >= n`` reads ``p % n``) or cut, every W-th from rank.
 
     Examples:
@@ -58,6 +54,3 @@ def rank_positions(n: int, num_replicas: int, rank: int, drop_last: bool = False
         )
     positions = rank + num_replicas * torch.arange(num_samples)  # (num_samples,)
     return positions % max(n, 1)  # past n: the head of the order again
-
-
-# --- loud where a framework's default would read another plan without a word ---------------------

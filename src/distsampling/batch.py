@@ -5,18 +5,12 @@ Behaves exactly like torch's: the same batches, the same ``len``, the same error
 ``ceil(num_samples / batch_size)`` batches (``floor`` with ``drop_last=True``) — equal counts on
 every rank, because every rank has the same ``num_samples``.
 
-Lightning's ``Trainer`` (``use_distributed_sampler=True``, its default) rebuilds a batch sampler
-around a ``DistributedSampler`` of its own; over a sampler that already holds a rank's share,
-that would train each rank on another plan without a word: this one refuses, naming the setting.
-
 References:
-    torch/utils/data/sampler.py (BatchSampler);
-    pytorch_lightning/utilities/data.py (_dataloader_init_kwargs_resolve_sampler: the rebuild)
+    torch/utils/data/sampler.py (BatchSampler)
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
@@ -43,7 +37,6 @@ class BatchSampler(Sampler[list[int]]):
     def __init__(
         self, sampler: Sampler[int] | Iterable[int], batch_size: int, drop_last: bool
     ) -> None:
-        _refuse_lightnings_rebuild(type(self).__name__)
         # torch's checks and messages, word for word: ValueError for a bad type too
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
             raise ValueError(
@@ -71,27 +64,3 @@ class BatchSampler(Sampler[list[int]]):
         if self.drop_last:
             return n // self.batch_size
         return (n + self.batch_size - 1) // self.batch_size  # ceil(n / batch_size)
-
-
-def _refuse_lightnings_rebuild(name: str) -> None:
-    """Raise if Lightning's Trainer is building this batch sampler (up the stack: the function
-    that rebuilds a loader's batch sampler around its own sampler) in place of one whose
-    sampler holds one rank's share (``num_replicas`` > 1): that share would be dropped."""
-    frame = sys._getframe(2)  # the caller of __init__
-    while frame is not None:
-        if frame.f_code.co_name == "_dataloader_init_kwargs_resolve_sampler" and "lightning" in (
-            frame.f_globals.get("__name__", "")
-        ):
-            batches = getattr(frame.f_locals.get("dataloader"), "batch_sampler", None)
-            share = getattr(batches, "sampler", None)  # the sampler Lightning drops
-            if getattr(share, "num_replicas", 1) > 1:
-                raise RuntimeError(
-                    f"{name}: Lightning's Trainer rebuilds this batch sampler around a "
-                    f"DistributedSampler of its own over the whole dataset and drops its sampler, "
-                    f"{type(share).__name__}, which already holds one rank's share (of "
-                    f"num_replicas={share.num_replicas}): each rank would train on another plan. "
-                    "That is Lightning's default (use_distributed_sampler=True): pass "
-                    "Trainer(use_distributed_sampler=False), and the loader reads the share as built"
-                )
-            return
-        frame = frame.f_back

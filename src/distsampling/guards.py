@@ -1,9 +1,12 @@
 r"""The guards: everything that watches a framework or a loop, as one layer over the reference
-samplers. Errors where accelerate would split a rank's share again, and the warning where a loop
-is about to read a dataset's epoch again. Nothing in the reference files imports this module.
+samplers. Errors where accelerate would split a rank's share again and where Lightning's
+``Trainer`` would rebuild a batch sampler over one, the warning where a loop is about to read a
+dataset's epoch again, and the indices that carry their pass's epoch to a dataset's copy in a
+DataLoader worker. Nothing in the reference files imports this module; the classes
+``distsampling`` exports (:mod:`distsampling.guarded`) are the reference ones with these guards.
 
 References: accelerate/data_loader.py (BatchSamplerShard, IterableDatasetShard,
-DataLoaderDispatcher); torch/utils/data/dataloader.py (the iterators that ask a sampler)
+DataLoaderDispatcher); pytorch_lightning/utilities/data.py (_dataloader_init_kwargs_resolve_sampler)
 """
 
 from __future__ import annotations
@@ -11,6 +14,16 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Iterator
+from typing import Any
+
+__all__ = [
+    "EpochIndex",
+    "FrameworkWarning",
+    "ShareGuards",
+    "begin_dataset_pass",
+    "refuse_lightnings_rebuild",
+    "refuse_split_again",
+]
 
 
 class FrameworkWarning(UserWarning):
@@ -70,12 +83,35 @@ def refuse_split_again(
         frame = frame.f_back
 
 
+class EpochIndex(int):
+    r"""An index that carries the epoch of the pass it belongs to: a dataset with an epoch of its
+    own reads that epoch's item, whatever epoch its own copy (a DataLoader worker's, persistent
+    or not) was set to last. It is the index everywhere else (an ``int``).
+
+    Examples:
+        >>> import pickle
+        >>> i = EpochIndex(3, epoch=7)
+        >>> i + 1, i.epoch, pickle.loads(pickle.dumps(i)).epoch
+        (4, 7, 7)
+    """
+
+    epoch: int
+
+    def __new__(cls, index: int, epoch: int) -> EpochIndex:
+        self = super().__new__(cls, index)
+        self.epoch = epoch
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:  # to a worker: the index and its epoch, no more
+        return EpochIndex, (int(self), self.epoch)
+
+
 def begin_dataset_pass(sampler: object, ints: Iterator[int]) -> Iterator[int]:
     """``ints``, a pass of ``sampler``, as it begins: warn if the dataset it splits has an epoch
     of its own (``set_epoch``) that is not the sampler's (set after the sampler's, whose
-    ``set_epoch`` sets it too); then hold the dataset's epoch (``_hold_epoch``) while the
-    DataLoader iterator that reads the pass lives (or ``ints``, read directly): a ``set_epoch``
-    meanwhile waits, never changing the samples of a pass mid-way."""
+    ``set_epoch`` sets it too); where the dataset reads the epoch its indices carry
+    (``reads_index_epoch``), each index carries the dataset's epoch now, at ``iter()``: a
+    ``set_epoch`` meanwhile is the next pass's, in the main process and in every worker."""
     dataset = getattr(sampler, "dataset", None)  # a wrapper's own: its set_epoch sets it too
     epoch = getattr(dataset, "epoch", None) if hasattr(dataset, "set_epoch") else None
     if isinstance(epoch, int) and epoch != sampler.epoch:  # type: ignore[attr-defined]
@@ -86,17 +122,55 @@ def begin_dataset_pass(sampler: object, ints: Iterator[int]) -> Iterator[int]:
             "call it after dataset.set_epoch, or alone",
             FrameworkWarning, stacklevel=3,
         )  # fmt: skip
-    if not callable(hold := getattr(dataset, "_hold_epoch", None)):
+    if not (isinstance(epoch, int) and getattr(dataset, "reads_index_epoch", False)):
         return ints
-    # up to the DataLoader iterator reading the pass (torch's own _next_index, or _reset, asks
-    # the sampler: torchdata's StatefulDataLoader too); only torch's frames: their locals are its
-    frame, owner = sys._getframe(), None
-    while frame is not None and owner is None:
-        if frame.f_globals.get("__name__", "").startswith("torch.utils.data"):
-            found = frame.f_locals.get("self")
-            owner = found if "DataLoaderIter" in type(found).__name__ else None
+    return (EpochIndex(i, epoch) for i in ints)
+
+
+def refuse_lightnings_rebuild(name: str) -> None:
+    """Raise if Lightning's Trainer is building this batch sampler (up the stack: the function
+    that rebuilds a loader's batch sampler around its own sampler) in place of one whose
+    sampler holds one rank's share (``num_replicas`` > 1): that share would be dropped.
+    Lightning has no public hook for it: the walk is tested against the version the loop
+    matrix runs (tests/test_validate.py)."""
+    if "lightning" not in sys.modules and "pytorch_lightning" not in sys.modules:
+        return  # no Trainer can be up the stack: no walk
+    frame = sys._getframe(2)  # the caller of __init__
+    while frame is not None:
+        if frame.f_code.co_name == "_dataloader_init_kwargs_resolve_sampler" and "lightning" in (
+            frame.f_globals.get("__name__", "")
+        ):
+            batches = getattr(frame.f_locals.get("dataloader"), "batch_sampler", None)
+            share = getattr(batches, "sampler", None)  # the sampler Lightning drops
+            if getattr(share, "num_replicas", 1) > 1:
+                raise RuntimeError(
+                    f"{name}: Lightning's Trainer rebuilds this batch sampler around a "
+                    f"DistributedSampler of its own over the whole dataset and drops its sampler, "
+                    f"{type(share).__name__}, which already holds one rank's share (of "
+                    f"num_replicas={share.num_replicas}): each rank would train on another plan. "
+                    "That is Lightning's default (use_distributed_sampler=True): pass "
+                    "Trainer(use_distributed_sampler=False), and the loader reads the share as built"
+                )
+            return
         frame = frame.f_back
-    if owner is None:  # read directly: the pass lasts as long as its iterator
-        ints = owner = (i for i in ints)  # a generator: weak-referenceable, unlike chain
-    hold(owner)
-    return ints
+
+
+class ShareGuards:
+    r"""The guards of a sampler that holds one rank's share, before its reference class in the
+    bases (``class DistributedSampler(ShareGuards, distributed.DistributedSampler)``): a pass
+    refuses accelerate's prepared loader (each process would read a part of its share) and
+    hands a dataset with an epoch of its own its indices (:func:`begin_dataset_pass`);
+    ``set_epoch`` refuses accelerate's ``DataLoaderDispatcher`` (it calls it on every process
+    before a pass: every process raises, none waits in its broadcast) and sets such a
+    dataset's epoch too, so a loop that sets the sampler's only (Lightning's) reads it."""
+
+    def __iter__(self) -> Iterator[int]:
+        refuse_split_again(self)  # accelerate's prepare(loader) would split this share again
+        return begin_dataset_pass(self, super().__iter__())  # type: ignore[misc]
+
+    def set_epoch(self, epoch: int) -> None:
+        refuse_split_again(self, ("DataLoaderDispatcher",))  # on every process, before a pass
+        super().set_epoch(epoch)  # type: ignore[misc]
+        dataset = getattr(self, "dataset", None)  # a dataset with epochs of its own follows
+        if hasattr(dataset, "set_epoch") and isinstance(getattr(dataset, "epoch", None), int):
+            dataset.set_epoch(self.epoch)  # type: ignore[attr-defined, union-attr]

@@ -6,19 +6,18 @@ item ``i`` is ``(offset + i * window) % size``, where ``offset`` is drawn per ep
 ``(seed, epoch)``. Any sampler then shuffles and splits the windows as it would samples, and
 :func:`window_indices` expands a batch of starts into its ``(batch, window)`` sample indices.
 
-No array of starts exists: an item costs one multiply and one modulo. The ``(epoch, offset)``
-pair lives in shared memory, so DataLoader workers see every
-:meth:`SequentialWindowedDataset.set_epoch`, persistent or not.
+No array of starts exists: an item costs one multiply and one modulo. The epoch is the
+dataset's own, as a sampler's: a DataLoader worker's copy keeps the epoch it was made with. So
+split the windows with ``DistributedSamplerWrapper(windows, ...)``: its indices are the starts
+themselves, drawn at ``iter()``, and a worker needs no epoch (tutorials/windowed.md).
 
-References:
-    torch/utils/data/dataset.py (Dataset); torch/utils/data/distributed.py (DistributedSampler,
-    whose ``set_epoch`` this mirrors); numpy.random.SeedSequence (hashing ``(seed, epoch)``).
+References: torch/utils/data/dataset.py (Dataset); torch/utils/data/distributed.py
+(DistributedSampler, whose ``set_epoch`` this mirrors); numpy.random.SeedSequence.
 """
 
 from __future__ import annotations
 
 import operator
-import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -41,22 +40,17 @@ def _check_window(window: object, size: int) -> int:
 
 
 def epoch_offset(size: int, seed: int, epoch: int) -> int:
-    r"""Return the epoch's offset in ``[0, size)``: a hash of ``(seed, epoch)``, no global RNG read.
-
-    ``SeedSequence`` mixes the pair into 128 well-spread bits, so neighbouring epochs (and
-    ``(seed + 1, epoch)`` against ``(seed, epoch + 1)``) get unrelated offsets.
+    r"""Return the epoch's offset in ``[0, size)``: a hash of ``(seed, epoch)``, no global RNG read
+    (``SeedSequence``'s 128 bits: neighbouring epochs and seeds get unrelated offsets).
 
     Args:
-        size: number of samples; the offset is uniform over ``range(size)``.
-        seed: base seed, a non-negative ``int``, the same on every rank.
-        epoch: epoch number, a non-negative ``int``.
+        size, seed, epoch: positive, and non-negative ``int``\ s (the same on every rank).
 
     Examples:
         >>> [epoch_offset(10, seed=0, epoch=e) for e in range(5)]
         [1, 6, 3, 9, 3]
     """
-    size = check_int("size", size, low=1)
-    seed = check_int("seed", seed, low=0)
+    size, seed = check_int("size", size, low=1), check_int("seed", seed, low=0)
     epoch = check_int("epoch", epoch, low=0)
     hi, lo = np.random.SeedSequence([seed, epoch]).generate_state(2, dtype=np.uint64).tolist()
     return ((hi << 64) | lo) % size  # 128 bits modulo size: the bias is below 2**-64
@@ -67,9 +61,8 @@ def window_indices(
 ) -> torch.Tensor:
     r"""Expand window starts into the ``(batch, window)`` int64 tensor of sample indices mod ``size``.
 
-    Row ``k`` is ``starts[k], starts[k] + 1, ..., starts[k] + window - 1``, wrapped past the end.
-    Index a tensor with it to read the windows: ``series[window_indices(starts, t, len(series))]``
-    has shape ``(batch, t, *series.shape[1:])``.
+    Row ``k`` is ``starts[k], ..., starts[k] + window - 1``, wrapped past the end: indexed by it,
+    ``series[window_indices(starts, t, len(series))]`` is ``(batch, t, *series.shape[1:])``.
 
     Args:
         starts: 1-D integers (a tensor, a numpy array or a list), e.g. a batch from a DataLoader.
@@ -109,11 +102,8 @@ class SequentialWindowedDataset(Dataset[int]):
     with ``start = (offset + i * window) % size``. There are ``ceil(size / window)`` windows:
     the last one wraps and overlaps the first by ``window - size % window`` samples. With
     ``drop_last=True`` there are ``size // window``, none overlaps, and the ``size % window``
-    samples just before the offset are left out (a different tail each epoch).
-
-    Call :meth:`set_epoch` every epoch, like ``DistributedSampler.set_epoch``: the offset is a
-    function of ``(seed, epoch)`` only (:func:`epoch_offset`), so every rank and every DataLoader
-    worker agrees on it without communicating.
+    samples just before the offset are left out (a different tail each epoch). The offset is a
+    function of ``(seed, epoch)`` only (:func:`epoch_offset`): every rank agrees on it.
 
     Args:
         size: number of samples in the data, a positive ``int``.
@@ -137,54 +127,7 @@ class SequentialWindowedDataset(Dataset[int]):
         self.drop_last = check_bool("drop_last", drop_last)
         # floor(size / window) with drop_last, otherwise ceil: the last window wraps around
         self._len = self.size // self.window if drop_last else -(-self.size // self.window)
-        # [epoch set last, offset read now] in shared memory: forked, spawned and persistent
-        # DataLoader workers read what the main process writes here; the numpy view reads it
-        # ~5x faster than the tensor
-        self._state = torch.zeros(2, dtype=torch.int64).share_memory_()
-        self._view, self._passes = self._state.numpy(), 0  # passes of ours being read
         self.set_epoch(0)
-
-    def set_epoch(self, epoch: int) -> None:
-        r"""Draw this epoch's offset from ``(seed, epoch)``; call it on every rank, before ``iter``.
-        While a pass of our sampler is read (it holds the epoch), its windows stay its own, and
-        this epoch waits for the pass to end or the next to begin.
-
-        Args:
-            epoch: epoch number, a non-negative ``int`` (the same on every rank).
-        """
-        self._view[0] = check_int64("epoch", epoch, low=0)  # shared with workers as int64
-        if not self._passes:  # no pass of ours is being read: the windows move now
-            self._read_latest()
-
-    def _read_latest(self) -> None:
-        self._view[1] = epoch_offset(self.size, self.seed, self._view.item(0))
-
-    def _hold_epoch(self, owner: object) -> None:
-        r"""Read the epoch set last until ``owner`` (what reads the pass: a DataLoader iterator)
-        is gone, whatever ``set_epoch`` says meanwhile. :class:`~distsampling.DistributedSampler`
-        calls it as each pass begins, so a loop that calls ``set_epoch`` after the first batch
-        reads one epoch's windows, whole."""
-        self._read_latest()
-        self._passes += 1
-        weakref.finalize(owner, self._pass_ended)
-
-    def _pass_ended(self) -> None:
-        self._passes -= 1
-        if not self._passes:  # the last pass being read is over: a late set_epoch applies now
-            self._read_latest()
-
-    @property
-    def epoch(self) -> int:
-        """The epoch set by :meth:`set_epoch` last (0 at first)."""
-        return self._view.item(0)
-
-    @property
-    def offset(self) -> int:
-        """Start of window 0 in the epoch read now, in ``[0, size)``."""
-        return self._view.item(1)
-
-    def __len__(self) -> int:
-        return self._len
 
     def __getitem__(self, index: int) -> int:
         try:
@@ -194,13 +137,16 @@ class SequentialWindowedDataset(Dataset[int]):
         if not -self._len <= i < self._len:
             raise IndexError(f"index should be in [{-self._len}, {self._len}), but got index={i}")
         # O(1): window i starts i windows after this epoch's offset, wrapped into [0, size)
-        return (self._view.item(1) + (i % self._len) * self.window) % self.size
+        return (self.offset + (i % self._len) * self.window) % self.size
 
-    def __setstate__(self, state: dict) -> None:
-        # the shared tensor pickles as shared memory, the numpy view as a copy: view it again;
-        # a copy reads no pass of ours (the passes' ends are the original's to see)
-        self.__dict__.update(state)
-        self._view, self._passes = self._state.numpy(), 0
+    def __len__(self) -> int:
+        return self._len
+
+    def set_epoch(self, epoch: int) -> None:
+        r"""Draw this epoch's offset from ``(seed, epoch)``: call it on every rank, before ``iter``,
+        with the same non-negative ``int``."""
+        self.epoch = check_int64("epoch", epoch, low=0)  # as torch's sampler: one int
+        self.offset = epoch_offset(self.size, self.seed, self.epoch)  # start of window 0
 
     def __repr__(self) -> str:
         return (
