@@ -27,11 +27,12 @@ import torch.distributed as dist
 
 from .._checks import check_int64
 from ..distributed import DistributedSampler
+from ..guards import ShareGuards
 
 __all__ = ["UnpaddedDistributedSampler", "gather_by_index", "merge_by_index"]
 
 
-class UnpaddedDistributedSampler(DistributedSampler):
+class UnpaddedDistributedSampler(ShareGuards, DistributedSampler):  # the exported's guards
     r"""torch's split without padding: each index read by exactly one rank, once.
 
     Same arguments as :class:`~distsampling.DistributedSampler` but ``drop_last`` (nothing is

@@ -23,8 +23,7 @@ import torch
 from torch.utils.data import Sampler, SequentialSampler
 
 from .._checks import check_bool, check_int, check_int64, check_len
-from ..batch import BatchSampler
-from ..distributed import DistributedSampler
+from ..guarded import BatchSampler, DistributedSampler
 from .grouped import GroupedBatchSampler
 from .iteration import IterationBasedBatchSampler
 

@@ -21,12 +21,10 @@ import torch
 from torch.utils.data import SequentialSampler
 
 from .._checks import check_int
-from ..batch import BatchSampler
 from ..detection.evaluation import UnpaddedDistributedSampler
-from ..distributed import DistributedSampler
+from ..guarded import BatchSampler, DistributedSampler, DistributedSamplerWrapper
 from ..scale.index_shuffle import IndexShuffleSampler
 from ..weighted import WeightedBalanceClassSampler
-from ..wrapper import DistributedSamplerWrapper
 from .state import Resumable, check_consumed, check_state, generator_state, generator_text
 
 __all__ = [

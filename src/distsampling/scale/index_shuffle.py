@@ -27,6 +27,7 @@ import torch
 
 from .._split import rank_positions
 from ..distributed import DistributedSampler
+from ..guards import ShareGuards
 from .cipher import _MIN_BITS, _feistel, _round_keys, epoch_key, index_shuffle, index_unshuffle
 
 __all__ = ["IndexShuffleSampler", "epoch_key", "index_shuffle", "index_unshuffle"]
@@ -68,7 +69,7 @@ def _shuffle_blocks(blocks: Iterable[torch.Tensor], n: int, seed: int) -> Iterat
             out, base = out[end - base :], end
 
 
-class IndexShuffleSampler(DistributedSampler):
+class IndexShuffleSampler(ShareGuards, DistributedSampler):  # the exported's guards
     r"""DistributedSampler with an epoch order computed per position: a rank pays for its share.
 
     Position ``p`` of epoch ``e`` holds ``index_shuffle(p, N, epoch_key(seed, e))``, or ``p``
