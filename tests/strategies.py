@@ -535,3 +535,16 @@ def mutation_counts_by_function(draw: st.DrawFn) -> dict[str, dict[str, int]]:
 peek_lengths = st.one_of(st.just(0), st.just(1), st.integers(min_value=0, max_value=12))
 #: batches the loop trains on before it takes the state (0: none)
 loop_batch_counts = st.integers(min_value=0, max_value=5)
+
+
+# --- a producer's error report (tests/growing/test_faults.py) -----------------------------------
+
+#: a traceback of a few lines of any text (some non-ASCII, some empty)
+short_tracebacks = st.lists(st.text(max_size=300), min_size=1, max_size=40).map("\n".join)
+#: a traceback of n frames whose last line, the cause, is n characters long (n up to 3000)
+deep_tracebacks = st.builds(
+    lambda n, c: "  frame\n" * n + "ValueError: " + c * n,
+    st.integers(0, 3000),
+    st.sampled_from(["x", "é", " "]),
+)
+traceback_texts = short_tracebacks | deep_tracebacks

@@ -342,7 +342,7 @@ def test_a_producer_killed_without_a_word_stops_the_next_epoch_with_its_exit_cod
     with pytest.raises(
         RuntimeError,
         match=r"epoch 1 cannot start on every rank:\nnode 0: the producer process died with "
-        r"exit code -9 \(signal 9\)",
+        r"exit code -9 \(SIGKILL\)",
     ):
         with NodeFeed(
             remote,

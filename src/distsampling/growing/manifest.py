@@ -29,6 +29,8 @@ import re
 import socket
 from collections.abc import Iterator
 
+from ._park import park
+
 __all__ = [
     "ManifestError",
     "is_full_disk",
@@ -99,7 +101,8 @@ def locked(
     """
     path = os.path.join(root, MANIFEST)
     with open(os.path.join(root, ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or its holder dies
+        park("manifest")  # a test seam (see _park.py): a no-op unless a test asked
         if os.path.exists(path):
             manifest = read(path)
             before = json.dumps(manifest, sort_keys=True)

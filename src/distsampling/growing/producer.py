@@ -7,7 +7,11 @@ per second) makes a local directory behave like slow remote storage. :class:`Pro
 loop in its own process, so its reading and writing never hold the training process's GIL.
 
 A SIGKILL at any moment is safe: a shard becomes visible only by the cache's atomic rename and
-manifest commit. Once the process has ended, :meth:`Producer.join` / :meth:`Producer.stop` reap
+manifest commit. Nor can a killed process hang the training process: nothing they share can be
+left held. The two counters are plain shared int64 (aligned, one writer: the producer; read
+without a lock), the stop flag a plain shared byte (one writer: the parent), the error report
+one write of at most ``PIPE_BUF`` bytes down a pipe (atomic: all of it or nothing), and the
+cache's lock an ``flock``, which the kernel releases when its holder dies. Once the process has ended, :meth:`Producer.join` / :meth:`Producer.stop` reap
 it and delete its temporary file; a :class:`ShardCache` opened meanwhile deletes it too (a
 killed process not yet reaped, a zombie, counts as dead). An error in the process (a full disk,
 a bad remote file) is re-raised by :meth:`Producer.join` / :meth:`Producer.stop` in the
@@ -16,7 +20,8 @@ training process, with its traceback.
 References:
     the user's question of a dataset that grows every epoch from remote storage (a sampling
     subprocess writing local shards while training runs);
-    multiprocessing.Process / Event / Value / Pipe (the process and what it shares).
+    multiprocessing.Process / RawValue / Pipe (the process and what it shares: no lock);
+    pipe(7) (a write of at most PIPE_BUF bytes is atomic).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import contextlib
 import multiprocessing as mp
 import numbers
 import os
+import select
+import signal
 import time
 import traceback
 from typing import Any
@@ -32,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from .._checks import check_int
+from ._park import arm, park
 from .cache import ShardCache
 from .manifest import remove_temp_files
 from .remote import RemoteSource
@@ -63,9 +71,11 @@ def produce(
         bandwidth: the most bytes per second read from the source (``None``: no cap).
         seed: seed of the random choice of samples (``>= 0``).
         max_shards: stop after this many shards (``None``: run until ``stop`` is set).
-        stop: an event; the loop ends (between shards) once it is set.
-        written: a shared ``multiprocessing.Value`` counting the shards committed.
-        retried: a shared ``multiprocessing.Value`` counting the remote requests retried.
+        stop: anything with ``is_set()`` (an event, or the :class:`Producer`'s lock-free flag);
+            the loop ends (between shards) once it is set.
+        written: a shared counter with a ``value`` (e.g. ``multiprocessing.RawValue("q", 0)``)
+            that this loop alone writes: plus one per shard committed.
+        retried: the same, set to the number of remote requests retried.
         storage_options: keyword arguments for a URL source's file system (e.g. s3fs's
             ``key``, ``secret``, ``endpoint_url``).
         part: ``(i, n)``: sample only files ``i, i + n, ...`` of the source (one node's part).
@@ -92,11 +102,15 @@ def produce(
     rng = np.random.default_rng(seed)
     start, read, count = time.monotonic(), 0, 0
     try:
-        while (max_shards is None or count < max_shards) and not (stop and stop.is_set()):
+        while max_shards is None or count < max_shards:
+            park("stop")  # a test seam (see _park.py): a no-op unless a test asked
+            if stop is not None and stop.is_set():
+                break
             shard = np.empty((samples_per_shard, *remote.sample_shape), remote.dtype)
             for i in range(samples_per_shard):
                 k = int(rng.integers(len(remote.files)))  # a random file, then a random row
                 shard[i] = remote.read(k, int(rng.integers(remote.rows(k))))
+                park("retried")
                 if retried is not None and retried.value != remote.retries:
                     retried.value = remote.retries  # storage failed and came back meanwhile
                 read += remote.row_bytes
@@ -105,8 +119,8 @@ def produce(
             cache.add(shard)  # committed (visible to snapshots) when this returns
             count += 1
             if written is not None:
-                with written.get_lock():
-                    written.value += 1
+                park("written")
+                written.value += 1  # no lock: this loop is its only writer
     finally:
         remote.close()
     return count
@@ -127,6 +141,11 @@ class Producer:
         part: ``(i, n)``: sample only files ``i, i + n, ...`` of the source (one node's part).
         deadline: seconds a remote request retries transient errors before the process fails;
             :meth:`check` (or ``join``/``stop``) then raises its error, naming the URL.
+
+    A process killed (SIGKILL, the out-of-memory killer) at any instant leaves no lock held:
+    every method here still returns or raises at once, and ``check``, ``join`` and ``stop``
+    raise ``RuntimeError`` naming the signal. The shards it committed stay in the cache; no
+    more are written until a new :class:`Producer` is started on it.
 
     Examples:
         >>> import tempfile
@@ -162,9 +181,13 @@ class Producer:
                 f"context should be one of {mp.get_all_start_methods()}, but got context={context!r}"
             )
         ctx = mp.get_context(context)
-        self._stop, self._written, self._retried = ctx.Event(), ctx.Value("q", 0), ctx.Value("q", 0)
+        # what the two processes share holds no lock (a lock a killed process held stays held):
+        # two int64 counters only the child writes, a byte only the parent writes, and a pipe
+        self._stop = _Flag(ctx)
+        self._written, self._retried = ctx.RawValue("q", 0), ctx.RawValue("q", 0)
         self._errors, errors = ctx.Pipe(duplex=False)  # the child sends its traceback, if any
         self._failure: str | None = None
+        self._stopped_by_kill = False  # stop() killed it after its timeout: not a failure
         self._root = cache.root  # where its temporary files are, to delete them once it ended
         kwargs = {"samples_per_shard": samples_per_shard, "bandwidth": bandwidth, "seed": seed}
         kwargs |= {"max_shards": max_shards, "stop": self._stop, "written": self._written}
@@ -187,58 +210,123 @@ class Producer:
         return self._retried.value
 
     def check(self) -> None:
-        """Raise ``RuntimeError`` (with the child's traceback) if the process has failed.
+        """Raise ``RuntimeError`` if the process has failed (with its traceback) or was killed.
 
         Cheap (a poll of a pipe): a training loop calls it between epochs, so that a producer
-        that died (storage down past its deadline, a full disk) stops training with its reason
-        instead of leaving the loop to wait for shards that never come.
+        that died (storage down past its deadline, a full disk, SIGKILL) stops training with its
+        reason instead of leaving the loop to wait for shards that never come.
         """
-        self._raise_if_failed()
+        if not self.process.is_alive():  # ended, and now reaped (is_alive waits for it)
+            remove_temp_files(self._root, self.process.pid)  # what a kill -9 left mid-write
+            if self._failure is None:
+                # EOF: it ended without a word; OSError: a message cut short (never sent so: a
+                # report is one atomic write, see _report)
+                with contextlib.suppress(EOFError, OSError):
+                    if self._errors.poll():
+                        self._failure = self._errors.recv_bytes().decode("utf-8", "replace")
+        if self._failure is not None:
+            cause = self._failure.rstrip().splitlines()[-1]  # e.g. "OSError: [Errno 28] no space"
+            raise RuntimeError(f"the producer process failed: {cause}\n{self._failure}")
         code = self.process.exitcode
-        if code not in (None, 0):  # it died without a word: killed (SIGKILL, out of memory)
+        if code not in (None, 0) and not self._stopped_by_kill:  # it died without a word
             raise RuntimeError(
-                f"the producer process died with exit code {code} "
-                f"({'signal ' + str(-code) if code < 0 else 'an error'}) without reporting an error"
+                f"the producer process died with exit code {code} ({_exit_reason(code)}) without "
+                "reporting an error: the shards it committed stay in the cache, but no more "
+                "are written (start a new Producer on the cache to go on)"
             )
 
     def join(self, timeout: float | None = None) -> None:
-        """Wait for the process to finish; raise ``RuntimeError`` if it failed."""
+        """Wait for the process to end (at most ``timeout`` s); raise as :meth:`check` does.
+
+        ``RuntimeError`` if it failed (its traceback) or was killed (the signal, e.g.
+        ``SIGKILL``). After ``timeout`` with the process still running, it returns.
+        """
         self.process.join(timeout)
-        self._raise_if_failed()
+        self.check()
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Ask the process to stop after its current shard, wait; kill it after ``timeout``."""
+        """Ask the process to stop after its current shard, wait; kill it after ``timeout``.
+
+        Then raise as :meth:`check` does if it had failed or been killed (a kill by ``stop``
+        itself, after ``timeout``, is not a failure).
+        """
         self._stop.set()
         self.process.join(timeout)
         if self.process.is_alive():
             self.process.kill()  # safe at any moment: no torn shard becomes visible
-            self.process.join()
-        self._raise_if_failed()
-
-    def _raise_if_failed(self) -> None:
-        if not self.process.is_alive():  # ended, and now reaped (is_alive waits for it)
-            remove_temp_files(self._root, self.process.pid)  # what a kill -9 left mid-write
-        if self._failure is None and not self.process.is_alive():
-            with contextlib.suppress(EOFError):  # EOF: it ended without sending anything
-                if self._errors.poll():
-                    self._failure = self._errors.recv()  # its traceback, as text
-        if self._failure is not None:
-            cause = self._failure.rstrip().splitlines()[-1]  # e.g. "OSError: [Errno 28] no space"
-            raise RuntimeError(f"the producer process failed: {cause}\n{self._failure}")
+            self.process.join(timeout)  # a SIGKILL ends it, unless the kernel holds it (D state)
+            if self.process.is_alive():
+                raise RuntimeError(
+                    f"the producer process {self.process.pid} still runs {timeout} s after "
+                    "SIGKILL: it waits in the kernel (a hung disk or network file system?)"
+                )
+            self._stopped_by_kill = True
+        self.check()
 
     def __enter__(self) -> Producer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.stop()
+        else:  # already failing: stop the producer, keep the first error
+            with contextlib.suppress(RuntimeError):
+                self.stop()
+
+
+class _Flag:
+    """A stop flag without a lock: one shared byte, written by the parent only, read by the child.
+
+    (A ``multiprocessing.Event`` holds a lock, which a child killed while reading it would keep.)
+    """
+
+    def __init__(self, ctx: Any) -> None:
+        self._byte = ctx.RawValue("b", 0)
+
+    def set(self) -> None:
+        self._byte.value = 1
+
+    def is_set(self) -> bool:
+        return self._byte.value == 1
+
+
+def _exit_reason(code: int) -> str:
+    """``-9`` -> ``"SIGKILL"``; a positive code -> ``"an error"``."""
+    if code > 0:
+        return "an error"
+    try:
+        return signal.Signals(-code).name
+    except ValueError:  # a number with no name here
+        return f"signal {-code}"
+
+
+def _report(text: str) -> bytes:
+    """The traceback as at most ``PIPE_BUF - 4`` bytes (with the pipe's 4-byte header, one atomic
+    write: a kill cannot cut it, and it fits an empty pipe, so the child never blocks on a parent
+    that reads only once the child has ended). Its last line, the cause, is kept, and as much of
+    the rest as fits, its first and last lines first."""
+    room = select.PIPE_BUF - 4
+    data = text.encode("utf-8", "replace")
+    if len(data) <= room:
+        return data
+    *body, cause = text.rstrip().splitlines() or [""]  # the cause: "OSError: [Errno 28] ..."
+    cause_b = cause.encode("utf-8", "replace")[: room // 4]  # a long message: its start
+    body_b = "\n".join(body).encode("utf-8", "replace")
+    if len(body_b) + 1 + len(cause_b) <= room:  # only the cause was too long
+        return body_b + b"\n" + cause_b
+    cut = b"\n... (" + str(len(body_b)).encode() + b" bytes of traceback, cut to fit) ...\n"
+    keep = room - len(cause_b) - len(cut) - 1  # bytes of the body kept: its head and its tail
+    return body_b[: keep // 3] + cut + body_b[len(body_b) - (keep - keep // 3) :] + b"\n" + cause_b
 
 
 def _run(errors: Any, source: str | os.PathLike, cache: ShardCache, kwargs: dict) -> None:
     """The child's target: :func:`produce`, its traceback sent to the parent if it fails."""
+    arm()  # the test seam: park at a point if a test asked (_park.py); else nothing
     try:
         produce(source, cache, **kwargs)
     except BaseException:
-        errors.send(traceback.format_exc())
+        errors.send_bytes(_report(traceback.format_exc()))  # one atomic write
+        park("errors")
         raise
 
 
