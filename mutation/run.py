@@ -66,7 +66,10 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "detection/iteration": (["tests/test_iteration.py", RESUME], False),
     "detection/pipeline": (["tests/test_pipeline.py", RESUME], False),
     "tools/checks": (["tests/test_checks.py", RESUME], True),
-    "detection/infinite": (["tests/test_infinite.py", "tests/test_detection_loaders.py", RESUME], False),
+    "detection/infinite": (
+        ["tests/test_infinite.py", "tests/test_detection_loaders.py", RESUME],
+        False,
+    ),
     "detection/repeat_factor": (
         ["tests/test_repeat_factor.py", "tests/test_detection_loaders.py", RESUME],
         False,
@@ -82,30 +85,72 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "streaming/sharded": (["tests/test_sharded.py", "tests/test_validate.py"], False),
     "streaming/token_budget": (["tests/test_token_budget.py", "tests/test_validate.py"], False),
     "mixing/weights": (
-        ["tests/test_mixture.py", "tests/test_mixture_pinned.py", "tests/test_validate.py"],
+        [
+            "tests/test_mixture.py",
+            "tests/test_mixture_global.py",
+            "tests/test_mixture_pinned.py",
+            "tests/test_validate.py",
+        ],
         False,
     ),
     "mixing/tree": (
-        ["tests/test_mixture.py", "tests/test_mixture_pinned.py", "tests/test_validate.py"],
+        [
+            "tests/test_mixture.py",
+            "tests/test_mixture_global.py",
+            "tests/test_mixture_pinned.py",
+            "tests/test_validate.py",
+        ],
+        False,
+    ),
+    "mixing/stream": (
+        [
+            "tests/test_mixture.py",
+            "tests/test_mixture_global.py",
+            "tests/test_mixture_pinned.py",
+            "tests/test_validate.py",
+        ],
         False,
     ),
     "mixing/layout": (
-        ["tests/test_mixture.py", "tests/test_mixture_pinned.py", "tests/test_validate.py"],
+        [
+            "tests/test_mixture.py",
+            "tests/test_mixture_global.py",
+            "tests/test_mixture_pinned.py",
+            "tests/test_validate.py",
+        ],
         False,
     ),
     "mixing/samples": (
-        ["tests/test_mixture.py", "tests/test_mixture_pinned.py", "tests/test_validate.py"],
+        [
+            "tests/test_mixture.py",
+            "tests/test_mixture_global.py",
+            "tests/test_mixture_pinned.py",
+            "tests/test_validate.py",
+        ],
         False,
     ),
     "mixing/state": (
-        ["tests/test_mixture.py", "tests/test_mixture_pinned.py", "tests/test_validate.py"],
+        [
+            "tests/test_mixture.py",
+            "tests/test_mixture_global.py",
+            "tests/test_mixture_pinned.py",
+            "tests/test_validate.py",
+        ],
         False,
     ),
     "mixing/sampler": (
-        ["tests/test_mixture.py", "tests/test_mixture_pinned.py", "tests/test_validate.py"],
+        [
+            "tests/test_mixture.py",
+            "tests/test_mixture_global.py",
+            "tests/test_mixture_pinned.py",
+            "tests/test_validate.py",
+        ],
         False,
     ),
-    "streaming/sharded_mixture": (["tests/test_sharded_mixture.py", "tests/test_validate.py"], False),
+    "streaming/sharded_mixture": (
+        ["tests/test_sharded_mixture.py", "tests/test_validate.py"],
+        False,
+    ),
     # the resume layer, and the resumable forms built on it
     "resume/state": ([RESUME, "tests/test_validate.py"], False),
     "resume/resumable": (["tests/test_resumable.py", RESUME], False),
@@ -184,7 +229,9 @@ COLUMNS = ("mutants", "killed", "equivalent", "timeout", "survived")
 def function_of(name: str, module: str) -> str:
     """``f`` or ``Class.method`` of mutmut's mutant name: ``distsampling.M.x_f__mutmut_7`` or
     ``distsampling.M.xǁClassǁmethod__mutmut_7``."""
-    return name.split("__mutmut_")[0].split(f"{module.replace('/', '.')}.", 1)[1][2:].replace("ǁ", ".")
+    return (
+        name.split("__mutmut_")[0].split(f"{module.replace('/', '.')}.", 1)[1][2:].replace("ǁ", ".")
+    )
 
 
 def total(by_function: dict[str, dict[str, int]]) -> dict[str, int]:

@@ -30,17 +30,33 @@ def test_a_step_prints_each_ranks_micro_batch_as_batch_at_computes_it(capsys):
     batches = MixtureSampler([60000, 6000, 600], [0.5, 0.3, 0.2], 8, 8, 0).batch_at(1000)
     assert lines[0] == (
         "MixtureSampler(sizes=[60000, 6000, 600], num_replicas=8, batch_size=8, seed=0, "
-        "shuffle=True)"
+        "shuffle=True, layout='global')"
     )
     assert lines[1] == (
-        "shares 0.5, 0.3, 0.2; a global batch of 64; every global batch and every rank's reads "
-        "within 1.6 of a sample of each share (the proven bound)"
+        "shares 0.5, 0.3, 0.2; a global batch of 64; every prefix of the stream within 0.8 and "
+        "every global batch within 1.6 of a sample of each share (the proven bound)"
     )
     assert lines[2] == "step 1000 (positions 64000..64063): source:sample"
     assert lines[3:11] == [
         f"  rank {r}: {' '.join(label(i) for i in b)}" for r, b in enumerate(batches)
     ]
     assert lines[11] == "  per source: 32 / 19 / 13 (shares x 64: 32 / 19.2 / 12.8)"
+
+
+def test_the_per_rank_layout_prints_its_own_bound_and_batch_at(capsys):
+    """Invariant: --layout per_rank is the sampler's layout="per_rank": its micro-batches, and
+    the bound it proves (each rank's reads), within each stretch under a --change."""
+    main([*TASK, "--step", "7", "--layout", "per_rank", "--change", "5:1,1,1"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].endswith(
+        "every global batch and every rank's reads within 1.6 of a sample of each share (the "
+        "proven bound, within each stretch between changes)"
+    )
+    plan = [(0, [0.5, 0.3, 0.2]), (5, [1, 1, 1])]
+    batches = MixtureSampler([60000, 6000, 600], plan, 8, 8, 0, layout="per_rank").batch_at(7)
+    assert lines[4:12] == [
+        f"  rank {r}: {' '.join(label(i) for i in b)}" for r, b in enumerate(batches)
+    ]
 
 
 def test_where_prints_the_position_step_rank_and_slot_that_read_the_sample(capsys):
@@ -64,9 +80,10 @@ def test_fractions_and_a_weight_of_zero_without_shuffle(capsys):
     main([*argv, "--batch-size", "2", "--no-shuffle", "--step", "1"])
     out = capsys.readouterr().out.splitlines()
     assert out[1].startswith(
-        "shares 1, 0; a global batch of 4; every global batch and every rank's reads within 0 of"
+        "shares 1, 0; a global batch of 4; every prefix of the stream within 0 and every global "
+        "batch within 0 of"
     )
-    assert out[3:5] == ["  rank 0: 0:0 0:1", "  rank 1: 0:2 0:3"]
+    assert out[3:5] == ["  rank 0: 0:2 0:3", "  rank 1: 0:0 0:1"]  # step 1: micro-batches rotated
     main([*argv, "--batch-size", "2", "--where", "1:0"])
     assert capsys.readouterr().out.splitlines()[-1] == (
         "sample 0 of source 1 (index 4) in its pass 0 is never read: its weight is 0"
@@ -201,7 +218,7 @@ def test_shares_and_the_bound_print_as_decimals_of_six_digits_at_most(capsys):
     assert "/" not in lines[1] + lines[2]
     printed = lines[1].split(";")[0].removeprefix("shares ").split(", ")
     printed += lines[2].removeprefix("from step 7: shares ").split(", ")
-    printed.append(lines[1].split("reads within ")[1].split(" ")[0])
+    printed.append(lines[1].split("global batch within ")[1].split(" ")[0])
     exact = [Fraction(w) if isinstance(w, Fraction) else Fraction(repr(w)) for w in first + later]
     shares = [w / sum(exact[:3]) for w in exact[:3]] + [w / sum(exact[3:]) for w in exact[3:]]
     s = MixtureSampler([60000, 6000, 600], [(0, first), (7, later)], 8, 8, 0)
@@ -224,7 +241,7 @@ def test_where_under_a_schedule_is_batch_at_or_names_the_step_the_weight_turned_
     if sample in read:
         step, rank, slot = read[sample]
         assert last == (
-            f"{what} is read at position {4 * step + 2 * rank + slot}: step {step}, rank {rank}, slot {slot}"
+            f"{what} is read at position {4 * step + 2 * ((rank + step) % 2) + slot}: step {step}, rank {rank}, slot {slot}"
         )
     else:
         assert last == (
@@ -255,7 +272,8 @@ def test_the_mixture_help_lists_each_option_with_its_meaning(capsys, monkeypatch
     assert " ".join(out.split("options:")[0].split()) == (
         "usage: python -m distsampling mixture [-h] --sizes SIZES [SIZES ...] --weights WEIGHTS "
         "[WEIGHTS ...] --replicas REPLICAS --batch-size BATCH_SIZE [--seed SEED] [--no-shuffle] "
-        "[--step STEP] [--where K:I] [--pass PASS] [--change STEP:W1,W2,...]"
+        "[--step STEP] [--where K:I] [--pass PASS] [--layout {global,per_rank}] "
+        "[--change STEP:W1,W2,...]"
     )
     assert [
         " ".join(line.split()) for line in re.split(r"\n  (?=-)", out.split("options:")[1].strip())
@@ -270,6 +288,8 @@ def test_the_mixture_help_lists_each_option_with_its_meaning(capsys, monkeypatch
         "--step STEP the step to print (default 0), not with --where",
         "--where K:I when sample I of source K is read",
         "--pass PASS with --where: its pass (default 0)",
+        "--layout {global,per_rank} global (default): one stream whatever the ranks; per_rank: "
+        "each rank's reads exact",
         "--change STEP:W1,W2,... the weights from training step STEP on (repeat for a schedule)",
     ]
 

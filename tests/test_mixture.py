@@ -12,6 +12,7 @@ import math
 import random
 import re
 from fractions import Fraction
+from functools import partial
 from itertools import islice, pairwise, product
 
 import numpy as np
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from distsampling.mixing.sampler import MixtureSampler, Read
+from distsampling.mixing.sampler import LAYOUTS, MixtureSampler, Read
 from distsampling.scale.index_shuffle import epoch_key, index_shuffle
 from strategies import (
     elastic_world_sizes,
@@ -74,11 +75,18 @@ def reference_betas(node: tuple, path: tuple[Fraction, ...] = ()) -> dict[int, F
             **reference_betas(tree[1], (*path, tree[1][0]))}  # fmt: skip
 
 
-def reference_reads(sizes: list[int], plan: list, grids: list[tuple[int, int, int]]) -> list:
+def reference_reads(
+    sizes: list[int], plan: list, grids: list[tuple[int, int, int]], layout: str = "per_rank"
+) -> list:
     """(source, item number) of every read, laid out step by step, rank by rank: grids
-    ``(W, b, steps)`` one after another; a tree starts at tree position 0 at each change of
-    ``plan`` and at each grid's first step; rank r at step t (τ steps into the tree) reads its
-    positions [(τ + r)b, (τ + r + 1)b); a source's reads are numbered in this order."""
+    ``(W, b, steps)`` one after another. Per rank: a tree starts at tree position 0 at each
+    change of ``plan`` and at each grid's first step; rank r at step t (τ steps into the tree)
+    reads its positions [(τ + r)b, (τ + r + 1)b); a source's reads are numbered in this order.
+    Global: one stream, a tree from each change of ``plan`` on, whatever the grids; step t reads
+    the stream's next B = W·b positions, rank r its micro-batch (r + t) mod W; a source's reads
+    are numbered in the stream's order."""
+    if layout == "global":
+        return reference_global(sizes, plan, grids)
     counts, out, step, trees = [0] * len(sizes), [], 0, {}
     for W, b, n in grids:
         for t in range(step, step + n):
@@ -93,6 +101,40 @@ def reference_reads(sizes: list[int], plan: list, grids: list[tuple[int, int, in
                 counts[src[u]] += 1
         step += n
     return out
+
+
+def reference_global(sizes: list[int], plan: list, grids: list[tuple[int, int, int]]) -> list:
+    """:func:`reference_reads` of the global layout."""
+    counts, out, step, n, starts = [0] * len(sizes), [], 0, 0, {}
+    total = sum(W * b * steps for W, b, steps in grids)
+    for W, b, steps in grids:
+        for t in range(step, step + steps):
+            g = max(i for i, (first, _) in enumerate(plan) if first <= t)
+            if g not in starts:  # its tree's position 0: the stream position of its first step
+                units = MixtureSampler(sizes, plan[g][1], 1, 1, 0).units[0]
+                starts[g] = (n, reference_sources(reference_tree(units), total - n))
+            first, src = starts[g]
+            items = []
+            for x in range(n, n + W * b):  # the global batch, numbered in the stream's order
+                k = src[x - first]
+                items.append((k, counts[k]))
+                counts[k] += 1
+            for r in range(W):  # rank r: micro-batch (r + t) mod W
+                m = (r + t) % W
+                out += items[m * b : (m + 1) * b]
+            n += W * b
+        step += steps
+    return out
+
+
+def read_at(s: MixtureSampler, position: int) -> Read:
+    """The step, rank and slot that read ``position`` of a fresh grid, from ``positions()``."""
+    step = position // (s.batch_size * s.num_replicas)
+    for r in range(s.num_replicas):
+        at = s.positions(step, r).tolist()
+        if position in at:
+            return Read(position, step, r, at.index(position))
+    raise AssertionError(position)
 
 
 def decoded(s: MixtureSampler, reads: list[tuple[int, int]]) -> list[int]:
@@ -114,6 +156,9 @@ def stream(s: MixtureSampler, n: int) -> tuple[list[int], list[int]]:
 def source_of(s: MixtureSampler, index: int) -> tuple[int, int]:
     k = max(k for k, offset in enumerate(s.offsets) if offset <= index and s.sizes[k])
     return k, index - s.offsets[k]
+
+
+PerRank = partial(MixtureSampler, layout="per_rank")  # each rank a window of the tree
 
 
 def roundtrip(state: dict) -> dict:
@@ -253,25 +298,30 @@ def test_every_prefix_and_window_keeps_each_source_within_the_proven_bound(sourc
             assert max(map(abs, windows)) < 1
 
 
-def figures(sizes: list[int], weights: list[float], W: int, b: int, steps: int) -> tuple:
+def figures(
+    sizes: list[int], weights: list[float], W: int, b: int, steps: int, layout: str = "per_rank"
+) -> tuple:
     """(prefix, batch, rank) of benchmarks/bench_mixture.py: the largest |count_k - w_k n| on
-    every prefix of the laid-out reads, in every global batch, over each rank's whole share."""
-    s = MixtureSampler(sizes, weights, b, W, 0, shuffle=False)
+    every prefix of the global positions (per rank: step by step, rank by rank; global: the
+    stream), in every global batch, over each rank's whole share."""
+    s = MixtureSampler(sizes, weights, b, W, 0, shuffle=False, layout=layout)
     ks = s.sources(np.arange(steps * W * b))[0]
     share = np.array(weights, dtype=np.float64) / sum(weights)
     onehot = np.eye(len(sizes))[ks]  # (n, K)
     prefix = np.abs(onehot.cumsum(0) - np.outer(np.arange(1, len(ks) + 1), share)).max()
-    by_step = onehot.reshape(steps, W, b, len(sizes))
-    batch = np.abs(by_step.sum((1, 2)) - W * b * share).max()
-    ranks = by_step.sum((0, 2))  # (W, K)
+    batch = np.abs(onehot.reshape(steps, W * b, -1).sum(1) - W * b * share).max()
+    first = np.array([s.positions(t, r)[0] for t in range(steps) for r in range(W)])  # (S W,)
+    mine = np.eye(len(sizes))[s.sources((first[:, None] + np.arange(b)).ravel())[0]]  # (S W b, K)
+    ranks = mine.reshape(steps, W, b, -1).sum((0, 2))  # (W, K)
     rank = np.abs(ranks - steps * b * share).max()
     return round(prefix, 6), round(batch, 6), round(rank, 6)
 
 
 def test_the_issues_task_is_mixed_within_one_sample_on_every_batch_and_rank():
     """Example: 60,000 / 6,000 / 600 samples at 0.5 / 0.3 / 0.2 on 8 ranks of micro-batch 8,
-    937 steps: batch 0.8 and rank 0.8 (Megatron's layout: 0.8, 1.2); the run's prefix, the sum
-    of 8 ranks', 1.2 (0.7)."""
+    937 steps: batch 0.8 and rank 0.8 (Megatron's layout: 0.8, 1.2); the run's prefix 0.7 on
+    the global stream, 1.2 per rank (the sum of 8 ranks')."""
+    assert figures([60000, 6000, 600], [0.5, 0.3, 0.2], 8, 8, 937, "global") == (0.7, 0.8, 0.8)
     assert figures([60000, 6000, 600], [0.5, 0.3, 0.2], 8, 8, 937) == (1.2, 0.8, 0.8)
     assert MixtureSampler([9] * 3, [0.5, 0.3, 0.2], 1, 1, 0).bound() == Fraction(4, 5)
 
@@ -280,15 +330,17 @@ def test_five_sources_halving_are_read_by_every_rank_at_their_share():
     """Example: weights .5/.25/.125/.0625/.0625 on 8 ranks of micro-batch 8, 500 steps: every
     rank reads exactly its share of each source (Megatron's layout: ranks 0, 2, 4, 6 never read
     source 4, a rank deviation of 250); every global batch exact."""
-    _, batch, rank = figures([10**6] * 5, [0.5, 0.25, 0.125, 0.0625, 0.0625], 8, 8, 500)
-    assert (batch, rank) == (0.0, 0.0)
+    for layout in LAYOUTS:
+        w = [0.5, 0.25, 0.125, 0.0625, 0.0625]
+        _, batch, rank = figures([10**6] * 5, w, 8, 8, 500, layout)
+        assert (batch, rank) == (0.0, 0.0)
 
 
 def test_a_source_of_one_in_64_is_read_by_every_rank_in_turn():
     """Example: weights [1, 63] on 8 ranks of micro-batch 8: each rank reads source 0 once
     every 8 steps, at its share (Megatron's layout: rank 3 reads all of it, always in one
     slot)."""
-    s = MixtureSampler([100, 6300], [1, 63], 8, 8, 0, shuffle=False)
+    s = PerRank([100, 6300], [1, 63], 8, 8, 0, shuffle=False)
     reads = [[(t, slot) for t in range(64) for slot, i in enumerate(s.batch_at(t)[r]) if i < 100]
              for r in range(8)]  # fmt: skip
     assert [len(x) for x in reads] == [8] * 8
@@ -303,7 +355,7 @@ def test_every_rank_and_every_global_batch_keep_each_source_within_its_beta(sour
     them each source is within β_k of its share, and so is every global batch (the tree's
     window [s*b, s*b + B)); β_k <= 2 * bound()."""
     sizes, weights = sources
-    s = MixtureSampler(sizes, weights, b, world, 0, shuffle=False)
+    s = PerRank(sizes, weights, b, world, 0, shuffle=False)
     betas = reference_betas(reference_tree(s.units[0]))
     share = {k: Fraction(s.units[0][k], sum(s.units[0])) for k in betas}
     steps = 12
@@ -345,39 +397,49 @@ def test_each_pass_of_a_source_is_a_permutation_and_without_shuffle_the_samples_
 
 
 @given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes, seed=seeds)
-def test_ranks_split_every_step_and_iteration_yields_what_batch_at_says(sources, world, b, seed):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_ranks_split_every_step_and_iteration_yields_what_batch_at_says(
+    layout, sources, world, b, seed
+):
     """Invariant: at step t rank r reads the tree's positions [(t + r)b, (t + r + 1)b), each
     source's reads numbered step by step, rank by rank (the reference); each rank's iter() is its
     micro-batches of the epoch's steps, len() of them."""
+    M = partial(MixtureSampler, layout=layout)
     sizes, weights = sources
-    ranks = [MixtureSampler(sizes, weights, b, world, r, seed=seed, epoch_length=37)
+    ranks = [M(sizes, weights, b, world, r, seed=seed, epoch_length=37)
              for r in range(world)]  # fmt: skip
     steps = -(-37 // (b * world))
-    plain = MixtureSampler(sizes, weights, b, world, 0, shuffle=False)
+    plain = M(sizes, weights, b, world, 0, shuffle=False)
     flat = [i for t in range(steps) for batch in plain.batch_at(t) for i in batch]
-    assert flat == decoded(plain, reference_reads(sizes, [(0, weights)], [(world, b, steps)]))
+    assert flat == decoded(
+        plain, reference_reads(sizes, [(0, weights)], [(world, b, steps)], layout)
+    )
     for r, sampler in enumerate(ranks):
         assert len(sampler) == steps * b
         assert list(sampler) == [i for t in range(steps) for i in sampler.batch_at(t)[r]]
 
 
-def test_a_world_of_two_to_the_fourteen_ranks_reads_the_reference_at_every_step():
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_world_of_two_to_the_fourteen_ranks_reads_the_reference_at_every_step(layout):
     """Invariant: at W = 2**14 ranks (a step's W grid points fill a whole batch of the counts'
     grid) every step's reads are still the reference's."""
+    M = partial(MixtureSampler, layout=layout)
     sizes, weights, world = [50, 30], [3, 1], 1 << 14
-    plain = MixtureSampler(sizes, weights, 1, world, 0, shuffle=False)
+    plain = M(sizes, weights, 1, world, 0, shuffle=False)
     flat = [i for t in range(3) for batch in plain.batch_at(t) for i in batch]
-    assert flat == decoded(plain, reference_reads(sizes, [(0, weights)], [(world, 1, 3)]))
+    assert flat == decoded(plain, reference_reads(sizes, [(0, weights)], [(world, 1, 3)], layout))
 
 
 @given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes, seed=seeds)
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_positions_and_sources_name_the_source_and_item_each_rank_reads_at_each_step(
-    sources, world, b, seed
+    layout, sources, world, b, seed
 ):
     """Invariant: ``sources(positions(s, r))`` is what rank r reads at step s, decoded: without
     shuffle, item j of source k is sample ``j % sizes[k]`` of it, the index batch_at gives."""
+    M = partial(MixtureSampler, layout=layout)
     sizes, weights = sources
-    sampler = MixtureSampler(sizes, weights, b, world, 0, seed=seed, shuffle=False)
+    sampler = M(sizes, weights, b, world, 0, seed=seed, shuffle=False)
     for s in range(3):
         for r in range(world):
             ks, js = sampler.sources(sampler.positions(s, r))
@@ -387,19 +449,22 @@ def test_positions_and_sources_name_the_source_and_item_each_rank_reads_at_each_
 
 @given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes, seed=seeds,
        shuffle=st.booleans(), position=st.integers(0, 200))  # fmt: skip
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_when_read_finds_the_position_that_reads_a_sample(
-    sources, world, b, seed, shuffle, position
+    layout, sources, world, b, seed, shuffle, position
 ):
     """Invariant: when_read(k, i, p) of the sample read at a position is that position, with
     its step, rank and slot; a source of weight 0 is never read (None)."""
+    M = partial(MixtureSampler, layout=layout)
     sizes, weights = sources
-    s = MixtureSampler(sizes, weights, b, world, 0, seed=seed, shuffle=shuffle)
+    s = M(sizes, weights, b, world, 0, seed=seed, shuffle=shuffle)
     B = b * world
     step, at = divmod(position, B)
-    index = s.batch_at(step)[at // b][at % b]
+    rank = (at // b - step * (layout == "global")) % world  # global: micro-batch m's rank m - s
+    index = s.batch_at(step)[rank][at % b]
     k, i = source_of(s, index)
     j = stream(s, position + 1)[1][position]
-    assert s.when_read(k, i, j // sizes[k]) == Read(position, step, at // b, at % b)
+    assert s.when_read(k, i, j // sizes[k]) == Read(position, step, rank, at % b)
     for k, w in enumerate(weights):
         if w == 0 and sizes[k]:
             assert s.when_read(k, 0) is None
@@ -427,30 +492,35 @@ def test_a_schedule_loses_and_repeats_nothing_and_each_segment_keeps_its_bound(s
 
 
 @given(schedule=mixture_schedules(), world=elastic_world_sizes, b=mixture_batch_sizes)
-def test_when_read_and_bound_follow_a_schedule(schedule, world, b):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_when_read_and_bound_follow_a_schedule(layout, schedule, world, b):
     """Invariant: under a schedule, when_read of the sample read at each position is that
     position (or None for a source whose weight ends at 0 after its last read), and bound() is
     the largest of the segments' bounds."""
+    M = partial(MixtureSampler, layout=layout)
     sizes, plan = schedule
-    s = MixtureSampler(sizes, plan, b, world, 0, shuffle=False)
+    s = M(sizes, plan, b, world, 0, shuffle=False)
     ks, js = stream(s, 150)
     for p, (k, j) in enumerate(zip(ks, js)):
         read = s.when_read(k, j % sizes[k], j // sizes[k])
-        assert read == Read(p, p // (b * world), p % (b * world) // b, p % b)
+        step, m = p // (b * world), p % (b * world) // b
+        assert read == Read(p, step, (m - step * (layout == "global")) % world, p % b)
     last = plan[-1][1]
     for k, w in enumerate(last):
         if w == 0:  # its first item not read before its weight fell to 0, and any later one
             j = s._bases[-1][k]
             assert s.when_read(k, j % sizes[k], j // sizes[k]) is None
             assert s.when_read(k, sizes[k] - 1, 10**6) is None
-    bounds = [MixtureSampler(sizes, weights, 1, 1, 0).bound() for _, weights in plan]
+    bounds = [M(sizes, weights, 1, 1, 0).bound() for _, weights in plan]
     assert s.bound() == max(bounds)
 
 
-def test_when_read_answers_in_ints():
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_when_read_answers_in_ints(layout):
     """Invariant: every field of when_read's answer is an int (a log or a CLI prints it as one),
     far into the stream too, where the step is searched for."""
-    s = MixtureSampler([7, 5], [2, 1], 2, 3, 0)
+    M = partial(MixtureSampler, layout=layout)
+    s = M([7, 5], [2, 1], 2, 3, 0)
     for k, size in enumerate(s.sizes):
         for j in (0, size - 1, 5 * size + 1):
             read = s.when_read(k, j % size, j // size)
@@ -479,16 +549,18 @@ def test_set_epoch_after_iter_leaves_the_running_iterator_on_its_epoch():
 
 @given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes,
        seed=seeds, stop=st.integers(0, 30), epoch=st.integers(0, 2))  # fmt: skip
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_resumed_rank_reads_what_the_uninterrupted_one_reads(
-    sources, world, b, seed, stop, epoch
+    layout, sources, world, b, seed, stop, epoch
 ):
     """Invariant: state_dict after k indices (mid-micro-batch too), loaded on the same grid,
     yields the rest of the epoch and then the next epoch, as the uninterrupted run."""
+    M = partial(MixtureSampler, layout=layout)
     sizes, weights = sources
     rank = world - 1
 
     def make() -> MixtureSampler:
-        return MixtureSampler(sizes, weights, b, world, rank, seed=seed, epoch_length=23)
+        return M(sizes, weights, b, world, rank, seed=seed, epoch_length=23)
 
     whole = make()
     whole.set_epoch(epoch)
@@ -508,18 +580,22 @@ def test_a_resumed_rank_reads_what_the_uninterrupted_one_reads(
 
 @given(schedule=mixture_schedules(gap=4), w1=elastic_world_sizes, w2=elastic_world_sizes,
        b1=mixture_batch_sizes, b2=mixture_batch_sizes, steps=st.integers(0, 6))  # fmt: skip
-def test_an_elastic_resume_reads_every_position_of_the_stream_once(schedule, w1, w2, b1, b2, steps):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_an_elastic_resume_reads_every_position_of_the_stream_once(
+    layout, schedule, w1, w2, b1, b2, steps
+):
     """Invariant: W1 ranks of micro-batch b1 read some steps; their state loaded on W2 ranks of
     micro-batch b2, the new grid starts its tree at that step, each source going on from its
     count: the reference's reads over both grids; the schedule's changes at their steps."""
+    M = partial(MixtureSampler, layout=layout)
     sizes, weights = schedule
     length = 50
-    old = [MixtureSampler(sizes, weights, b1, w1, r, shuffle=False, epoch_length=length)
+    old = [M(sizes, weights, b1, w1, r, shuffle=False, epoch_length=length)
            for r in range(w1)]  # fmt: skip
     steps = min(steps, len(old[0]) // b1)
     reads = [list(islice(iter(s), steps * b1)) for s in old]
     state = roundtrip(old[0].state_dict())
-    plain = [MixtureSampler(sizes, weights, b2, w2, r, shuffle=False, epoch_length=length)
+    plain = [M(sizes, weights, b2, w2, r, shuffle=False, epoch_length=length)
              for r in range(w2)]  # fmt: skip
     for s in plain:
         s.load_state_dict(state)
@@ -527,7 +603,7 @@ def test_an_elastic_resume_reads_every_position_of_the_stream_once(schedule, w1,
     more = len(rest[0]) // b2
     flat = laid_out(reads, b1) + laid_out(rest, b2)
     grids = [(w1, b1, steps), (w2, b2, more)] if (w1, b1) != (w2, b2) else [(w1, b1, steps + more)]
-    assert flat == decoded(plain[0], reference_reads(sizes, weights, grids))
+    assert flat == decoded(plain[0], reference_reads(sizes, weights, grids, layout))
     assert rest == [[i for t in range(steps, steps + more) for i in plain[0].batch_at(t)[r]]
                     for r in range(w2)]  # fmt: skip
     assert steps * w1 * b1 + more * w2 * b2 >= length  # the epoch read to its end
@@ -599,10 +675,11 @@ def test_a_state_of_another_configuration_is_refused_naming_the_field():
     s = MixtureSampler([9, 9], [1, 1], 2, 1, 0)
     list(islice(iter(s), 10))  # 5 steps
     state = s.state_dict()
-    assert state == {"kind": "MixtureSampler", "version": 3, "sizes": [9, 9], "seed": 0,
-                     "shuffle": True, "epoch_length": 18, "epoch": 0, "num_replicas": 1,
-                     "batch_size": 2, "origin": 0, "step": 0, "read": [0, 0],
-                     "past": [[0, ["1/2", "1/2"]]], "position": 10, "before": 0}  # fmt: skip
+    assert state == {"kind": "MixtureSampler", "version": 4, "sizes": [9, 9], "seed": 0,
+                     "shuffle": True, "epoch_length": 18, "layout": "global", "epoch": 0,
+                     "num_replicas": 1, "batch_size": 2, "origin": 0, "step": 0, "read": [0, 0],
+                     "phase": 0, "past": [[0, ["1/2", "1/2"]]], "position": 10, "before": 0,
+                     "steps_before": 0}  # fmt: skip
     MixtureSampler([9, 9], [0.5, Fraction(1, 2)], 2, 1, 0).load_state_dict(state)
     MixtureSampler([9, 9], [1, 2], 2, 1, 0).load_state_dict(  # nothing read: any mix
         MixtureSampler([9, 9], [1, 1], 2, 1, 0).state_dict()
@@ -619,6 +696,11 @@ def test_a_state_of_another_configuration_is_refused_naming_the_field():
          "True when saved, but is False now"),
         ({}, [9, 9], [1, 1], {"epoch_length": 17}, "state does not match this sampler: "
          "epoch_length was 18 when saved, but is 17 now"),
+        ({}, [9, 9], [1, 1], {"layout": "per_rank"}, "state does not match this sampler: "
+         "layout was 'global' when saved, but is 'per_rank' now"),
+        ({"phase": -1}, [9, 9], [1, 1], {}, "phase should be >= 0, but got phase=-1"),
+        ({"steps_before": -1}, [9, 9], [1, 1], {}, "steps_before should be >= 0, but got "
+         "steps_before=-1"),
         ({"position": 99}, [9, 9], [1, 1], {}, "position should be in the interval [0, 18], but "
          "got position=99"),
         ({"origin": -1}, [9, 9], [1, 1], {}, "origin should be >= 0, but got origin=-1"),
@@ -714,9 +796,13 @@ def test_bad_arguments_of_the_methods_are_named():
 def test_positions_default_to_this_rank_and_start_at_the_first_step_of_the_grid():
     """Invariant: positions(step) is this sampler's rank's; the last rank is a rank; after an
     elastic load, the grid starts at the saved step: an earlier step is refused, naming it."""
-    s = MixtureSampler([6, 4], [1, 1], 2, 2, 1)
+    s = MixtureSampler([6, 4], [1, 1], 2, 2, 1, layout="per_rank")
     assert s.positions(1).tolist() == s.positions(1, rank=1).tolist() == [6, 7]
     assert s.positions(1, rank=0).tolist() == [4, 5]
+    s = MixtureSampler([6, 4], [1, 1], 2, 2, 1)  # global: rank r reads micro-batch (r + s) mod W
+    assert s.positions(1).tolist() == s.positions(1, rank=1).tolist() == [4, 5]
+    assert s.positions(1, rank=0).tolist() == [6, 7]
+    assert s.positions(2).tolist() == [10, 11]
     first = MixtureSampler([6, 4], [1, 1], 2, 2, 0)
     it = iter(first)
     [next(it) for _ in range(4)]  # two steps of rank 0: eight positions of the world
@@ -830,7 +916,7 @@ def test_positions_near_2_to_the_60_are_exact_through_batch_at_and_iteration():
     source u % 2, c_0(n) = ⌈n/2⌉, c_1(n) = ⌊n/2⌋; rank r at step t reads u = (t + r)b + i,
     item C_k(t) + c_k(u) - c_k(tb), C_k(t) = Σ_{x<W} c_k((t+x)b) - c_k(xb) (no shuffle)."""
     size, b, W = 2**61, 3, 2
-    s = MixtureSampler([size, size], [1, 1], b, W, 1, shuffle=False, epoch_length=2**60)
+    s = PerRank([size, size], [1, 1], b, W, 1, shuffle=False, epoch_length=2**60)
 
     def c(k: int, n: int) -> int:
         return (n + 1) // 2 if k == 0 else n // 2
@@ -900,18 +986,20 @@ def test_a_state_without_a_field_is_refused_naming_it():
 
 @given(schedule=mixture_schedules(gap=6), worlds=st.lists(st.tuples(elastic_world_sizes,
        mixture_batch_sizes, st.integers(0, 3)), min_size=2, max_size=3))  # fmt: skip
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_resumes_chained_over_several_grids_in_a_later_epoch_read_every_position_once(
-    schedule, worlds
+    layout, schedule, worlds
 ):
     """Invariant: in epoch 1, runs on grids (W, b) one after another, each loading the last
     one's state after some steps, read the reference's reads of those grids (a grid goes on
     with its trees when the state comes from its own grid), and the epoch ends with the first
     step that starts at or after its end."""
+    M = partial(MixtureSampler, layout=layout)
     sizes, weights = schedule
     length = 40
     laid, state, grids, last_step = [], None, [], 0
     for k, (world, b, steps) in enumerate(worlds):
-        ranks = [MixtureSampler(sizes, weights, b, world, r, shuffle=False, epoch_length=length)
+        ranks = [M(sizes, weights, b, world, r, shuffle=False, epoch_length=length)
                  for r in range(world)]  # fmt: skip
         for s in ranks:
             s.set_epoch(1)
@@ -929,7 +1017,7 @@ def test_resumes_chained_over_several_grids_in_a_later_epoch_read_every_position
             grids.append((world, b, steps))
     first = -(-length // (worlds[0][0] * worlds[0][1]))  # epoch 1's first step
     grids[0] = (*grids[0][:2], first + grids[0][2])
-    whole = decoded(ranks[0], reference_reads(sizes, weights, grids))
+    whole = decoded(ranks[0], reference_reads(sizes, weights, grids, layout))
     skip = first * worlds[0][0] * worlds[0][1]
     assert laid == whole[skip:]
     assert skip + len(laid) >= 2 * length > skip + len(laid) - last_step
@@ -943,12 +1031,14 @@ def test_a_long_epoch_is_read_whole_in_growing_blocks():
 
 
 @pytest.mark.parametrize("epoch", [0, 1])
-def test_many_sources_over_many_growing_blocks_iterate_as_batch_at_says(epoch):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_many_sources_over_many_growing_blocks_iterate_as_batch_at_says(layout, epoch):
     """Invariant: a block's item numbers come from each source's counts in a window of the tree
     searched by source; over blocks growing from one step to 64, 40 sources of uneven weight,
     a schedule change (the blocks start again there), and an epoch that starts past step 0 (its
     counts before it computed), every rank's iteration is batch_at's micro-batches of its
     steps, laid end to end."""
+    M = partial(MixtureSampler, layout=layout)
     rng = random.Random(5)
     sizes = [rng.randint(1, 400) for _ in range(40)]
     weights = [rng.choice([0, 1e-3, 0.5, 1, 3, 10]) for _ in range(40)]
@@ -956,9 +1046,7 @@ def test_many_sources_over_many_growing_blocks_iterate_as_batch_at_says(epoch):
     world, b, steps = 16, 3, 200  # steps an epoch; blocks of 1, 2, 4, ..., 64, then 23 to 150
 
     def make(rank: int) -> MixtureSampler:
-        return MixtureSampler(
-            sizes, schedule, b, world, rank, seed=3, epoch_length=world * b * steps
-        )
+        return M(sizes, schedule, b, world, rank, seed=3, epoch_length=world * b * steps)
 
     batches = [make(0).batch_at(t) for t in range(epoch * steps, (epoch + 1) * steps)]
     for r in (0, 7, 15):
@@ -968,11 +1056,15 @@ def test_many_sources_over_many_growing_blocks_iterate_as_batch_at_says(epoch):
 
 
 @pytest.mark.parametrize("skip", [0, 3, 16, 20, 39, 40, 41])
-def test_a_micro_batch_longer_than_the_first_few_reads_its_head_then_arrays_seamlessly(skip):
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_micro_batch_longer_than_the_first_few_reads_its_head_then_arrays_seamlessly(
+    layout, skip
+):
     """Invariant: the first 16 indices come from Python ints, the rest of the step and the
     steps after from arrays: with a micro-batch of 40, resumed at any point of it, iteration
     is batch_at's micro-batches laid end to end, nothing repeated or skipped at the seam."""
-    make = lambda: MixtureSampler([300, 90, 30], [5, 3, 2], 40, 3, 1, seed=7)  # noqa: E731
+    M = partial(MixtureSampler, layout=layout)
+    make = lambda: M([300, 90, 30], [5, 3, 2], 40, 3, 1, seed=7)  # noqa: E731
     whole = [i for t in range(len(make()) // 40) for i in make().batch_at(t)[1]]
     first = make()
     list(islice(iter(first), skip))
@@ -985,26 +1077,28 @@ def test_a_micro_batch_longer_than_the_first_few_reads_its_head_then_arrays_seam
 # --- changing the mix on resume ------------------------------------------------------------------
 
 
-def test_a_state_saved_at_step_20_loads_into_a_schedule_that_changes_at_step_30():
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_state_saved_at_step_20_loads_into_a_schedule_that_changes_at_step_30(layout):
     """Example (the request Megatron users make): saved at step 20 with weights w, loaded into
     [(0, w), (30, w2)] on the same grid and on another: each continues as that schedule's
     uninterrupted run on those grids."""
+    M = partial(MixtureSampler, layout=layout)
     sizes, w, w2 = [40, 30, 20], [0.5, 0.3, 0.2], [0.2, 0.3, 0.5]
     plan = [(0, w), (30, w2)]
     for W2, b2 in [(2, 3), (3, 2)]:
-        old = [MixtureSampler(sizes, w, 3, 2, r, shuffle=False, epoch_length=10**6)
+        old = [M(sizes, w, 3, 2, r, shuffle=False, epoch_length=10**6)
                for r in range(2)]  # fmt: skip
         reads = [list(islice(iter(s), 20 * 3)) for s in old]
-        new = [MixtureSampler(sizes, plan, b2, W2, r, shuffle=False, epoch_length=10**6)
+        new = [M(sizes, plan, b2, W2, r, shuffle=False, epoch_length=10**6)
                for r in range(W2)]  # fmt: skip
         for s in new:
             s.load_state_dict(roundtrip(old[0].state_dict()))
         more = [list(islice(iter(s), 20 * b2)) for s in new]
         grids = [(2, 3, 40)] if (W2, b2) == (2, 3) else [(2, 3, 20), (W2, b2, 20)]
-        whole = decoded(new[0], reference_reads(sizes, plan, grids))
+        whole = decoded(new[0], reference_reads(sizes, plan, grids, layout))
         assert laid_out(reads, 3) + laid_out(more, b2) == whole
         if (W2, b2) == (2, 3):  # the same grid: the schedule's own run, no resume at all
-            fresh = [MixtureSampler(sizes, plan, 3, 2, r, shuffle=False, epoch_length=10**6)
+            fresh = [M(sizes, plan, 3, 2, r, shuffle=False, epoch_length=10**6)
                      for r in range(2)]  # fmt: skip
             assert laid_out([list(islice(iter(s), 40 * 3)) for s in fresh], 3) == whole
 
@@ -1012,17 +1106,19 @@ def test_a_state_saved_at_step_20_loads_into_a_schedule_that_changes_at_step_30(
 @given(schedule=mixture_schedules(gap=4), change=st.integers(0, 3), weights=st.lists(
        st.integers(0, 5), min_size=4, max_size=4), w1=elastic_world_sizes, w2=elastic_world_sizes,
        b1=mixture_batch_sizes, b2=mixture_batch_sizes, steps=st.integers(0, 6), extra=st.integers(0, 4))  # fmt: skip
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_schedule_that_agrees_with_the_past_continues_as_its_own_uninterrupted_run(
-    schedule, change, weights, w1, w2, b1, b2, steps, extra
+    layout, schedule, change, weights, w1, w2, b1, b2, steps, extra
 ):
     """Invariant: saved after some steps (and, on the same grid, part of a step) under one
     schedule, loaded into another that agrees with it before the step reached and changes at it
     or later: the reads are the reference's for the new schedule on those grids, each source's
     items numbered on (every pass intact); one that changes before it is refused, naming the
     step of the change and the step reached."""
+    M = partial(MixtureSampler, layout=layout)
     sizes, plan = schedule
     new_weights = weights[: len(sizes)] if any(weights[: len(sizes)]) else [1] * len(sizes)
-    old = [MixtureSampler(sizes, plan, b1, w1, r, shuffle=False, epoch_length=10**6)
+    old = [M(sizes, plan, b1, w1, r, shuffle=False, epoch_length=10**6)
            for r in range(w1)]  # fmt: skip
     extra = extra % b1 if (w1, b1) == (w2, b2) else 0  # mid-step: the same grid only
     reads = [list(islice(iter(s), steps * b1 + extra)) for s in old]
@@ -1030,7 +1126,7 @@ def test_a_schedule_that_agrees_with_the_past_continues_as_its_own_uninterrupted
     reached = steps + (extra > 0)  # a step begun is read
     at = reached + change
     later = [(step, w) for step, w in plan if step < at] + [(at, new_weights)]
-    new = [MixtureSampler(sizes, later, b2, w2, r, shuffle=False, epoch_length=10**6)
+    new = [M(sizes, later, b2, w2, r, shuffle=False, epoch_length=10**6)
            for r in range(w2)]  # fmt: skip
     for s in new:
         s.load_state_dict(state)
@@ -1040,10 +1136,10 @@ def test_a_schedule_that_agrees_with_the_past_continues_as_its_own_uninterrupted
     same = (w1, b1) == (w2, b2)
     grids = [(w1, b1, reached + 6 - (extra > 0))] if same else [(w1, b1, steps), (w2, b2, 6)]
     got = laid_out(reads, b1) + laid_out(more, b2)
-    assert got == decoded(new[0], reference_reads(sizes, later, grids))
+    assert got == decoded(new[0], reference_reads(sizes, later, grids, layout))
 
     def shares(w: list) -> list[Fraction]:
-        units = MixtureSampler(sizes, w, 1, 1, 0).units[0]
+        units = M(sizes, w, 1, 1, 0).units[0]
         return [Fraction(u, sum(units)) for u in units]
 
     x = reached - 1  # a change at the last step read rewrites it
@@ -1054,7 +1150,7 @@ def test_a_schedule_that_agrees_with_the_past_continues_as_its_own_uninterrupted
             match=f"before step {reached}, where this state was "
             f"saved, but from step {x} it read shares ",
         ):
-            MixtureSampler(sizes, bad, b2, w2, 0, shuffle=False,
+            M(sizes, bad, b2, w2, 0, shuffle=False,
                            epoch_length=10**6).load_state_dict(state)  # fmt: skip
 
 
@@ -1226,7 +1322,7 @@ def test_a_foreign_or_old_state_is_refused_by_its_kind_or_version_before_any_fie
          "another sampler: kind was 'ResumableDistributedSampler' when saved, but this is a "
          "MixtureSampler"),
         ({"kind": "MixtureSampler", "version": 2}, ValueError, "state has format version=2, but "
-         "this MixtureSampler reads version=3"),
+         "this MixtureSampler reads version=4"),
     ]  # fmt: skip
     for state, error, message in refused:
         with pytest.raises(error, match=f"^{re.escape(message)}$"):

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from functools import partial
 from itertools import islice
 
 import numpy as np
 import pytest
 
 from distsampling.mixing.sampler import MixtureSampler
+
+PerRank = partial(MixtureSampler, layout="per_rank")  # the layout these digests were pinned on
 
 N = 10**10
 TAIL = [int(10**6 / (k + 1) ** 1.3) + 1 for k in range(100)]  # the long tail of 100 sources
@@ -41,37 +44,37 @@ def read(s: MixtureSampler, count: int) -> list[int]:
 
 def computed_rank0() -> list[int]:
     sizes, computed, _ = long_tail(N)
-    return read(MixtureSampler(sizes, computed, 4, 1024, 0, epoch_length=N), 1 << 17)
+    return read(PerRank(sizes, computed, 4, 1024, 0, epoch_length=N), 1 << 17)
 
 
 def computed_rank777_epoch3() -> list[int]:
     sizes, computed, _ = long_tail(N)
-    s = MixtureSampler(sizes, computed, 4, 1024, 777, seed=5, epoch_length=N // 7)
+    s = PerRank(sizes, computed, 4, 1024, 777, seed=5, epoch_length=N // 7)
     s.set_epoch(3)
     return read(s, 20000)
 
 
 def decimal_rank5() -> list[int]:
     sizes, _, decimal = long_tail(N)
-    return read(MixtureSampler(sizes, decimal, 4, 1024, 5, epoch_length=N), 1 << 16)
+    return read(PerRank(sizes, decimal, 4, 1024, 5, epoch_length=N), 1 << 16)
 
 
 def unshuffled_rank1023() -> list[int]:
     sizes, computed, _ = long_tail(N)
-    s = MixtureSampler(sizes, computed, 4, 1024, 1023, shuffle=False, epoch_length=N)
+    s = PerRank(sizes, computed, 4, 1024, 1023, shuffle=False, epoch_length=N)
     return read(s, 1 << 15)
 
 
 def three_computed_w8() -> list[int]:
     sizes = [N * 90 // 100, N * 9 // 100, N - N * 90 // 100 - N * 9 // 100]
     weights = [s / sum(sizes) for s in sizes]
-    return read(MixtureSampler(sizes, weights, 8, 8, 3, epoch_length=N), 1 << 16)
+    return read(PerRank(sizes, weights, 8, 8, 3, epoch_length=N), 1 << 16)
 
 
 def small_sources_many_passes() -> list[int]:
     """Sources of 1 to 2,500 samples, read over three epochs of 200,000: every pass its own key."""
     sizes, computed, _ = long_tail(20000)
-    s = MixtureSampler(sizes, computed, 3, 16, 2, seed=11, epoch_length=200000)
+    s = PerRank(sizes, computed, 3, 16, 2, seed=11, epoch_length=200000)
     out = []
     for epoch in range(3):
         s.set_epoch(epoch)
@@ -82,9 +85,9 @@ def small_sources_many_passes() -> list[int]:
 def elastic_resume() -> list[int]:
     """5,000 indices on 1024 ranks of 4, then the rest on 96 ranks of 5 (rank 7)."""
     sizes, computed, _ = long_tail(N)
-    first = MixtureSampler(sizes, computed, 4, 1024, 0, epoch_length=N)
+    first = PerRank(sizes, computed, 4, 1024, 0, epoch_length=N)
     head = read(first, 5000)
-    resumed = MixtureSampler(sizes, computed, 5, 96, 7, epoch_length=N)
+    resumed = PerRank(sizes, computed, 5, 96, 7, epoch_length=N)
     resumed.load_state_dict(first.state_dict())
     return head + read(resumed, 30000)
 
@@ -92,21 +95,21 @@ def elastic_resume() -> list[int]:
 def schedule_rank63() -> list[int]:
     sizes, computed, decimal = long_tail(N)
     third = [1.0 / (k + 1) for k in range(100)]
-    s = MixtureSampler(sizes, [(0, computed), (70, decimal), (300, third)], 4, 64, 63,
+    s = PerRank(sizes, [(0, computed), (70, decimal), (300, third)], 4, 64, 63,
                        epoch_length=N)  # fmt: skip
     return read(s, 1 << 15)
 
 
 def batches() -> list[int]:
     sizes, computed, _ = long_tail(N)
-    s = MixtureSampler(sizes, computed, 4, 1024, 0, epoch_length=N)
+    s = PerRank(sizes, computed, 4, 1024, 0, epoch_length=N)
     steps = [0, 1, 1023, 1024, 123456789, N // 4096 - 1]
     return [i for t in steps for batch in s.batch_at(t) for i in batch]
 
 
 def sources_and_when_read() -> list[int]:
     sizes, computed, _ = long_tail(N)
-    s = MixtureSampler(sizes, computed, 4, 1024, 9, epoch_length=N)
+    s = PerRank(sizes, computed, 4, 1024, 9, epoch_length=N)
     rng = np.random.default_rng(0)
     positions = np.sort(rng.integers(0, N, 3000))
     ks, js = s.sources(positions)

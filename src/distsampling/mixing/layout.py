@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 from ..scale.cipher import _MIN_BITS, _feistel_int
-from .tree import _count, _counts, _route, _split
+from .state import Read
+from .tree import _count, _counts, _position, _route, _split
 
 __all__: list[str] = []
 
@@ -124,6 +125,47 @@ class _PerRankLayout:
         piece = np.searchsorted(np.array(self._firsts), steps, side="right") - 1
         tau = steps - np.array(self._firsts)[piece]
         return piece, tau, tau * b + within
+
+    def _first_positions(self, steps: np.ndarray, rank: int | np.ndarray) -> np.ndarray:
+        """The first global position ``rank`` reads at each of ``steps`` (of training), ``(T,)``:
+        step ``s``'s ``rank``-th micro-batch, ``s·B + rank·b``."""
+        W, b = self.num_replicas, self.batch_size
+        return self._origin + (steps - self._step0) * (W * b) + rank * b
+
+    def _resume_at(self, step: int) -> tuple[list[int], int]:
+        """``(each source's count, the tree position 0)`` at ``step``: a new grid starts its
+        trees there."""
+        p = bisect.bisect_right(self._firsts, step) - 1
+        tau = step - self._firsts[p]
+        at = self._bases[p] + (self._before_step(self._pieces[p][1], [tau])[0] if tau else 0)
+        return [int(n) for n in at], 0
+
+    def _where(self, k: int, j: int, p: int) -> Read:
+        """Where source ``k``'s item ``j`` is read, in piece ``p``: the last step ``τ`` with
+        ``C(τ) <= j``, searched, then up its tree's path."""
+        j -= int(self._bases[p][k])
+        b, tree = self.batch_size, self._trees[self._pieces[p][1]]
+        x = np.arange(self.num_replicas, dtype=np.int64) * b  # (W,) the ranks' first positions
+        zero = int(_count(tree, k, x).sum())
+
+        def before(taus: list[int]) -> list[int]:  # C(τ) of each τ, down source k's path only
+            at = np.array(taus, np.int64)[:, None] * b + x  # (T, W)
+            return (_count(tree, k, at).sum(1) - zero).tolist()
+
+        # the step: the last τ with C(τ) <= j (C never falls; C(0) = 0), searched by steps of
+        # x16, then by sixteenths of the interval [lo, hi), 15 points of it in one call
+        lo, hi = 0, 1
+        while before([hi])[0] <= j:
+            lo, hi = hi, 16 * hi
+        while hi - lo > 1:
+            taus = sorted({lo + (hi - lo) * i // 16 for i in range(1, 16)} - {lo})
+            counts = before(taus)
+            lo = max([t for t, c in zip(taus, counts) if c <= j], default=lo)
+            hi = min([t for t, c in zip(taus, counts) if c > j], default=hi)
+        u = _position(tree, k, int(_count(tree, k, lo * b)) + j - before([lo])[0])
+        step = self._firsts[p] + lo
+        n = self._origin + (step - self._step0) * b * self.num_replicas + u - lo * b
+        return Read(n, step, *divmod(u - lo * b, b))
 
     # --- the stream -----------------------------------------------------------------------
 

@@ -23,11 +23,10 @@ References:
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from itertools import accumulate
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,34 +37,43 @@ from ..guards import refuse_split_again
 from ..scale.cipher import index_unshuffle
 from .layout import _PerRankLayout
 from .samples import _Samples
-from .state import _consumed, _Counting, _state
-from .tree import _count, _integer_mix, _position
+from .state import Read, _consumed, _Counting, _state
+from .stream import _GlobalLayout
+from .tree import _integer_mix
 from .weights import Mix, _text, _weights
 
-__all__ = ["MixtureBatchSampler", "MixtureSampler", "Read"]
+__all__ = ["Bound", "MixtureBatchSampler", "MixtureSampler", "Read"]
+
+LAYOUTS = ("global", "per_rank")  # the default first
 
 UNITS = 2**31  # integer weights past this sum are rounded to it: every product fits int64
 _WALK = 8  # cycle walks left to _cipher's arrays past this many; as few, one Python int each
 
 
-class Read(NamedTuple):
-    """Where a sample is read: its global ``position``, the ``step``, the ``rank`` and its ``slot``."""
+class Bound(Fraction):
+    """``bound()``: an exact fraction (of up to ~90 digits), printed as a decimal."""
 
-    position: int
-    step: int
-    rank: int
-    slot: int
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"{float(self):.6g}"
+
+    __str__ = __repr__
 
 
-class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
+class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
     r"""Yield this rank's indices into ``ConcatDataset(datasets)``: ``K`` sources mixed by weight.
 
     One rank's share, so a torch ``DistributedSampler`` (torch's ``__init__`` is not run: the
     split is this class's): Lightning's default leaves it alone and calls its ``set_epoch``.
 
-    Rank ``r`` reads ``batch_size`` indices a step, every rank a window of one weight tree (the
-    module docstring): each global batch and each rank's reads keep every source within
-    ``2 * bound()`` of its share. An epoch is the steps that start in global positions
+    Rank ``r`` reads ``batch_size`` indices a step. With ``layout="global"`` (the default, as
+    Megatron's) step ``s`` reads positions ``[s·B, (s+1)·B)`` of one stream of the weight tree,
+    whatever ``num_replicas`` and ``batch_size`` (``B`` their product), rank ``r`` its micro-batch
+    ``(r + s) mod W``: every prefix of the stream within ``bound()`` of each share, every global
+    batch within ``2 * bound()``; an elastic resume reads the same stream on. With
+    ``layout="per_rank"`` every rank reads a window of the tree: each global batch and each
+    rank's reads within ``2 * bound()``, the run's total within ``W`` times that. An epoch is the steps that start in global positions
     ``[e*L, (e+1)*L)``, ``L = epoch_length``; with ``L`` below the global batch some epochs hold
     no step (``len()`` 0). With a ``DataLoader``, give ``batch_size=batch_size`` (one step a
     batch) or use :class:`MixtureBatchSampler`.
@@ -81,6 +89,8 @@ class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
         seed: base seed of every source's passes; the same on every rank.
         shuffle: each pass of a source in a shuffled order (else ``0, 1, ..., size - 1``).
         epoch_length: global positions per epoch (default ``sum(sizes)``).
+        layout: ``"global"`` (one stream, Megatron's global batches) or ``"per_rank"`` (every
+            rank's reads exact).
 
     Examples:
         >>> s = MixtureSampler([6, 4], [0.5, 0.5], batch_size=2, num_replicas=2, rank=0)
@@ -89,8 +99,12 @@ class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
         >>> s.when_read(1, 3)  # sample 3 of source 1 (index 9) in its pass 0
         Read(position=3, step=0, rank=1, slot=1)
         >>> len(s), list(s), s.bound()  # 10 positions an epoch: 3 steps of 4
-        (6, [3, 6, 1, 7, 0, 9], Fraction(1, 2))
+        (6, [3, 6, 4, 8, 0, 9], 0.5)
     """
+
+    def __new__(cls, *args: Any, layout: str = "global", **kwargs: Any) -> MixtureSampler:
+        # the per-rank layout is this class with that layout's methods first (_PerRankSampler)
+        return super().__new__(_PerRankSampler if layout == "per_rank" else cls)
 
     def __init__(
         self,
@@ -102,6 +116,7 @@ class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
         seed: int = 0,
         shuffle: bool = True,
         epoch_length: int | None = None,
+        layout: str = "global",
     ) -> None:
         if isinstance(sizes, (np.ndarray, torch.Tensor)):
             sizes = sizes.tolist()
@@ -120,12 +135,17 @@ class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
         self.seed, self.shuffle = check_seed(seed), check_bool("shuffle", shuffle)
         length = sum(self.sizes) if epoch_length is None else epoch_length
         self.epoch_length = check_int("epoch_length", length, low=1)
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout should be one of {LAYOUTS}, but got layout={layout!r}")
+        self.layout = layout
         mixes = [_integer_mix(w) for _, w in self._plan]  # once per distinct weights
         self.units = [list(units) for units, _ in mixes]  # the integer weights in use
         self._trees = [tree for _, tree in mixes]
         self.epoch, self._skip, self._before = 0, 0, 0
         self._origin, self._step0 = 0, 0  # this grid's first position and training step
         self._read0 = [0] * len(self.sizes)  # each source's count at the grid's first step
+        self._phase0 = 0  # the first piece's tree position at the grid's first step
+        self._steps_before = 0  # the epoch's steps read on earlier grids (``_before`` indices)
         self._counter: _Counting | None = None
         self._keys: dict[tuple[int, int], tuple[int, ...]] = {}  # (source, pass): round keys
         self._place()
@@ -135,7 +155,8 @@ class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
         w = plan[0][1] if len(plan) == 1 else plan
         return (f"MixtureSampler(sizes={self.sizes}, weights={w}, batch_size={self.batch_size}, "
                 f"num_replicas={self.num_replicas}, rank={self.rank}, seed={self.seed}, "
-                f"shuffle={self.shuffle}, epoch_length={self.epoch_length})")  # fmt: skip
+                f"shuffle={self.shuffle}, epoch_length={self.epoch_length}"
+                + (f", layout={self.layout!r})" if self.layout != "global" else ")"))  # fmt: skip
 
     @property
     def schedule(self) -> list[tuple[int, list[Fraction]]]:
@@ -172,7 +193,7 @@ class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
 
         Examples:
             >>> MixtureSampler([6, 4], [1, 1], batch_size=2, num_replicas=2, rank=1).positions(1)
-            array([6, 7])
+            array([4, 5])
         """
         step = check_int("step", step, low=self._step0)
         r = (
@@ -180,9 +201,8 @@ class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
             if rank is None
             else check_int("rank", rank, low=0, high=self.num_replicas - 1)
         )
-        b = self.batch_size
-        first = self._origin + (step - self._step0) * b * self.num_replicas + r * b
-        return np.arange(first, first + b, dtype=np.int64)
+        first = int(self._first_positions(np.array([step], np.int64), r)[0])
+        return np.arange(first, first + self.batch_size, dtype=np.int64)
 
     def sources(self, positions: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         r"""``(source, item number overall)`` at global ``positions`` of this grid, each ``(P,)``
@@ -211,8 +231,9 @@ class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
                 f"{self.num_replicas}, batch_size={b}); the earlier ones were read on another "
                 f"grid, but got step={step}"
             )
-        p = self._origin + (step - self._step0) * b * self.num_replicas
-        flat = self._indices(*self._sources(np.arange(p, p + b * self.num_replicas))).tolist()
+        ranks = np.arange(self.num_replicas, dtype=np.int64)  # (W,)
+        first = self._first_positions(np.full(self.num_replicas, step, np.int64), ranks)
+        flat = self._indices(*self._sources((first[:, None] + np.arange(b)).ravel())).tolist()
         return [flat[r * b : (r + 1) * b] for r in range(self.num_replicas)]
 
     def when_read(self, source: int, sample: int, pass_: int = 0) -> Read | None:
@@ -234,33 +255,14 @@ class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
         g = self._pieces[p][1]
         if self.units[g][k] == 0:
             return None
-        j -= int(self._bases[p][k])
-        b, tree = self.batch_size, self._trees[g]
-        x = np.arange(self.num_replicas, dtype=np.int64) * b  # (W,) the ranks' first positions
-        zero = int(_count(tree, k, x).sum())
+        return self._where(k, j, p)
 
-        def before(taus: list[int]) -> list[int]:  # C(τ) of each τ, down source k's path only
-            at = np.array(taus, np.int64)[:, None] * b + x  # (T, W)
-            return (_count(tree, k, at).sum(1) - zero).tolist()
-
-        # the step: the last τ with C(τ) <= j (C never falls; C(0) = 0), searched by steps of
-        # x16, then by sixteenths of the interval [lo, hi), 15 points of it in one call
-        lo, hi = 0, 1
-        while before([hi])[0] <= j:
-            lo, hi = hi, 16 * hi
-        while hi - lo > 1:
-            taus = sorted({lo + (hi - lo) * i // 16 for i in range(1, 16)} - {lo})
-            counts = before(taus)
-            lo = max([t for t, c in zip(taus, counts) if c <= j], default=lo)
-            hi = min([t for t, c in zip(taus, counts) if c > j], default=hi)
-        u = _position(tree, k, int(_count(tree, k, lo * b)) + j - before([lo])[0])
-        step = self._firsts[p] + lo
-        n = self._origin + (step - self._step0) * b * self.num_replicas + u - lo * b
-        return Read(n, step, *divmod(u - lo * b, b))
-
-    def bound(self) -> Fraction:
-        r"""The tree's prefix bound ``max_k β_k / 2`` over the schedule's segments: every global
-        batch and every rank's reads keep each source within twice it of its share."""
+    def bound(self) -> Bound:
+        r"""The tree's prefix bound ``max_k β_k / 2`` over the schedule's segments, exact, printed
+        as a decimal. Global layout: every prefix of the stream within it of each share, every
+        global batch within twice it; per rank: every global batch and every prefix of a rank's
+        reads within twice it. Under a schedule, within each stretch between changes (a change
+        starts a tree)."""
         out = Fraction(0)
         for tree in self._trees:
             for path in tree.paths.values():
@@ -268,7 +270,7 @@ class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
                     w = path[-1][0] if path[-1][2] else path[-1][1]
                     out = max(out, sum((Fraction(w, a if left else b) for a, b, left in path),
                                        Fraction(0)) / 2)  # fmt: skip
-        return out
+        return Bound(out)
 
     # --- epochs: DistributedSampler's contract --------------------------------------------
 
@@ -283,6 +285,7 @@ class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
         epoch = check_int("epoch", epoch, low=0)
         if epoch != self.epoch:
             self.epoch, self._skip, self._counter, self._before = epoch, 0, None, 0
+            self._steps_before = 0
 
     def __len__(self) -> int:
         # the whole epoch's count, before and after a resume: read on an earlier grid, then here
@@ -298,7 +301,7 @@ class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
 
     def _identity(self) -> dict[str, Any]:
         return {"sizes": list(self.sizes), "seed": self.seed, "shuffle": self.shuffle,
-                "epoch_length": self.epoch_length}  # fmt: skip
+                "epoch_length": self.epoch_length, "layout": self.layout}  # fmt: skip
 
     def _past(self, step: int, begun: bool) -> list[list[Any]]:
         """The schedule's entries read before ``step`` (and at it, ``begun``): ``[step, shares]``,
@@ -319,19 +322,19 @@ class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
             handed_out = _consumed(consumed, handed_out, "samples")
         position, b = self._skip + handed_out, self.batch_size
         reached = self._step0 + self._steps(self.epoch).start + position // b
-        return {"kind": type(self).__name__, "version": 3, **self._identity(), "epoch": self.epoch,
+        return {"kind": "MixtureSampler", "version": 4, **self._identity(), "epoch": self.epoch,
                 "num_replicas": self.num_replicas, "batch_size": b, "origin": self._origin,
-                "step": self._step0, "read": [int(n) for n in self._read0],
+                "step": self._step0, "read": [int(n) for n in self._read0], "phase": self._phase0,
                 "past": self._past(reached, position % b > 0), "position": position,
-                "before": self._before}  # fmt: skip
+                "before": self._before, "steps_before": self._steps_before}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         r"""Resume at ``state``, with this sampler's schedule from the step reached on (it must
         agree with the one read before it). With another ``num_replicas`` or ``batch_size`` the
         state must be at a step boundary: the rest is read on this grid from that step."""
-        fields = ("epoch", "num_replicas", "batch_size", "origin", "step", "read", "past",
-                  "position", "before")  # fmt: skip
-        state = _state(state, 3, self._identity(), fields)
+        fields = ("epoch", "num_replicas", "batch_size", "origin", "step", "read", "phase",
+                  "past", "position", "before", "steps_before")  # fmt: skip
+        state = _state(state, 4, self._identity(), fields)
         epoch, origin, step0 = (
             check_int("epoch", state["epoch"], low=0),
             check_int("origin", state["origin"], low=0),
@@ -348,12 +351,14 @@ class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
                 f"read={read!r}"
             )
         read = [check_int(f"read[{k}]", n, low=0) for k, n in enumerate(read)]
-        saved = MixtureSampler.__new__(MixtureSampler)
+        phase = check_int("phase", state["phase"], low=0)
+        saved = type(self).__new__(type(self), layout=self.layout)
         saved.__dict__.update(self.__dict__, num_replicas=W, batch_size=b, _origin=origin,
-                              _step0=step0, _read0=read, _skip=0)  # fmt: skip
+                              _step0=step0, _read0=read, _phase0=phase, _skip=0)  # fmt: skip
         steps = saved._steps(epoch)
         position = check_int("position", state["position"], low=0, high=len(steps) * b)
         before = check_int("before", state["before"], low=0)
+        steps_before = check_int("steps_before", state["steps_before"], low=0)
         reached = step0 + steps.start + position // b
         self._check_past(state["past"], reached, position % b > 0)
         if (W, b) == (self.num_replicas, self.batch_size):
@@ -364,13 +369,12 @@ class MixtureSampler(_PerRankLayout, _Samples, DistributedSampler):
             )
         else:  # the new grid starts at the step reached, each source at its count there
             saved._place()
-            p = bisect.bisect_right(saved._firsts, reached) - 1
-            tau = reached - saved._firsts[p]
-            at = saved._bases[p] + (saved._before_step(saved._pieces[p][1], [tau])[0] if tau else 0)
-            skip, before, read = 0, before + position, [int(n) for n in at]
+            read, phase = saved._resume_at(reached)
+            skip, before, steps_before = 0, before + position, steps_before + position // b
             origin, step0 = origin + (reached - step0) * W * b, reached
         self.epoch, self._counter, self._skip, self._before = epoch, None, skip, before
-        self._origin, self._step0, self._read0 = origin, step0, read
+        self._origin, self._step0, self._read0, self._phase0 = origin, step0, read, phase
+        self._steps_before = steps_before
         self._place()
 
     def _check_past(self, past: object, step: int, begun: bool) -> None:
@@ -410,7 +414,7 @@ class MixtureBatchSampler(Sampler[list[int]]):
     Examples:
         >>> s = MixtureSampler([6, 4], [0.5, 0.5], batch_size=2, num_replicas=2, rank=0)
         >>> list(MixtureBatchSampler(s))
-        [[3, 6], [1, 7], [0, 9]]
+        [[3, 6], [4, 8], [0, 9]]
     """
 
     def __init__(self, sampler: MixtureSampler) -> None:
@@ -429,7 +433,9 @@ class MixtureBatchSampler(Sampler[list[int]]):
             first = b
 
     def __len__(self) -> int:
-        return -(-len(self.sampler) // self.sampler.batch_size)
+        # the epoch's steps: those read on earlier grids (another micro-batch), then this grid's
+        s = self.sampler
+        return s._steps_before + len(s._steps(s.epoch))
 
     def set_epoch(self, epoch: int) -> None:
         r"""The sampler's epoch."""
@@ -447,3 +453,8 @@ class MixtureBatchSampler(Sampler[list[int]]):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         r"""Resume the sampler at ``state``."""
         self.sampler.load_state_dict(state)
+
+
+class _PerRankSampler(_PerRankLayout, MixtureSampler):
+    """``MixtureSampler(..., layout="per_rank")``: every rank a window of the weight tree
+    (``layout.py``); the same sampler otherwise."""

@@ -10,13 +10,22 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from itertools import chain
 from operator import length_hint
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from .._checks import check_int
 
-__all__: list[str] = []
+__all__ = ["Read"]
+
+
+class Read(NamedTuple):
+    """Where a sample is read: its global ``position``, the ``step``, the ``rank`` and its ``slot``."""
+
+    position: int
+    step: int
+    rank: int
+    slot: int
 
 
 class _Counting:

@@ -7,7 +7,8 @@ sample is read (:class:`~distsampling.MixtureSampler`, computed at that step alo
     python -m distsampling mixture ... --change 500:0.4,0.3,0.3 --step 600
 
 Each read is printed ``source:sample``; a weight may be a fraction (``1/3``) or a decimal;
-``--change STEP:W1,W2,...`` (repeatable) changes the weights from that training step on.
+``--change STEP:W1,W2,...`` (repeatable) changes the weights from that training step on;
+``--layout per_rank`` bounds each rank's reads instead of the global stream's.
 """
 
 from __future__ import annotations
@@ -97,6 +98,12 @@ def add_mixture(sub: argparse._SubParsersAction) -> None:
         help="with --where: its pass (default 0)",
     )
     p.add_argument(
+        "--layout",
+        choices=["global", "per_rank"],
+        default="global",
+        help="global (default): one stream whatever the ranks; per_rank: each rank's reads exact",
+    )
+    p.add_argument(
         "--change",
         type=_change,
         action="append",
@@ -151,7 +158,14 @@ def mixture_lines(args: argparse.Namespace) -> Iterator[str]:
     weights = plan if args.change else args.weights
     try:
         s = MixtureSampler(
-            args.sizes, weights, args.batch_size, args.replicas, 0, args.seed, args.shuffle
+            args.sizes,
+            weights,
+            args.batch_size,
+            args.replicas,
+            0,
+            args.seed,
+            args.shuffle,
+            layout=getattr(args, "layout", "global"),
         )
         if args.where is not None:
             k, i = args.where
@@ -163,13 +177,21 @@ def mixture_lines(args: argparse.Namespace) -> Iterator[str]:
     except (TypeError, ValueError) as err:  # the sampler's words, in the options' words
         raise type(err)(_in_flags(str(err))) from None
     B = args.batch_size * args.replicas
+    layout = getattr(args, "layout", "global")
+    one, two = _decimal(s.bound()), _decimal(2 * s.bound())
+    proven = (  # the layout's bound: the stream's prefixes, or each rank's reads
+        f"every prefix of the stream within {one} and every global batch within {two}"
+        if layout == "global"
+        else f"every global batch and every rank's reads within {two}"
+    ) + " of a sample of each share (the proven bound"
+    proven += ", within each stretch between changes)" if args.change else ")"
     exact = [[w if isinstance(w, Fraction) else Fraction(repr(w)) for w in ws] for _, ws in plan]
     shares = [", ".join(_decimal(w / sum(ws)) for w in ws) for ws in exact]
     head = [
         f"MixtureSampler(sizes={args.sizes}, num_replicas={args.replicas}, "
-        f"batch_size={args.batch_size}, seed={args.seed}, shuffle={args.shuffle})",
-        f"shares {shares[0]}; a global batch of {B}; every global batch and every rank's reads "
-        f"within {_decimal(2 * s.bound())} of a sample of each share (the proven bound)",
+        f"batch_size={args.batch_size}, seed={args.seed}, shuffle={args.shuffle}, "
+        f"layout={layout!r})",
+        f"shares {shares[0]}; a global batch of {B}; {proven}",
         *(f"from step {step}: shares {text}" for (step, _), text in zip(plan[1:], shares[1:])),
     ]
     if args.where is not None:

@@ -1,0 +1,117 @@
+"""Properties of MixtureSampler's global layout (the default): one stream of the weight tree,
+whatever the number of ranks and the micro-batch, its global batches Megatron's; an elastic
+resume goes on with the same stream; Megatron-LM's own test of a change of data-parallel size,
+ported."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from fractions import Fraction
+from itertools import pairwise
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distsampling import MixtureSampler
+from strategies import elastic_world_sizes, mixture_batch_sizes, mixture_sources, seeds
+
+
+def roundtrip(state: dict) -> dict:
+    return json.loads(json.dumps(state))
+
+
+def global_batches(sizes, weights, grids, seed=0, length=None) -> list[list[int]]:
+    """Each step's global batch, sorted, read by every rank's iteration over ``grids``
+    ``(W, b, steps)`` one after another, each loading the last one's state (rank 0's)."""
+    out, state = [], None
+    for W, b, steps in grids:
+        ranks = [MixtureSampler(sizes, weights, b, W, r, seed=seed, epoch_length=length)
+                 for r in range(W)]  # fmt: skip
+        for s in ranks:
+            if state is not None:
+                s.load_state_dict(state)
+        its = [iter(s) for s in ranks]
+        for _ in range(steps):
+            out.append(sorted(i for it in its for _, i in zip(range(b), it)))
+        state = roundtrip(ranks[0].state_dict())
+    return out
+
+
+@given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes, seed=seeds)
+def test_the_stream_is_the_one_of_a_single_rank_whatever_the_grid(sources, world, b, seed):
+    """Invariant: the source and item number at every stream position are the same for any
+    ``num_replicas`` and ``batch_size``; step s's global batch is the stream's positions
+    [s·B, (s+1)·B), the indices a single rank of micro-batch B reads at step s."""
+    sizes, weights = sources
+    s = MixtureSampler(sizes, weights, b, world, 0, seed=seed)
+    one = MixtureSampler(sizes, weights, world * b, 1, 0, seed=seed)
+    n = 6 * world * b
+    assert [a.tolist() for a in s.sources(np.arange(n))] == [
+        a.tolist() for a in one.sources(np.arange(n))
+    ]
+    for step in range(6):
+        assert sorted(i for mb in s.batch_at(step) for i in mb) == sorted(one.batch_at(step)[0])
+
+
+@given(sources=mixture_sources(), world=elastic_world_sizes, b=mixture_batch_sizes)
+def test_every_prefix_of_the_stream_keeps_the_single_rank_bound_at_any_scale(sources, world, b):
+    """Invariant: on any grid each source's count in every prefix of the stream is within
+    bound() (max β_k / 2) of its share, and in every global batch within 2·bound(); rank r reads
+    micro-batch (r + s) mod W of step s."""
+    sizes, weights = sources
+    s = MixtureSampler(sizes, weights, b, world, 0, shuffle=False)
+    units, B, steps = s.units[0], world * b, 8
+    ks = s.sources(np.arange(steps * B))[0]
+    for k, u in enumerate(units):
+        share = Fraction(u, sum(units))
+        counts = np.cumsum(ks == k).tolist()
+        assert all(abs(c - share * (n + 1)) <= s.bound() for n, c in enumerate(counts))
+        for t in range(steps):
+            assert abs(int((ks[t * B : (t + 1) * B] == k).sum()) - share * B) <= 2 * s.bound()
+    for t in range(steps):
+        for r in range(world):
+            m = (r + t) % world
+            assert s.positions(t, r).tolist() == list(range(t * B + m * b, t * B + (m + 1) * b))
+
+
+@given(sources=mixture_sources(), w1=elastic_world_sizes, w2=elastic_world_sizes,
+       b1=mixture_batch_sizes, b2=mixture_batch_sizes, steps=st.integers(0, 5), seed=seeds)  # fmt: skip
+def test_an_elastic_resume_reads_the_stream_the_uninterrupted_run_reads(
+    sources, w1, w2, b1, b2, steps, seed
+):
+    """Invariant: after ``steps`` steps on W1 × b1, a resume on W2 × b2 reads the stream on: the
+    run's indices, in stream order, are those a single rank reads of the same stream."""
+    sizes, weights = sources
+    before = global_batches(sizes, weights, [(w1, b1, steps), (w2, b2, 4)], seed, 10**9)
+    flat = [i for batch in before for i in batch]
+    one = MixtureSampler(sizes, weights, 1, 1, 0, seed=seed, epoch_length=10**9)
+    n = steps * w1 * b1 + 4 * w2 * b2
+    stream = one._indices(*one.sources(np.arange(n))).tolist()
+    cuts = [w1 * b1] * steps + [w2 * b2] * 4
+    at = np.cumsum([0, *cuts]).tolist()
+    assert [sorted(stream[a:z]) for a, z in pairwise(at)] == before
+    assert sorted(flat) == sorted(stream)
+
+
+@pytest.mark.parametrize(
+    ("dp_before", "dp_after", "resume_step"), [(1, 8, 15), (8, 1, 15), (1, 2, 7)]
+)
+def test_a_change_of_data_parallel_size_keeps_the_samples_megatrons_test(
+    dp_before, dp_after, resume_step
+):
+    """Example (Megatron-LM's test_cyclic_sampler_no_sharding_preserves_samples_after_dp_change,
+    ported): a dataset of 250, a global batch of 16, 32 steps; the data-parallel size changes
+    mid-run (1 → 8 and 8 → 1 after 15 steps, 1 → 2 after 7), the micro-batch 16 / dp. The
+    samples drawn (two passes of the dataset and more) are the multiset the unchanged run
+    draws, and here each global batch too; a mixture of two sources (100 and 150 at 0.4 / 0.6) the same."""
+    for sizes, weights in (([250], [1]), ([100, 150], [0.4, 0.6])):
+        grid = lambda dp, steps: (dp, 16 // dp, steps)  # noqa: E731
+        grids = [grid(dp_before, resume_step), grid(dp_after, 32 - resume_step)]
+        reference = global_batches(sizes, weights, [grid(dp_before, 32)], length=32 * 16)
+        resumed = global_batches(sizes, weights, grids, length=32 * 16)  # the run is one epoch
+        assert [len(b) for b in resumed] == [16] * 32
+        assert Counter(i for b in resumed for i in b) == Counter(i for b in reference for i in b)
+        assert resumed == reference
