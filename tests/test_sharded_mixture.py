@@ -123,23 +123,54 @@ def run(a, shuffle=True):
     return out, datasets
 
 
+def _entries(weights) -> list:
+    """``[(step, weights)]`` of weights or a schedule."""
+    if isinstance(weights[0], (tuple, list)):
+        return [(s, w) for s, w in weights]
+    return [(0, weights)]
+
+
+def reader_sources(totals, weights, b, world, n, rank, steps, start=0) -> list[int]:
+    """The oracle of which source each slot of ``rank``'s ``steps`` reads: reader ``ρ = s mod n``
+    at its ``m``-th own step of a stretch reads the tree's window ``m + ρ·W + rank``; a
+    one-rank per-rank MixtureSampler of the stretch's weights routes those tree positions. A
+    grid from step ``start`` (an elastic resume) starts a stretch there."""
+    entries, out = _entries(weights), []
+    for s in steps:
+        lo, w = [e for e in entries if e[0] <= s][-1]
+        lo = max(lo, start)
+        rho = s % n
+        m = sum(1 for t in range(lo, s) if t % n == rho)
+        window = m + rho * world + rank
+        tree = MixtureSampler(totals, w, b, 1, 0, layout="per_rank", shuffle=False)
+        out += tree.sources(np.arange(window * b, (window + 1) * b))[0].tolist()
+    return out
+
+
 @given(args)
-def test_the_source_of_every_sample_is_mixture_samplers_on_every_rank_for_any_workers(a):
-    """Invariant: rank r's loader batches, whatever num_workers is, hold the sources of
-    MixtureSampler's indices for the same sizes, weights, seed and world, step by step; every rank
-    takes the same number of steps, len() of them."""
+def test_every_reader_reads_a_window_of_the_tree_and_one_reader_a_rank_is_per_rank_mixtures(a):
+    """Invariant: rank r's loader batches hold, step by step, the sources of the weight tree's
+    window ``m + ρ·W + r`` of reader ``ρ = s mod n`` at its ``m``-th own step of a stretch; with
+    one reader a rank (0 or 1 workers) that is MixtureSampler(layout="per_rank")'s indices for
+    the same sizes, weights, seed and world; every rank takes len() of them, the same number."""
     batches, datasets = run(a)
     shards, weights = a["mix"]
     totals = [sum(s) for s in shards]
     starts = list(accumulate(totals, initial=0))
+    n = max(1, a["workers"])
     for r, ds in enumerate(datasets):
-        sampler = MixtureSampler(totals, weights, a["b"], a["world"], r, seed=a["seed"])
+        idx_ours = [k for batch in batches[r] for k, _ in batch]
+        steps = range(len(idx_ours) // a["b"])
+        assert idx_ours == reader_sources(totals, weights, a["b"], a["world"], n, r, steps)
+        sampler = MixtureSampler(totals, weights, a["b"], a["world"], r, seed=a["seed"],
+                                 layout="per_rank")  # fmt: skip
         idx_torch = []
         for e in range(a["epochs"]):
             sampler.set_epoch(e)
             idx_torch += [bisect_right(starts, i) - 1 for i in sampler]
-        idx_ours = [k for batch in batches[r] for k, _ in batch]
-        assert idx_ours == idx_torch
+        if n == 1:
+            assert idx_ours == idx_torch
+        assert len(idx_ours) == len(idx_torch)
         assert all(len(batch) == a["b"] for batch in batches[r])
         assert len(ds) == len(sampler)
     assert len({len(b) for b in batches}) == 1
@@ -219,20 +250,18 @@ def test_a_state_saved_on_another_rank_of_the_run_resumes_this_rank_at_the_same_
 
 
 @given(args, st.integers(0, 40))
-def test_counts_at_a_step_are_the_sources_of_every_readers_positions_step_by_step(a, step):
-    """Invariant: counts_at(S)[r][w][k] is how many of rank r's positions at steps s < S with
-    s ≡ w (mod workers) MixtureSampler gives source k: step by step, one positions() call each
-    (what the counts, taken a step's W micro-batches at a time, must equal)."""
+def test_counts_at_a_step_are_the_sources_of_every_readers_windows_step_by_step(a, step):
+    """Invariant: counts_at(S)[r][w][k] (a closed form) is how many of rank r's slots at steps
+    s < S with s ≡ w (mod workers) read source k, counted step by step from the oracle's tree
+    windows (:func:`reader_sources`)."""
     shards, weights = a["mix"]
     nw = max(1, a["workers"])
     ds = make(shards, weights, a["b"], a["world"], seed=a["seed"], num_workers=nw)
-    mix = MixtureSampler([sum(s) for s in shards], weights, a["b"], a["world"], 0, seed=a["seed"])
-    for s in range(step):
-        assert (ds._positions([s], a["world"] - 1)[0] == mix.positions(s, a["world"] - 1)).all()
+    totals = [sum(s) for s in shards]
     expected = [[[0] * len(shards) for _ in range(nw)] for _ in range(a["world"])]
     for r in range(a["world"]):
         for s in range(step):
-            for k in mix.sources(mix.positions(s, r))[0].tolist():
+            for k in reader_sources(totals, weights, a["b"], a["world"], nw, r, [s]):
                 expected[r][s % nw][k] += 1
     assert ds.counts_at(step) == expected
 
@@ -284,15 +313,11 @@ def test_elastic_resume_on_another_world_and_workers_reads_every_sample_once_a_p
     after = [rank_batches(ds, workers2) for ds in new]
     assert len({len(x) for x in after}) == 1  # every new rank: the same number of steps
     totals = [sum(sizes) for sizes in shards]
-    starts = list(accumulate(totals, initial=0))
-    old = MixtureSampler(totals, weights, b, world, 0)
-    it = iter(old)
-    [next(it) for _ in range(steps * b)]
-    for r, rank in enumerate(after):
-        mixture = MixtureSampler(totals, weights, b2, world2, r)
-        mixture.load_state_dict(old.state_dict())
-        idx_torch = [bisect_right(starts, i) - 1 for i in mixture]
-        assert [x[0] for batch in rank for x in batch] == idx_torch
+    for r, rank in enumerate(after):  # the new grid's trees start at the resumed step
+        grid = range(steps, steps + len(rank))
+        assert [x[0] for batch in rank for x in batch] == reader_sources(
+            totals, weights, b2, world2, max(1, workers2), r, grid, start=steps
+        )
     reads += Counter(x for rank in after for batch in rank for x in batch)
     closing = make(shards, weights, 1, shuffle=False)
     closing.load_state_dict(_states_at(new[0], workers2, len(after[0])))
@@ -369,22 +394,20 @@ def test_until_exhausted_ends_the_epoch_on_every_rank_at_the_same_step_before_it
     world, b = 3, 2
     datasets = [make(SHARDS, weights, b, world, r, until_exhausted=0, with_source=True)
                 for r in range(world)]  # fmt: skip
-    totals = [sum(s) for s in SHARDS]
-    sampler = MixtureSampler(totals, weights, b, world, 0)
+    T, read = sum(SHARDS[0]), 0
     for e in range(3):
         lens = set()
         for ds in datasets:
             ds.set_epoch(e)
-            lens.add(len(rank_batches(ds, 2)))
+            batches = rank_batches(ds, 2)
+            lens.add(len(batches))
+            read += sum(k == 0 for batch in batches for k, _ in batch)
         assert len(lens) == 1 and len(datasets[0]) == lens.pop() * b
-        fresh = make(SHARDS, weights, b, world, 0, until_exhausted=0)
+        fresh = make(SHARDS, weights, b, world, 0, until_exhausted=0, num_workers=2)
         fresh.set_epoch(e)
-        first, stop = _epoch_steps(fresh)
-        B = b * world
-        ks, js = sampler.sources(range(first * B, stop * B))
-        assert (js[ks == 0] < (e + 1) * totals[0]).all()
-        ks, js = sampler.sources(range(stop * B, (stop + 1) * B))
-        assert (js[ks == 0] == (e + 1) * totals[0]).any()
+        _, stop = _epoch_steps(fresh)
+        drawn = lambda s: sum(c[0] for rank in fresh.counts_at(s) for c in rank)  # noqa: E731
+        assert read == drawn(stop) <= (e + 1) * T < drawn(stop + 1)
 
 
 def test_until_exhausted_ends_every_new_rank_at_one_step_after_an_elastic_resume_in_epoch_1():
@@ -481,14 +504,15 @@ def test_every_worker_state_of_one_rank_resumes_on_another_world_through_loaders
                zip(*(t.tolist() for t in batch[1]), strict=True)]  # fmt: skip
         reads.update(got)
         steps_new = len(got) // 3
+        ds.set_epoch(0)  # the epoch read again, on purpose
         sources_new.append([k for batch in DataLoader(ds, batch_size=3) for k in batch[0].tolist()])
     totals = [sum(s) for s in SHARDS]
-    old = MixtureSampler(totals, weights, 2, 2, 0)
+    old = MixtureSampler(totals, weights, 2, 2, 0, layout="per_rank")
     it = iter(old)
     [next(it) for _ in range(6)]  # rank 0 read steps 0..2
     mixture_state = old.state_dict()
     for r in range(3):
-        new = MixtureSampler(totals, weights, 3, 3, r)
+        new = MixtureSampler(totals, weights, 3, 3, r, layout="per_rank")  # one reader a rank
         new.load_state_dict(mixture_state)
         starts = list(accumulate(totals, initial=0))
         assert sources_new[r] == [bisect_right(starts, i) - 1 for i in new]
@@ -1270,11 +1294,12 @@ def test_a_state_is_a_json_ready_copy_with_exactly_its_fields():
     ds = make(SHARDS, [1, 2, 1], 2, 1, 0)
     ds.load_state_dict(_states_at(make(SHARDS, [1, 2, 1], 2, 2, 0), 0, 2))  # a lead to copy
     state = ds.state_dict()
-    assert sorted(state) == ["counts", "epoch", "generation", "kind", "num_workers", "rank",
-                             "readers", "seed", "shuffle", "slot", "sources", "step", "version",
-                             "worker"]  # fmt: skip
-    assert sorted(state["generation"]) == ["batch_size", "before", "epoch", "first", "lead", "mixture",
-                                           "num_replicas", "num_workers", "start"]  # fmt: skip
+    assert sorted(state) == ["counts", "epoch", "generation", "kind", "num_workers", "past",
+                             "rank", "readers", "seed", "shuffle", "slot", "sources", "step",
+                             "version", "worker"]  # fmt: skip
+    assert sorted(state["generation"]) == ["batch_size", "before", "epoch", "first", "lead",
+                                           "num_replicas", "num_workers", "origin", "read",
+                                           "start"]  # fmt: skip
     assert json.loads(json.dumps(state)) == state
     kept = copy.deepcopy(state)
     state["sources"][0]["set"] = "changed"
@@ -1628,26 +1653,17 @@ def test_two_elastic_resumes_in_one_epoch_keep_passes_intact_lengths_and_sources
     reads += [x for ds in middle for batch in rank_batches(ds, 0)[:steps] for x in batch]
     later = _states_at(middle[0], 0, steps)
     last = [make(SHARDS, weights, b, world3, r, shuffle=False) for r in range(world3)]
-    mix = MixtureSampler(totals, weights, b, 1, 0)
-    mix.set_epoch(epoch)
-    it = iter(mix)
-    [next(it) for _ in range(2 * b)]
-    mid = MixtureSampler(totals, weights, b, 2, 0)
-    mid.load_state_dict(mix.state_dict())
-    it = iter(mid)
-    [next(it) for _ in range(steps * b)]
-    starts = list(accumulate(totals, initial=0))
+    start = later[0]["step"]  # the last grid's first step: its trees start there
     for r, ds in enumerate(last):
         ds.set_epoch(epoch)
         ds.load_state_dict(later)
         batches = rank_batches(ds, workers3)
         assert len(ds) == (2 + steps) * b + sum(map(len, batches))
         reads += [x for batch in batches for x in batch]
-        idx = MixtureSampler(totals, weights, b, world3, r)
-        idx.load_state_dict(mid.state_dict())
-        assert [x[0] for batch in batches for x in batch] == [
-            bisect_right(starts, i) - 1 for i in idx
-        ]
+        grid = range(start, start + len(batches))
+        assert [x[0] for batch in batches for x in batch] == reader_sources(
+            totals, weights, b, world3, max(1, workers3), r, grid, start=start
+        )
     closing = make(SHARDS, weights, 1, shuffle=False)  # where the passes in flight stand
     closing.set_epoch(epoch)
     closing.load_state_dict(_states_at(last[0], workers3, len(rank_batches(last[0], workers3))))

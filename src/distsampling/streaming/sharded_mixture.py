@@ -59,7 +59,7 @@ import os
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import accumulate, chain, islice, pairwise
+from itertools import accumulate, chain, islice
 from typing import Any
 
 import numpy as np
@@ -70,6 +70,7 @@ from .._checks import check_bool, check_int, check_int64
 from ..guards import refuse_split_again
 from ..mixing.sampler import MixtureSampler
 from ..resume.state import TrainerEpoch, begin_pass, check_consumed, note_trainer, pass_marks
+from .mixture_readers import ReaderGrid, schedule_trees
 
 __all__ = ["ShardedMixtureDataset"]
 
@@ -307,6 +308,7 @@ class ShardedMixtureDataset(IterableDataset):
                                       shuffle, epoch_length)  # fmt: skip
         self.batch_size, self.seed, self.shuffle = self.mixture.batch_size, seed, shuffle
         self._weights = weights
+        self._trees = schedule_trees(self.mixture.schedule)  # [(step, weight tree)]
         self.num_replicas, self.rank = self.mixture.num_replicas, self.mixture.rank
         self.seekable = check_bool("seekable", seekable)
         self.with_source = check_bool("with_source", with_source)
@@ -334,40 +336,38 @@ class ShardedMixtureDataset(IterableDataset):
         self._declared = (
             None if num_workers is None else max(1, check_int("num_workers", num_workers, low=0))
         )
-        self._in_workers = torch.zeros(1, dtype=torch.int64).share_memory_()
+        # shared with the loader's workers: [the epoch + 1 they read last, their num_workers, the
+        # epoch + 1 the main process read before the readers were known (a look at the data)]
+        self._in_workers = torch.zeros(3, dtype=torch.int64).share_memory_()
         self._passes = pass_marks()  # the latest pass's epoch, a set_epoch since (shared)
         self._trainer = TrainerEpoch()  # the current_epoch of a Lightning Trainer (0: none)
         self._begin = (0, 0, 0)  # (epoch, step, slot) where the latest iter() in this process began
-        self._set_generation({"start": 0, "before": 0, "num_workers": self._declared, "mixture": None,
-                              "lead": [[] for _ in self.sources], "first": [0] * len(self.sources)})  # fmt: skip
+        self._set_generation({"start": 0, "origin": 0, "before": 0, "num_workers": self._declared,
+                              "read": [0] * len(self.sources), "lead": [[] for _ in self.sources],
+                              "first": [0] * len(self.sources)})  # fmt: skip
         self._loaded: dict[str, Any] | None = None  # a worker's state, read by the next iter()
         self._carry: tuple[Any, int, dict[int, list[int]]] = (None, -1, {})  # (gen, stop, counts)
         self._progress: dict[str, Any] | None = None  # where the latest iter() is
 
     # --- the grid: which steps, which positions ---------------------------------------------
 
-    def _grid_mixture(
-        self, gen: dict[str, Any], num_replicas: int, batch_size: int
-    ) -> MixtureSampler:
-        """The mixture on ``gen``'s grid: fresh, or resumed from the state saved at its start."""
-        m = self.mixture
-        mix = MixtureSampler(m.sizes, self._weights, batch_size, num_replicas, 0, m.seed,
-                             m.shuffle, m.epoch_length)  # fmt: skip
-        if gen["mixture"] is not None:
-            mix.set_epoch(gen["mixture"]["epoch"])
-            mix.load_state_dict(gen["mixture"])
-        return mix
-
     def _set_generation(self, gen: dict[str, Any]) -> None:
         self._gen = gen
         W, b = gen.get("num_replicas", self.num_replicas), gen.get("batch_size", self.batch_size)
         gen["num_replicas"], gen["batch_size"] = W, b
-        fresh = gen["mixture"] is None and (W, b) == (self.num_replicas, self.batch_size)
-        self._mix = self.mixture if fresh else self._grid_mixture(gen, W, b)
-        self._origin = min(int(self._mix.positions(gen["start"], r)[0]) for r in range(W))
+        self._origin, self._grids = gen["origin"], {}
         self._lead_starts = [list(accumulate((b - a for _, a, b in lead), initial=0))
                              for lead in gen["lead"]]  # fmt: skip
         self._ends: dict[int, int] = {}  # until_exhausted: epoch -> its last step boundary
+
+    @property
+    def _grid(self) -> ReaderGrid:
+        """This grid's readers (``num_replicas`` × the readers a rank), made once a count."""
+        g, n = self._gen, self._readers()
+        if n not in self._grids:
+            self._grids[n] = ReaderGrid(self._trees, g["start"], g["num_replicas"],
+                                        g["batch_size"], n, len(self.sources))  # fmt: skip
+        return self._grids[n]
 
     def _step_position(self, step: int) -> int:
         """The first global position of ``step`` (a global batch is consecutive positions)."""
@@ -384,22 +384,13 @@ class ShardedMixtureDataset(IterableDataset):
         first = start if epoch == 0 else max(start, self._end(epoch - 1))
         return range(first, max(first, self._end(epoch)))
 
-    def _count(self, k: int, position: int) -> int:
-        """How many samples of source ``k`` the global stream reads before ``position``."""
-        size = max(64, self._gen["batch_size"] * self._gen["num_replicas"])
-        while True:  # the item number of the first one of k at or after it
-            ks, js = self._mix.sources(np.arange(position, position + size, dtype=np.int64))
-            at = np.flatnonzero(ks == k)
-            if len(at):
-                return int(js[at[0]])
-            position, size = position + size, min(2 * size, 1 << 20)
-
     def _end(self, epoch: int) -> int:
         """until_exhausted: the last step boundary before which source ``k`` reads only its
         passes ``<= epoch``: the same on every rank (a search on the global stream)."""
         if epoch not in self._ends:
-            k, target = self.until_exhausted, (epoch + 1) * self.totals[self.until_exhausted]
-            fits = lambda s: self._count(k, self._step_position(s)) <= target  # noqa: E731
+            k = self.until_exhausted
+            target = (epoch + 1) * self.totals[k] - self._gen["read"][k]  # draws on this grid
+            fits = lambda s: self._grid.total(k, s) <= target  # noqa: E731 (C_k(s), closed form)
             lo = self._gen["start"]  # each epoch's end searched alone: O(log steps) probes
             if not fits(lo):
                 self._ends[epoch] = lo
@@ -455,58 +446,40 @@ class ShardedMixtureDataset(IterableDataset):
         return order[j], offset - starts[j]
 
     def _readers(self) -> int:
-        """Readers per rank: ``num_workers`` as given (or seen by the first ``iter()``), >= 1."""
-        return self._gen["num_workers"] or 1
+        """Readers per rank: ``num_workers`` as given, or as the first loader's workers fixed
+        it (seen here through shared memory); 1 until then."""
+        g = self._gen
+        if g["num_workers"] is None and int(self._in_workers[1]):
+            g["num_workers"] = int(self._in_workers[1])
+        return g["num_workers"] or 1
 
     def counts_at(self, step: int) -> list[list[list[int]]]:
         r"""``[rank][worker][k]``: how many samples of source ``k`` each reader drew before
-        training ``step`` (steps of this topology only), counted from the mixture: ``O(steps ×
-        global batch)`` positions."""
+        training ``step`` (steps of this grid only), in closed form: ``O(readers × depth)`` at
+        any step, nothing replayed."""
         return self._counts(step, range(self._gen["num_replicas"]))
 
     def _counts(self, step: int, ranks: Sequence[int]) -> list[list[list[int]]]:
-        """:meth:`counts_at` of ``ranks`` only (a worker counts its own rank's: O(steps × b)).
-
-        Rank ``r`` at step ``s`` reads the weight tree's window ``s + r`` (MixtureSampler's
-        layout), which rank ``x`` reads at step ``a = s + r - x``: one ``sources()`` call over a
-        step's ``W`` micro-batches gives ``W`` of rank ``r``'s steps (a call costs ``O(W)``
-        whatever its positions), within a stretch of one weight tree (schedule steps cut them)."""
+        """:meth:`counts_at` of ``ranks`` only: each reader's window of every stretch's tree
+        (``mixture_readers.py``), ``c((m + o)·b) - c(o·b)``."""
         step = check_int("step", step, low=self._gen["start"])
-        nw, b, K = self._readers(), self._gen["batch_size"], len(self.sources)
-        W, start = self._gen["num_replicas"], self._gen["start"]
-        out = np.zeros((len(ranks), nw, K), np.int64)
-        cuts = sorted({start, step, *(int(e[0]) for e in _entries(self._weights)
-                                      if start < int(e[0]) < step)})  # fmt: skip
-        for lo, hi in pairwise(cuts):  # one weight tree each
-            for i, r in enumerate(ranks):
-                w = lo + r  # the next window of rank r: its step w - r
-                while w < hi + r:
-                    a = min(w, hi - 1)  # the anchor step: ranks w - a .. of it
-                    n = min(a + W, hi + r) - w  # rank r's steps w - r .. w - r + n - 1
-                    first = int(self._mix.positions(a, w - a)[0])
-                    ks = self._mix.sources(np.arange(first, first + n * b, dtype=np.int64))[0]
-                    readers = np.repeat(np.arange(w - r, w - r + n) % nw, b)  # (n * b,)
-                    out[i] += np.bincount(readers * K + ks, minlength=nw * K).reshape(nw, K)
-                    w += n
-        return out.tolist()
-
-    def _positions(self, steps: np.ndarray | range, rank: int) -> np.ndarray:
-        """The global positions ``rank`` reads at each of ``steps``, ``(steps, b)`` int64: the
-        layout of the first one (``positions()``), the others shifted by a global batch a step
-        (``positions(s) = positions(s0) + (s - s0)·b·W``, the grid's steps laid end to end)."""
-        steps = np.asarray(steps, dtype=np.int64)  # (steps,) at least one
-        m, s0 = self._mix, int(steps[0])
-        shift = (steps - s0) * (m.batch_size * m.num_replicas)  # (steps,)
-        return m.positions(s0, rank)[None, :] + shift[:, None]
+        nw = self._readers()
+        readers = (np.asarray(list(ranks), np.int64)[:, None] * nw + np.arange(nw)).reshape(-1)
+        out = self._grid.counts(step, readers)  # (ranks × nw, K)
+        return out.reshape(len(ranks), nw, len(self.sources)).tolist()
 
     def batch_at(self, step: int) -> list[list[tuple[int, int, int]]]:
         r"""``[rank][slot]``: the ``(source, shard index, offset in the shard)`` every rank reads
-        at training ``step``; no data is read (its readers' counts are counted again)."""
-        counts, nw, W = self.counts_at(step), self._readers(), self._gen["num_replicas"]
+        at training ``step``; no data is read, nothing replayed (its readers' counts in closed
+        form)."""
+        step = check_int("step", step, low=self._gen["start"])
+        nw, W = self._readers(), self._gen["num_replicas"]
+        readers = np.arange(W, dtype=np.int64) * nw + step % nw  # (W,) the step's readers
+        counts = self._grid.counts(step, readers).tolist()  # (W, K)
         out = []
         for r in range(W):
-            c, row = counts[r][step % nw], []
-            for k in self._mix.sources(self._mix.positions(step, r))[0].tolist():
+            c, row = counts[r], []
+            for k in self._grid.sources(r, [step])[0].tolist():
                 p, o, _ = self._draw(k, r * nw + step % nw, W * nw, c[k])
                 row.append((k, *self._where(k, p, o)))
                 c[k] += 1
@@ -563,16 +536,29 @@ class ShardedMixtureDataset(IterableDataset):
         ``num_workers=0`` the main process reads every reader's steps, in step order."""
         num_workers = check_int("num_workers", num_workers, low=0)
         worker = check_int("worker", worker, low=0, high=max(0, num_workers - 1))
-        g = self._gen
-        if g["num_workers"] is None:
-            g["num_workers"] = max(1, num_workers)
-        nw = g["num_workers"]
+        g, looked = self._gen, int(self._in_workers[2])
+        if g["num_workers"] is None and num_workers and not int(self._in_workers[1]):
+            # the first loader's workers fix the readers; a look in the main process before
+            # them, in this epoch, is only a look (the loader reads the epoch from its start)
+            if looked and looked - 1 < self.epoch:
+                raise ValueError(
+                    f"num_workers should be given to {type(self).__name__}(num_workers="
+                    f"{num_workers}): the main process read epoch {looked - 1} as one reader a "
+                    f"rank, and this DataLoader's {num_workers} workers would read the run as "
+                    f"{num_workers} readers; pass num_workers={num_workers} to the dataset (the "
+                    "main process then reads what the workers would), or build a new dataset"
+                )
+            g["num_workers"] = num_workers
+        nw = self._readers()
         if num_workers not in (0, nw):
             raise ValueError(
                 f"num_workers should be {nw} (this run's readers per rank), or 0, but the "
-                f"DataLoader has num_workers={num_workers}: to change it, resume every worker's "
-                "state of one rank at once (load_state_dict(loader_dataset_states(loader_state)))"
+                f"DataLoader has num_workers={num_workers}: pass num_workers={num_workers} to a new "
+                f"{type(self).__name__}, or, to change it mid-run, resume every worker's state of "
+                "one rank at once (load_state_dict(loader_dataset_states(loader_state)))"
             )
+        if not num_workers and g["num_workers"] is None:  # a look, before the readers are known
+            self._in_workers[2] = max(looked, self.epoch + 1)
         steps, loaded, self._loaded = self._steps(self.epoch), self._loaded, None
         if loaded is not None and loaded["epoch"] != self.epoch:
             loaded = None
@@ -608,9 +594,9 @@ class ShardedMixtureDataset(IterableDataset):
                 at = self._counts(min(step, max(steps.stop, g["start"])), [self.rank])[0]
                 counts = [at[q] for q in readers]
         if num_workers:
-            self._in_workers[0] = self.epoch + 1
-        else:
-            self._begin = (self.epoch, step, slot)
+            self._in_workers[0], self._in_workers[1] = self.epoch + 1, nw
+        else:  # the main process's place is its own again
+            self._in_workers[0], self._begin = 0, (self.epoch, step, slot)
         self._progress = {"worker": worker, "num_workers": num_workers, "readers": readers,
                           "step": step, "slot": slot, "counts": counts}  # fmt: skip
         return self._read(nw, steps.stop, self._progress)
@@ -618,11 +604,11 @@ class ShardedMixtureDataset(IterableDataset):
     def _step_sources(self, first: int, stop: int, inc: int) -> Iterator[tuple[range, list[int]]]:
         """``(block, sources)`` of steps ``first, first + inc, ...``: a block of steps and this
         rank's micro-batch sources at each, laid end to end (``len(block) × b``); one
-        ``sources()`` call per block, blocks doubling from 1 to 1024 steps."""
+        routing per block, blocks doubling from 1 to 1024 steps."""
         s, size = first, 1
         while s < stop:
             block = range(s, min(stop, s + size * inc), inc)
-            yield block, self._mix.sources(self._positions(block, self.rank))[0].tolist()
+            yield block, self._grid.sources(self.rank, block).reshape(-1).tolist()
             s, size = block[-1] + inc, min(2 * size, 1024)
 
     def _read(self, nw: int, stop: int, progress: dict[str, Any]) -> Iterator[Any]:
@@ -718,7 +704,7 @@ class ShardedMixtureDataset(IterableDataset):
         """This rank's ``readers``' counts per source at ``(step, slot)``, from the mixture."""
         nw, at = self._readers(), self._counts(step, [self.rank])[0]
         if slot:  # the slots of the step read so far: its reader's draws in it
-            ks = self._mix.sources(self._mix.positions(step, self.rank))[0][:slot]
+            ks = self._grid.sources(self.rank, [step])[0][:slot]
             at[step % nw] = (
                 np.array(at[step % nw]) + np.bincount(ks, minlength=len(self.sources))
             ).tolist()
@@ -740,6 +726,9 @@ class ShardedMixtureDataset(IterableDataset):
                 plain DataLoader (whose workers read ahead): the place is counted from it.
         """
         g, p, b = self._gen, self._progress, self._gen["batch_size"]
+        # workers read this epoch after the main process's latest iter() (if any): its own
+        # progress is not the loop's place
+        behind = (p is None or not p["num_workers"]) and int(self._in_workers[0]) == self.epoch + 1
         # a worker's place is its progress (every batch, under StatefulDataLoader): no search
         steps = self._steps(self.epoch) if consumed is not None or p is None else None
         if consumed is not None:
@@ -747,37 +736,40 @@ class ShardedMixtureDataset(IterableDataset):
                 self._begin if self._begin[0] == self.epoch else (self.epoch, steps.start, 0)
             )
             p = self._progress
-            if p is not None and p["num_workers"] == 0 and self._begin[0] == self.epoch:
+            if p is not None and not p["num_workers"] and self._begin[0] == self.epoch and not behind:
                 out = (p["step"] - step) * b + p["slot"] - slot  # what this process's iter() gave
                 consumed = check_consumed(consumed, out, f"the latest iter() handed out {out}")
             left = (steps.stop - step) * b - slot
             consumed = check_int("consumed", consumed, low=0, high=max(0, left))
             step, slot = step + (slot + consumed) // b, (slot + consumed) % b
             p = self._main_state(step, slot)
+        elif behind:
+            raise RuntimeError(
+                "state_dict() was called in the main process, but DataLoader workers "
+                f"(num_workers={int(self._in_workers[1])}) read this epoch ({self.epoch})"
+                + (" after this process's own iter()" if p is not None else "")
+                + ": resume through torchdata's StatefulDataLoader (it asks every worker), or "
+                "pass consumed= (the samples the loop used)"
+            )
         elif p is None:
-            if int(self._in_workers[0]) == self.epoch + 1:
-                raise RuntimeError(
-                    "state_dict() was called in the main process, but DataLoader workers read this "
-                    f"epoch ({self.epoch}): resume through torchdata's StatefulDataLoader (it asks "
-                    "every worker), or pass consumed= (the samples the loop used)"
-                )
             p = self._main_state(max(steps.start, g["start"]), 0)
         step, slot = p["step"], p["slot"]
         if slot == b:  # a whole step: the next one this worker reads
             step, slot = step + (1 if len(p["readers"]) == self._readers() else self._readers()), 0
-        return {"kind": type(self).__name__, "version": 2, **self._identity,
+        return {"kind": type(self).__name__, "version": 3, **self._identity,
                 "sources": [dict(f) for f in self._identity["sources"]], "epoch": self.epoch,
                 "rank": self.rank,
                 "generation": {**g, "lead": [[list(x) for x in lead] for lead in g["lead"]],
                                "first": list(g["first"])},
                 "worker": p["worker"], "num_workers": p["num_workers"], "readers": list(p["readers"]),
-                "step": step, "slot": slot, "counts": [list(c) for c in p["counts"]]}  # fmt: skip
+                "step": step, "slot": slot, "counts": [list(c) for c in p["counts"]],
+                "past": self.mixture._past(step, slot > 0)}  # fmt: skip
 
     def _checked(self, state: object) -> dict[str, Any]:
         keys = ("kind", "version", *self._identity, "epoch", "rank", "generation", "worker",
-                "num_workers", "readers", "step", "slot", "counts")  # fmt: skip
+                "num_workers", "readers", "step", "slot", "counts", "past")  # fmt: skip
         if not isinstance(state, dict) or any(k not in state for k in keys) or (
-            state["kind"], state["version"]) != (type(self).__name__, 2):  # fmt: skip
+            state["kind"], state["version"]) != (type(self).__name__, 3):  # fmt: skip
             raise ValueError(
                 f"state should be a {type(self).__name__} state_dict(), but got {state!r}"
             )
@@ -792,6 +784,8 @@ class ShardedMixtureDataset(IterableDataset):
                     f"state does not match this dataset: {name} was {state[name]!r} when saved, "
                     f"but is {now!r} now{hint}"
                 )
+        # the weights read before the saved step are these weights' (a later change is welcome)
+        self.mixture._check_past(state["past"], state["step"], state["slot"] > 0)
         return state
 
     def load_state_dict(self, state: dict[str, Any] | list[dict[str, Any]]) -> None:
@@ -889,31 +883,18 @@ class ShardedMixtureDataset(IterableDataset):
                     pieces.append([P, x + base, y + base])
             lead.append(_merge(pieces))
             first.append(new_first)
-        mixture = g["mixture"]
-        if (W, b) != (self.num_replicas, self.batch_size):
-            mixture = self._mixture_at(S)
+        drawn = np.asarray(counts, np.int64).reshape(-1, len(self.sources)).sum(0)  # (K,) C_k(S)
+        read = [int(x) + int(y) for x, y in zip(g["read"], drawn)]
+        origin = g["origin"] + (S - g["start"]) * W * b
         before = (g["before"] if g.get("epoch") == self.epoch else 0) + (
             S - self._steps(self.epoch).start
         ) * b
-        self._set_generation({"start": S, "before": before, "epoch": self.epoch,
-                              "num_workers": self._declared, "mixture": mixture, "lead": lead,
+        self._set_generation({"start": S, "origin": origin, "before": before, "epoch": self.epoch,
+                              "num_workers": self._declared, "read": read, "lead": lead,
                               "first": first, "num_replicas": self.num_replicas,
                               "batch_size": self.batch_size})  # fmt: skip
         self._loaded, self._progress = None, None
         self._begin = (self.epoch, S, 0)
-
-    def _mixture_at(self, step: int) -> dict[str, Any]:
-        """The mixture's own state at ``step`` of this grid (its elastic resume's input)."""
-        g = self._gen
-        B, L = g["batch_size"] * g["num_replicas"], self.mixture.epoch_length
-        # the mixture's epoch e holding the step's first position p = origin + (step - start)·B:
-        # e·L <= p, so e's first step (the first at e·L or past it) is this step or an earlier one
-        epoch = self._step_position(step) // L
-        first = g["start"] + max(0, -(-(epoch * L - self._origin) // B))  # (e·L - origin) / B, up
-        mix = self._grid_mixture(g, g["num_replicas"], g["batch_size"])
-        mix.set_epoch(epoch)
-        deque(islice(iter(mix), (step - first) * g["batch_size"]), maxlen=0)  # read to the step
-        return mix.state_dict()
 
     def __repr__(self) -> str:
         return (

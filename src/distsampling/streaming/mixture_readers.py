@@ -1,0 +1,161 @@
+r"""Which reader draws which source, and which run of a pass it reads: ShardedMixtureDataset's grid.
+
+*Readers* are ranks × workers: ``W`` ranks, ``n`` readers a rank (the loader's ``num_workers``,
+at least 1), ``R = W·n``. Step ``s`` of rank ``r`` is read by its reader ``ρ = s mod n`` (worker
+``w`` of a loader yields every ``n``-th step), reader ``q = r·n + ρ``.
+
+Which source: every reader reads a window of the weight tree (``mixing/tree.py``). Reader ``q``
+reads, at its ``m``-th own step of a tree's stretch, tree positions ``[(m + o_q)·b, (m + o_q +
+1)·b)`` with ``o_q = ρ·W + r``. So
+
+- a reader's reads are the tree's window ``[o_q·b, o_q·b + M)``: on every prefix each source is
+  within ``β_k < 4`` of its share (``mixing/tree.py``), whatever ``W``, ``b``, ``n`` and the
+  weights' periods; its count of source ``k`` after ``m`` own steps is the closed form
+  ``c_k((m + o_q)·b) - c_k(o_q·b)``, ``O(depth)``, at any step;
+- the readers' spread (``max - min`` of their counts of ``k`` at a step) is less than
+  ``⌈b·w_k⌉ + 2·β_k`` a stretch (their own steps differ by one at most), at any step: it does
+  not grow with the steps;
+- step ``s``'s ``W`` micro-batches are the tree's windows ``m + ρ·W + r``, ``r < W``: consecutive,
+  so every global batch is within ``β_k`` of ``B·w_k``;
+- with one reader a rank (``n = 1``), rank ``r`` at step ``s`` reads window ``s + r``:
+  ``MixtureSampler(..., layout="per_rank")``'s sources, position by position.
+
+A schedule ``[(0, w), (s1, w1), ...]`` starts a new tree at step ``s1`` (each reader at its own
+step 0 of the new stretch), as does a new grid (an elastic resume) at its first step.
+
+Which sample: pass ``P`` of source ``k`` (``T`` samples, shards in an order drawn from ``(seed,
+k, P)``) is cut into ``R`` contiguous segments; reader ``q`` reads segment ``(q + P) mod R``.
+Its ``c``-th draw of ``k`` is the virtual position ``x = ⌊T·q/R⌋ + c`` of the passes laid end to
+end (after its part of what an earlier grid left unread, the *lead*)::
+
+    v = ⌈(x + 1)·R / T⌉ - 1,   pass P = v - q,   offset ⌊T·(v mod R)/R⌋ + x - ⌊T·v/R⌋
+
+A reader thus reads one run of consecutive samples a pass (one open shard a source).
+
+The overlap at a pass boundary, bounded. Reader ``q`` has finished pass ``P`` once its count
+``c_q >= E_q(P) = ⌊T(q+P+1)/R⌋ - ⌊Tq/R⌋`` (``|E_q(P) - (P+1)·T/R| < 1``). While some reader
+``q0`` has not, any reader ``q`` has read ``c_q - E_q(P) <= c_q - c_q0`` samples past ``P``: at
+most the spread ``D``. So while a pass is unfinished, at most ``(R - 1)·D`` samples of later
+passes are read, ``D < ⌈b·w_k⌉ + 2·β_k`` (a stretch): bounded at every step, whatever ``W``,
+``b``, ``n`` and the weights.
+
+References:
+    distsampling/mixing/tree.py (the weight tree: c_k, its inverse, its bound)
+    distsampling/mixing/layout.py (the per-rank layout: every rank a window of the tree)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..mixing.tree import _count, _counts, _integer_mix, _route
+
+__all__: list[str] = []
+
+
+def schedule_trees(schedule: Sequence[tuple[int, Sequence[Fraction]]]) -> list[tuple[int, Any]]:
+    """``[(step, tree)]`` of a schedule of exact shares (``MixtureSampler.schedule``): the
+    weight tree of each entry, as the mixture builds it (the same integer weights)."""
+    out = []
+    for step, shares in schedule:
+        mix = (tuple(x.numerator for x in shares), tuple(x.denominator for x in shares))
+        out.append((step, _integer_mix(mix)[1]))
+    return out
+
+
+def own_steps(lo: Any, s: Any, rho: Any, n: int) -> Any:
+    """How many steps ``t`` in ``[lo, s)`` reader ``ρ`` of ``n`` reads (``t ≡ ρ mod n``): ints
+    or arrays, ``s >= lo``. ``⌈(s - ρ)/n⌉ - ⌈(lo - ρ)/n⌉``."""
+    return (s - rho + n - 1) // n - (lo - rho + n - 1) // n
+
+
+class ReaderGrid:
+    r"""One grid's readers from its first step ``start``: which source each reader draws at
+    each step, and how many of each it drew before any step, in closed form.
+
+    Args:
+        trees: ``[(step, tree)]`` of the schedule (:func:`schedule_trees`).
+        start: the grid's first training step (0, or the step of an elastic resume).
+        num_replicas: ``W``; batch_size: ``b``; readers: ``n`` readers a rank.
+        K: the number of sources.
+
+    Examples:
+        >>> from fractions import Fraction as F
+        >>> g = ReaderGrid(schedule_trees([(0, [F(1, 2), F(1, 2)])]), 0, 2, 2, 1, 2)
+        >>> g.sources(0, range(3)).tolist(), g.sources(1, range(3)).tolist()
+        ([[0, 1], [0, 1], [0, 1]], [[0, 1], [0, 1], [0, 1]])
+        >>> g.counts(3, [0, 1]).tolist()  # (readers, K) before step 3
+        [[3, 3], [3, 3]]
+    """
+
+    def __init__(self, trees: list[tuple[int, Any]], start: int, num_replicas: int,
+                 batch_size: int, readers: int, K: int) -> None:  # fmt: skip
+        self.W, self.b, self.n, self.K, self.start = num_replicas, batch_size, readers, K, start
+        first = max(i for i, (s, _) in enumerate(trees) if s <= start)
+        # the stretches (lo, hi, tree) from the grid's first step: a tree each
+        los = [start] + [s for s, _ in trees[first + 1 :]]
+        his = los[1:] + [None]
+        self.pieces = [(lo, hi, t) for lo, hi, (_, t) in zip(los, his, trees[first:])]
+
+    def _piece(self, step: int) -> int:
+        """The stretch holding ``step`` (the last that starts at or before it)."""
+        return max(i for i, (lo, _, _) in enumerate(self.pieces) if lo <= step)
+
+    def offsets(self, readers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(ρ, o_q)`` of readers ``q = r·n + ρ``: each one's window offset ``o_q = ρ·W + r``."""
+        rho = readers % self.n
+        return rho, rho * self.W + readers // self.n
+
+    def counts(self, step: int, readers: Sequence[int] | np.ndarray) -> np.ndarray:
+        """``(len(readers), K)``: each reader's draws of every source before ``step``, a
+        stretch at a time: ``c((m + o)·b) - c(o·b)``, ``m`` its own steps in the stretch."""
+        q = np.asarray(readers, np.int64).reshape(-1)
+        rho, o = self.offsets(q)  # (Q,) each
+        out = np.zeros((len(q), self.K), np.int64)
+        for lo, hi, tree in self.pieces:
+            if lo >= step:
+                break
+            m = own_steps(lo, step if hi is None else min(step, hi), rho, self.n)  # (Q,)
+            c = _counts(tree, np.concatenate([(m + o) * self.b, o * self.b]), self.K)  # (2Q, K)
+            out += c[: len(q)] - c[len(q) :]
+        return out
+
+    def total(self, k: int, step: int) -> int:
+        """``C_k(step)``: every reader's draws of source ``k`` before ``step``, down its path."""
+        q = np.arange(self.W * self.n, dtype=np.int64)
+        rho, o = self.offsets(q)
+        out = 0
+        for lo, hi, tree in self.pieces:
+            if lo >= step:
+                break
+            m = own_steps(lo, step if hi is None else min(step, hi), rho, self.n)
+            out += int((_count(tree, k, (m + o) * self.b) - _count(tree, k, o * self.b)).sum())
+        return out
+
+    def weighs(self, k: int, step: int) -> bool:
+        """Whether source ``k`` is drawn at all from ``step`` on (a positive weight after it)."""
+        return any(k in t.paths for lo, hi, t in self.pieces if hi is None or hi > step)
+
+    def positions(self, rank: int, steps: Sequence[int] | np.ndarray) -> tuple[list, np.ndarray]:
+        """Tree positions ``rank`` reads at each of ``steps`` (increasing), ``(steps, b)``, and
+        the stretch of each step."""
+        s = np.asarray(steps, np.int64).reshape(-1)
+        los = np.array([lo for lo, _, _ in self.pieces], np.int64)
+        piece = np.searchsorted(los, s, side="right") - 1  # (S,)
+        rho = s % self.n
+        m = own_steps(los[piece], s, rho, self.n)  # (S,) its own steps in the stretch before s
+        t = m + rho * self.W + rank  # (S,) the window
+        return piece, t[:, None] * self.b + np.arange(self.b)  # (S,) (S, b)
+
+    def sources(self, rank: int, steps: Sequence[int] | np.ndarray) -> np.ndarray:
+        """``(len(steps), b)``: the source of each slot ``rank`` reads at each of ``steps``."""
+        piece, u = self.positions(rank, steps)
+        out = np.empty(u.shape, np.int64)
+        for p in np.unique(piece).tolist():
+            at = piece == p
+            out[at] = _route(self.pieces[p][2], u[at].reshape(-1))[0].reshape(-1, self.b)
+        return out
