@@ -8,6 +8,7 @@ docs/tutorials/properties.md includes the very same files, so the page cannot go
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 import types
 from pathlib import Path
@@ -58,26 +59,49 @@ def patched_module(diff: str) -> tuple[types.ModuleType, types.ModuleType]:
     return original, _fresh_copy(original, source.replace(old + "\n", new + "\n"))
 
 
+def _package_imports(module: types.ModuleType) -> set[str]:
+    """The top-level modules of the package that ``module``'s source imports (``from .x import``,
+    ``from . import x, y``), as ``distsampling.x``."""
+    source = Path(module.__file__).read_text()
+    found = set(re.findall(r"^from \.(\w+) import", source, re.M))
+    for names in re.findall(r"^from \. import ([\w, ]+)", source, re.M):
+        found |= {n.strip() for n in names.split(",")}
+    return {f"distsampling.{name}" for name in found}
+
+
 def copies_for(
-    tests: types.ModuleType, original: types.ModuleType, copy: types.ModuleType
+    tests: types.ModuleType,
+    original: types.ModuleType,
+    copy: types.ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> dict[str, object]:
     """Name -> buggy object, for every name of the test module that comes from the patched
-    module, or from a module of the package that imports from it (a sampler calling the
-    arithmetic of its helper): that module is executed again over the buggy copy."""
-    stem = original.__name__.rsplit(".", 1)[1]
+    module, or from a top-level module of the package that imports from it, directly or through
+    another (a sampler calling the arithmetic of its helper; an exported class over its
+    reference class): each is executed again, in import order, over the buggy copies."""
+    package = importlib.import_module("distsampling")
+    top = {
+        n: m for n, m in sys.modules.items()
+        if n.startswith("distsampling.") and n.count(".") == 1 and getattr(m, "__file__", None)
+    }  # fmt: skip
+    top[original.__name__] = original  # sys.modules holds its buggy copy already
+    imports = {n: _package_imports(m) for n, m in top.items()}
+    pending, changed = set(), True
+    while changed:  # every module that depends on the patched one, through any chain
+        found = {n for n, deps in imports.items() if deps & (pending | {original.__name__})}
+        changed, pending = not found <= pending, pending | found
     rebuilt = {original.__name__: copy}
+    monkeypatch.setattr(package, original.__name__.rsplit(".", 1)[1], copy)
+    while pending:  # a module once everything it imports of the pending ones is rebuilt
+        name = min(n for n in pending if not imports[n] & pending)
+        rebuilt[name] = _fresh_copy(top[name], Path(top[name].__file__).read_text())
+        monkeypatch.setitem(sys.modules, name, rebuilt[name])
+        monkeypatch.setattr(package, name.rsplit(".", 1)[1], rebuilt[name])
+        pending.discard(name)
     out = {}
     for name, value in vars(tests).items():
         home = getattr(value, "__module__", None)
-        if not isinstance(home, str) or not home.startswith("distsampling."):
-            continue
-        module = original if home == original.__name__ else sys.modules[home]
-        if home not in rebuilt:
-            source = Path(module.__file__).read_text()
-            if f"from .{stem} import" not in source:
-                continue
-            rebuilt[home] = _fresh_copy(module, source)
-        if getattr(module, name, None) is value:
+        if home in rebuilt and getattr(top.get(home, original), name, None) is value:
             out[name] = getattr(rebuilt[home], name)
     return out
 
@@ -101,7 +125,7 @@ def failure_report(bug: str, monkeypatch: pytest.MonkeyPatch) -> str:
     # modules executed again import the buggy copy; the property (and its helpers) see the bug
     # wherever they used the module's names, or the names of a module built on it
     monkeypatch.setitem(sys.modules, original.__name__, copy)
-    for name, value in copies_for(tests, original, copy).items():
+    for name, value in copies_for(tests, original, copy, monkeypatch).items():
         monkeypatch.setattr(tests, name, value)
     prop = getattr(tests, property_name)
     # derandomized whatever the profile: the same shrunk example on every run (restored after)

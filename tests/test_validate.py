@@ -26,8 +26,22 @@ from distsampling._checks import (
     resolve_world,
 )
 from distsampling.guards import FrameworkWarning
-from strategies import epochs, integer_bounds, seeds, tagged_bools, tagged_integers, world_sizes
+from strategies import (
+    batch_sizes,
+    dataset_lengths,
+    epochs,
+    flags,
+    integer_bounds,
+    labelled_datasets,
+    sampler_args,
+    seeds,
+    tagged_bools,
+    tagged_integers,
+    windowed_args,
+    world_sizes,
+)
 
+TESTS = str(__import__("pathlib").Path(__file__).resolve().parent)
 NAMES = st.sampled_from(["num_replicas", "batch_size", "epoch", "x"])
 
 
@@ -488,7 +502,10 @@ def test_under_accelerates_prepared_loader_every_share_raises_before_a_batch_and
 
     errors: list[str] = []
     assert heard(lambda: errors.extend(two_passes())) == []
-    assert len(errors) == (0 if entry.kind == "global" else 2), errors
+    # a reference row (the copy a reader takes, unguarded) reads silently: what the guard is for
+    assert len(errors) == (
+        0 if entry.kind == "global" or getattr(entry, "reference", None) else 2
+    ), errors
     share = _OUTERMOST_SHARE.get(name, name)  # what refuses: the outermost object with a share
     words = f"{share} already holds one rank's share (of num_replicas=2), and accelerate's"
     assert all(e.startswith(words) for e in errors), errors
@@ -1083,7 +1100,7 @@ def test_a_wrapper_that_keeps_its_process_count_in_its_state_is_read_from_there(
     )
 
 
-# --- a pass of our DistributedSampler holds its dataset's epoch ----------------------------------
+# --- a pass of our DistributedSampler: its indices carry its dataset's epoch -----------------------
 
 
 def _epoch_datasets(kind: str):
@@ -1114,14 +1131,15 @@ def _epoch_datasets(kind: str):
     kind=st.sampled_from(["windows", "draws"]), world=world_sizes, seed=seeds,
     epochs=st.tuples(epochs, epochs), data=st.data(),
 )  # fmt: skip
-def test_a_set_epoch_while_a_pass_of_our_sampler_is_read_waits_for_the_pass_to_end(
+def test_a_set_epoch_while_a_pass_of_our_sampler_is_read_is_the_next_passs_and_holds_nothing(
     kind, world, seed, epochs, data
 ):
     """Invariant: split by our DistributedSampler, a dataset with an epoch of its own
     (SequentialWindowedDataset, DatasetFromSampler) reads, for a whole pass, the items of the
-    epoch set when the pass began (``iter()``), whatever ``set_epoch`` says while the pass is
-    read; the latest epoch applies once the pass is over, and the next pass reads it. A pass
-    of torch's sampler holds nothing: a ``set_epoch`` during it moves the items at once."""
+    epoch set when the pass began (``iter()``: each index carries it), whatever ``set_epoch``
+    says while the pass is read; the dataset is at the latest epoch at once (nothing waits for
+    the pass), and the next pass reads it. A pass of torch's sampler carries nothing: a
+    ``set_epoch`` during it moves the items at once."""
     from distsampling import DistributedSampler
 
     (first, late), (make, items) = epochs, _epoch_datasets(kind)
@@ -1129,20 +1147,16 @@ def test_a_set_epoch_while_a_pass_of_our_sampler_is_read_waits_for_the_pass_to_e
     dataset = make()
     sampler = DistributedSampler(dataset, world, rank, seed=seed)
     sampler.set_epoch(first)  # ours sets its dataset's epoch too
-    scope = {"sampler": sampler}  # begun by code whose globals hold no __name__, as exec runs it
-    exec("positions = iter(sampler)", scope)
-    positions = scope.pop("positions")
+    positions = iter(sampler)
     k = data.draw(st.integers(0, len(sampler)), label="read before the late set_epoch")
     read = [dataset[next(positions)] for _ in range(k)]
     sampler.set_epoch(late)
+    assert dataset.epoch == late
+    assert [dataset[i] for i in range(len(dataset))] == items(late)  # at once: nothing held
     read += [dataset[i] for i in positions]
     plan = torch.utils.data.DistributedSampler(range(len(dataset)), world, rank, seed=seed)
     plan.set_epoch(first)
     assert read == [items(first)[i] for i in plan]
-    assert dataset.epoch == late
-    assert [dataset[i] for i in range(len(dataset))] == items(first)  # held: the pass is read
-    del positions  # the pass is over: the late epoch applies
-    assert [dataset[i] for i in range(len(dataset))] == items(late)
     plan.set_epoch(late)
     assert [dataset[i] for i in sampler] == [items(late)[i] for i in plan]
     theirs = torch.utils.data.DistributedSampler(dataset, world, rank, seed=seed)
@@ -1155,16 +1169,13 @@ def test_a_set_epoch_while_a_pass_of_our_sampler_is_read_waits_for_the_pass_to_e
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("kind", ["windows", "draws"])
 @pytest.mark.parametrize("loader_class", ["DataLoader", "StatefulDataLoader"])
-def test_the_hold_lasts_while_the_loaders_iterator_lives_past_the_samplers_end(
+def test_through_a_loader_a_late_set_epoch_leaves_the_pass_its_epoch_and_moves_the_dataset_at_once(
     loader_class, kind, workers
 ):
-    """Invariant: read through torch's DataLoader or torchdata's StatefulDataLoader, a pass of
-    our DistributedSampler holds its dataset's epoch while the loader's iterator lives, not
-    only while the sampler's does (the loader is done with the sampler's before the pass's last
-    batches are read: workers fetch ahead): after a ``set_epoch`` made after the first batch,
-    the pass reads its epoch whole, the dataset still reads it once the loader is exhausted,
-    and the late epoch applies once the loader's iterator is gone (with the loader, for a
-    StatefulDataLoader, which keeps its iterator for its ``state_dict``)."""
+    """Invariant: read through torch's DataLoader or torchdata's StatefulDataLoader (in the main
+    process or in workers, which fetch ahead), after a ``set_epoch`` made after the first batch
+    the pass reads its epoch whole, and the dataset reads the late epoch at once, while the
+    loader's iterator still lives: no object is kept for the pass."""
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     from distsampling import DistributedSampler
@@ -1178,31 +1189,123 @@ def test_the_hold_lasts_while_the_loaders_iterator_lives_past_the_samplers_end(
     batches = iter(loader)
     read = next(batches).tolist()
     sampler.set_epoch(2)  # late: after the first batch
+    assert [dataset[i] for i in range(len(dataset))] == items(2)  # at once
     read += [i for batch in batches for i in batch.tolist()]
     plan = torch.utils.data.DistributedSampler(range(len(dataset)), 1, 0, seed=2)
     plan.set_epoch(1)
     assert read == [items(1)[i] for i in plan]
-    assert [dataset[i] for i in range(len(dataset))] == items(1)  # the loader's iterator lives
-    del batches
-    if loader_class == "StatefulDataLoader":  # it keeps its iterator, for its state_dict
-        assert [dataset[i] for i in range(len(dataset))] == items(1)
-        del loader
-    assert [dataset[i] for i in range(len(dataset))] == items(2)
+    plan.set_epoch(2)
+    assert [i for batch in loader for i in batch.tolist()] == [items(2)[i] for i in plan]
 
 
 @pytest.mark.parametrize("kind", ["windows", "draws"])
-def test_the_epoch_waits_until_every_pass_of_ours_being_read_is_over(kind):
+def test_two_passes_read_at_once_each_read_the_epoch_it_began_with(kind):
     """Invariant: with two passes of our DistributedSampler read at once (a peek, then the
-    loop), a ``set_epoch`` waits until both are over, not the first to end."""
+    loop after a ``set_epoch``), each reads the epoch set when it began."""
     from distsampling import DistributedSampler
 
     make, items = _epoch_datasets(kind)
     dataset = make()
     sampler = DistributedSampler(dataset, 1, 0, shuffle=False)
     sampler.set_epoch(1)
-    peek, loop = iter(sampler), iter(sampler)
+    peek = iter(sampler)
     sampler.set_epoch(2)
-    del peek
-    assert [dataset[i] for i in loop] == items(1)  # the loop's pass is still read
-    del loop
-    assert [dataset[i] for i in range(len(dataset))] == items(2)
+    loop = iter(sampler)
+    assert [dataset[i] for i in loop] == items(2)
+    assert [dataset[i] for i in peek] == items(1)
+
+
+# --- accelerate's DataLoaderDispatcher, on 2 real processes --------------------------------------
+
+
+def dispatcher_rank() -> list[str]:
+    """On each rank of a live group of 2: our DistributedSampler's loader prepared by
+    ``Accelerator.prepare`` with ``dispatch_batches=True`` (a ``DataLoaderDispatcher``, which
+    reads batches on process 0 only and broadcasts them), iterated for 2 epochs: what each
+    epoch's ``iter()`` raised (its first words), or the batches it read."""
+    from accelerate import Accelerator
+    from accelerate.utils import DataLoaderConfiguration
+    from torch.utils.data import DataLoader
+
+    import distsampling as ds
+
+    config = DataLoaderConfiguration(dispatch_batches=True)
+    accelerator = Accelerator(cpu=True, dataloader_config=config)
+    assert accelerator.num_processes == 2
+    sampler = ds.DistributedSampler(range(16), seed=0)  # world and rank from the group
+    prepared = accelerator.prepare(DataLoader(range(16), batch_size=2, sampler=sampler))
+    out = [type(prepared).__name__]
+    for _ in range(2):
+        try:
+            out.append(str([b.tolist() for b in prepared]))
+        except RuntimeError as e:
+            out.append(str(e).split(":")[0])
+    return out
+
+
+@pytest.mark.multiprocess
+@pytest.mark.xdist_group("worlds")
+@pytest.mark.timeout(300)
+def test_under_accelerates_dispatcher_every_process_raises_in_set_epoch_and_none_waits():
+    """Invariant: on 2 real processes, a share prepared by ``Accelerator.prepare`` with
+    ``dispatch_batches=True`` (``DataLoaderDispatcher``: only process 0 reads the loader)
+    raises on every process in every epoch, before a batch: the dispatcher calls our
+    ``set_epoch`` on every process first, where the guard refuses, so no process waits in the
+    broadcast for one that raised (the run ends within its timeout)."""
+    pytest.importorskip("accelerate")
+    from distsampling import run_world
+
+    ranks = run_world("test_validate:dispatcher_rank", 2, timeout=240, pythonpath=[TESTS])
+    refused = (
+        "DistributedSampler already holds one rank's share (of num_replicas=2), and "
+        "accelerate's DataLoaderDispatcher would read it on process 0 only and split its "
+        "batches over 2 processes"
+    )
+    assert ranks == [["DataLoaderDispatcher", refused, refused]] * 2
+
+
+# --- the exported classes are their reference classes, with guards over them ------------------
+
+
+@given(
+    n=dataset_lengths, args=sampler_args(), epoch=epochs, size=batch_sizes, drop=flags,
+    windows=windowed_args(), data=labelled_datasets(),
+)  # fmt: skip
+def test_outside_any_framework_each_exported_class_yields_exactly_its_reference_classs_indices(
+    n, args, epoch, size, drop, windows, data
+):
+    """Invariant: outside any framework, for any arguments and epoch, each class distsampling
+    exports (a guarded subclass of the same name) yields exactly what its reference class
+    (distributed.py, batch.py, windowed.py, wrapper.py) yields, and reads the same items: the
+    guards add refusals and the epoch an index carries, never another index."""
+    import distsampling as ds
+    from distsampling import batch, distributed, windowed, wrapper
+
+    def read(cls_split, cls_batch, cls_windows, cls_wrapper, cls_from):
+        split = cls_split(range(n), **args)
+        win = cls_windows(**windows)
+        over_windows = cls_split(win, **args)
+        inner = ds.WeightedBalanceClassSampler(**data, seed=3)
+        wrapped = cls_wrapper(inner, **args)
+        draws = cls_from(ds.WeightedBalanceClassSampler(**data, seed=3))
+        over_draws = cls_split(draws, **args)
+        for s in (split, over_windows, wrapped, over_draws):
+            s.set_epoch(epoch)
+        for d in (win, draws):  # the reference sampler sets no dataset's epoch: set both
+            d.set_epoch(epoch)
+        return (
+            list(split), list(cls_batch(split, size, drop)), [win[i] for i in over_windows],
+            list(wrapped), [draws[i] for i in over_draws],
+            [type(o).__name__ for o in (split, win, wrapped, draws)],
+        )  # fmt: skip
+
+    exported = read(ds.DistributedSampler, ds.BatchSampler, ds.SequentialWindowedDataset,
+                    ds.DistributedSamplerWrapper, ds.DatasetFromSampler)  # fmt: skip
+    reference = read(distributed.DistributedSampler, batch.BatchSampler,
+                     windowed.SequentialWindowedDataset, wrapper.DistributedSamplerWrapper,
+                     wrapper.DatasetFromSampler)  # fmt: skip
+    assert exported == reference
+    assert (
+        ds.WeightedBalanceClassSampler
+        is __import__("distsampling.weighted").weighted.WeightedBalanceClassSampler
+    )

@@ -25,7 +25,7 @@ from distsampling import (
     WeightedBalanceClassSampler,
     index_tensor,
 )
-import distsampling.wrapper as wrapper_module
+from distsampling.wrapper import DatasetFromSampler as ReferenceDatasetFromSampler
 from strategies import (
     GENERATOR_SEED_HIGH,
     GENERATOR_SEED_LOW,
@@ -189,7 +189,7 @@ def test_is_a_torch_distributed_sampler_with_torchs_attributes_over_the_inner_ep
         for name in set(vars(theirs)) - {"dataset"}:
             mine, torchs = getattr(ours, name), getattr(theirs, name)
             assert (type(mine), mine) == (type(torchs), torchs), name
-        assert isinstance(ours.dataset, wrapper_module.DatasetFromSampler)  # the reference's
+        assert isinstance(ours.dataset, ReferenceDatasetFromSampler)  # the reference's
         assert ours.dataset.sampler is inner
         assert ours.dataset.indices.tolist() == list(inner) and len(ours) == ours.num_samples
 

@@ -11,7 +11,7 @@ loader = DataLoader(
     persistent_workers=True,  # the workers start once and live across epochs
 )
 for epoch in range(3):
-    dataset.set_epoch(epoch)  # written to shared memory: the running workers read it
+    dataset.set_epoch(epoch)  # each index the sampler yields carries it to the workers
     sampler.set_epoch(epoch)
     starts = [s for batch in loader for s in batch.tolist()]
     print(f"epoch {epoch}, offset {dataset.offset:2}: starts {sorted(starts)}")

@@ -168,6 +168,9 @@ class ShareGuards:
         refuse_split_again(self)  # accelerate's prepare(loader) would split this share again
         return begin_dataset_pass(self, super().__iter__())  # type: ignore[misc]
 
+    def indices(self) -> Any:  # what iter() yields, as a tensor: the reference's
+        return super().indices()  # type: ignore[misc]
+
     def set_epoch(self, epoch: int) -> None:
         refuse_split_again(self, ("DataLoaderDispatcher",))  # on every process, before a pass
         super().set_epoch(epoch)  # type: ignore[misc]

@@ -18,7 +18,7 @@ References: torch/utils/data/dataset.py (Dataset); torch/utils/data/distributed.
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -65,9 +65,8 @@ def window_indices(
     ``series[window_indices(starts, t, len(series))]`` is ``(batch, t, *series.shape[1:])``.
 
     Args:
-        starts: 1-D integers (a tensor, a numpy array or a list), e.g. a batch from a DataLoader.
-        window: samples per window, in ``[1, size]``.
-        size: number of samples in the data.
+        starts, window, size: 1-D integers (a tensor, array or list: a batch of starts), the
+            samples per window (in ``[1, size]``) and the samples in the data.
 
     Examples:
         >>> window_indices([0, 9], window=3, size=10)
@@ -141,6 +140,9 @@ class SequentialWindowedDataset(Dataset[int]):
 
     def __len__(self) -> int:
         return self._len
+
+    def __iter__(self) -> Iterator[int]:  # ours: the epoch's starts, so that it is a sampler too
+        return map(self.__getitem__, range(self._len))
 
     def set_epoch(self, epoch: int) -> None:
         r"""Draw this epoch's offset from ``(seed, epoch)``: call it on every rank, before ``iter``,
