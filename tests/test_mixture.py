@@ -17,6 +17,7 @@ from itertools import islice, pairwise, product
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -1147,8 +1148,12 @@ def test_a_schedule_that_agrees_with_the_past_continues_as_its_own_uninterrupted
         bad = [(step, w) for step, w in plan if step < x] + [(x, new_weights)]
         with pytest.raises(
             ValueError,
-            match=f"before step {reached}, where this state was "
-            f"saved, but from step {x} it read shares ",
+            match=(
+                f"through step {reached - 1}, inside which this state was saved"
+                if extra
+                else f"before step {reached}, where this state was saved"
+            )
+            + f", but from step {x} it read shares ",
         ):
             M(sizes, bad, b2, w2, 0, shuffle=False,
                            epoch_length=10**6).load_state_dict(state)  # fmt: skip
@@ -1177,7 +1182,7 @@ def test_a_change_before_the_saved_step_is_refused_naming_both_steps():
     with pytest.raises(
         ValueError,
         match=re.escape(
-            "before step 11, where this state was saved, but from step 10 it read "
+            "through step 10, inside which this state was saved, but from step 10 it read "
             "shares 0.5, 0.5 and these weights give 0.75, 0.25"
         ),
     ):
@@ -1271,7 +1276,8 @@ def test_sizes_as_a_numpy_array_or_a_tensor_and_the_repr():
 def test_the_batch_sampler_yields_each_steps_micro_batch_and_resumes():
     """Invariant: MixtureBatchSampler yields batch_at's micro-batch of each step of the epoch;
     a DataLoader(batch_sampler=) of it gets each step whole (batch_size has no say); its
-    state_dict(consumed=k) after k batches resumes at the next step, mid-step too."""
+    state_dict(consumed=n) after the n samples of some batches (the sampler's unit) resumes at
+    the next step, mid-step too; a count inside a batch is refused, naming the batch ends."""
     from torch.utils.data import DataLoader
 
     from distsampling.mixing.sampler import MixtureBatchSampler
@@ -1285,15 +1291,18 @@ def test_the_batch_sampler_yields_each_steps_micro_batch_and_resumes():
     it = iter(first)
     head = [next(it) for _ in range(3)]
     resumed = make()
-    resumed.load_state_dict(roundtrip(first.state_dict(consumed=2)))
+    resumed.load_state_dict(roundtrip(first.state_dict(consumed=8)))  # 2 batches of 4
     assert head[:2] + list(resumed) == whole
+    message = "consumed should be the samples of whole batches (a batch is a step: 4 or 8 here)"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}, but got consumed=6$"):
+        first.state_dict(consumed=6)
     sampler = MixtureSampler([40, 12], [2, 1], 4, 2, 1)
     list(islice(iter(sampler), 6))  # a step and a half
     mid = MixtureBatchSampler(MixtureSampler([40, 12], [2, 1], 4, 2, 1))
     mid.load_state_dict(sampler.state_dict())
     assert list(mid) == [whole[1][2:], *whole[2:]]
-    with pytest.raises(ValueError, match=r"^consumed should be <= 3 \(batches handed out\)"):
-        first.state_dict(consumed=4)
+    with pytest.raises(ValueError, match=r"^consumed should be <= 12 \(samples handed out\)"):
+        first.state_dict(consumed=13)
     with pytest.raises(TypeError, match=r"^sampler should be a MixtureSampler, but got"):
         MixtureBatchSampler(range(3))
 
@@ -1304,8 +1313,8 @@ def test_a_state_saved_mid_step_counts_that_step_as_read():
     s = MixtureSampler([9, 9], [1, 1], 2, 1, 0)
     list(islice(iter(s), 5))  # steps 0 and 1, and one sample of step 2
     state = s.state_dict()
-    message = ("weights should agree with the mix read before step 3, where this state was "
-               "saved, but from step 2 it read shares 0.5, 0.5 and these weights give 0.25, "
+    message = ("weights should agree with the mix read through step 2, inside which this state "
+               "was saved, but from step 2 it read shares 0.5, 0.5 and these weights give 0.25, "
                "0.75; change the mix at step 3 or later")  # fmt: skip
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         MixtureSampler([9, 9], [(0, [1, 1]), (2, [1, 3])], 2, 1, 0).load_state_dict(state)
@@ -1350,7 +1359,87 @@ def test_a_doctored_past_is_refused_in_words():
 
     batches = MixtureBatchSampler(MixtureSampler([9, 9], [1, 1], 2, 1, 0))
     next(iter(batches))
-    message = ("consumed should be <= 1 (batches handed out): the latest iter() handed out 1, "
-               "but got consumed=2")  # fmt: skip
+    message = ("consumed should be <= 2 (samples handed out): the latest iter() handed out 2, "
+               "but got consumed=3")  # fmt: skip
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
-        batches.state_dict(consumed=2)
+        batches.state_dict(consumed=3)
+
+
+def test_an_elastic_resume_that_changes_the_micro_batch_keeps_the_batch_samplers_len():
+    """Invariant: 8 ranks of 4 read 10 steps, then 6 ranks of 3 the rest of the epoch: the
+    batch sampler's len() is the epoch's steps, the 10 read and those left, whatever the
+    micro-batch of each (the sampler's len() counts its indices)."""
+    from distsampling.mixing.sampler import MixtureBatchSampler
+
+    for layout in LAYOUTS:
+        old = MixtureSampler([600, 300], [2, 1], 4, 8, 0, layout=layout)
+        list(islice(iter(old), 10 * 4))
+        new = MixtureSampler([600, 300], [2, 1], 3, 6, 0, layout=layout)
+        new.load_state_dict(roundtrip(old.state_dict()))
+        batches = MixtureBatchSampler(new)
+        rest = list(batches)
+        assert len(batches) == 10 + len(rest) == 10 + -(-(900 - 10 * 32) // 18)
+        assert len(new) == 10 * 4 + len(rest) * 3
+
+
+def test_sizes_past_int64_and_weights_as_0_d_tensors_or_numpy_scalars():
+    """Invariant: sizes summing past 2**63 - 1 are refused naming sizes; weights given one by
+    one as 0-d tensors or numpy scalars are the numbers they hold, a float32 the decimal it
+    prints, as in an array; a tensor of several numbers is refused naming its place."""
+    message = "sizes should sum to at most 2**63 - 1 (the indices are int64), but got sum(sizes)="
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}{2**63}$"):
+        MixtureSampler([2**62, 2**62], [1, 1], 1, 1, 0)
+    w32 = np.array([0.3, 0.7, 2], np.float32)
+    expected = MixtureSampler([5] * 3, w32, 1, 1, 0).schedule
+    assert expected[0][1] == [Fraction(3, 10), Fraction(7, 10), 2]
+    for weights in (list(torch.from_numpy(w32)), list(w32), [w32[0], np.float64(0.7), np.int64(2)]):
+        assert MixtureSampler([5] * 3, weights, 1, 1, 0).schedule == expected
+    message = "weights[1] should be a real number (a tensor of one element), but got weights[1]="
+    with pytest.raises(TypeError, match=f"^{re.escape(message)}"):
+        MixtureSampler([5] * 2, [1, torch.ones(2)], 1, 1, 0)
+
+
+def test_float32_weights_given_as_python_floats_on_resume_are_refused_with_a_hint():
+    """Example: a state saved under a float32 array of weights (0.3 is 3/10) loaded into the
+    array's .tolist() (0.30000001192092896): another mix, refused, the message saying that
+    the shares agree within 1e-6 and how to give them."""
+    w32 = np.array([0.3, 0.7], np.float32)
+    s = MixtureSampler([9, 9], w32, 2, 1, 0)
+    list(islice(iter(s), 3))  # inside step 1
+    with pytest.raises(ValueError) as err:
+        MixtureSampler([9, 9], w32.tolist(), 2, 1, 0).load_state_dict(s.state_dict())
+    assert str(err.value).startswith(
+        "weights should agree with the mix read through step 1, inside which this state was "
+        "saved, but from step 0 it read shares 0.3, 0.7 and these weights give 0.3000000119, "
+        "0.6999999881 (shares within 1e-6: float32 weights given once as an array and once as "
+        "Python floats? give both the same form); change the mix at step 2 or later"
+    )
+    MixtureSampler([9, 9], list(w32), 2, 1, 0).load_state_dict(s.state_dict())  # its scalars
+
+
+@given(seed=seeds, k=st.integers(0, 40), passes=st.lists(st.integers(0, 2**62), min_size=1))
+def test_every_reads_round_keys_are_its_passes_made_at_once(seed, k, passes):
+    """Invariant: the round keys made for a block at once in uint64 arithmetic are, read by
+    read, the cipher's round keys of epoch_key(epoch_key(seed, k), pass)."""
+    from distsampling.scale.cipher import _round_keys
+
+    s = MixtureSampler([3] * 41, [1] * 41, 1, 1, 0, seed=seed)
+    got = s._keys_of(np.full(len(passes), k), np.array(passes, np.int64))  # (8, P)
+    for i, p in enumerate(passes):
+        assert got[:, i].tolist() == list(_round_keys(epoch_key(epoch_key(seed, k), p)))
+
+
+def test_a_tiny_source_far_into_the_run_is_batch_at_and_iteration_alike():
+    """Example: sources of 1000 and 5 samples at 1/2 each, step 10**9 of 8 ranks of 4 (the
+    small one in its pass 4 * 10**8 and more); batch_at and iteration from there agree, and
+    each pass of the small source holds its 5 samples once."""
+    for layout in LAYOUTS:
+        s = MixtureSampler([1000, 5], [0.5, 0.5], 4, 8, 0, layout=layout, epoch_length=2**62)
+        step = 10**9
+        batch = s.batch_at(step)
+        assert all(0 <= i < 1005 for b in batch for i in b)
+        B = 32
+        s.set_epoch(step * B // s.epoch_length)  # epoch 0: iterate from the step's position
+        ks, js = s.sources(np.arange(step * B, step * B + 40 * B))
+        small = js[ks == 1]
+        assert np.all(np.diff(small) == 1)  # the small source's items run on, pass after pass

@@ -23,6 +23,7 @@ References:
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from itertools import accumulate
@@ -128,6 +129,11 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
             self.sizes = list(sizes)
         else:  # each checked in turn, the first bad one named
             self.sizes = [check_int(f"sizes[{k}]", n, low=0) for k, n in enumerate(sizes)]
+        if sum(self.sizes) >= 2**63:  # indices into the ConcatDataset are int64
+            raise ValueError(
+                f"sizes should sum to at most 2**63 - 1 (the indices are int64), but got "
+                f"sum(sizes)={sum(self.sizes)}"
+            )
         self.offsets = [0, *accumulate(self.sizes[:-1])]
         self._plan = self._schedule(weights)  # [(step, weights)], steps increasing from 0
         self.batch_size = check_int("batch_size", batch_size, low=1)
@@ -147,7 +153,6 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
         self._phase0 = 0  # the first piece's tree position at the grid's first step
         self._steps_before = 0  # the epoch's steps read on earlier grids (``_before`` indices)
         self._counter: _Counting | None = None
-        self._keys: dict[tuple[int, int], tuple[int, ...]] = {}  # (source, pass): round keys
         self._place()
 
     def __repr__(self) -> str:
@@ -394,11 +399,21 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
         x = min(s for s, _ in differ)
         before = next((w for s, w in reversed(theirs) if s <= x), None)
         now = next((w for s, w in reversed(ours) if s <= x), None)
+        saved = (  # a step begun is read: saved inside it, its mix is the past's too
+            f"through step {step}, inside which this state was saved"
+            if begun
+            else f"before step {step}, where this state was saved"
+        )
+        hint = ""
+        if before and now and len(before) == len(now):  # float32 weights read as float64?
+            if max(abs(a - b) for a, b in zip(before, now)) < Fraction(1, 10**6):
+                hint = (" (shares within 1e-6: float32 weights given once as an array and once "
+                        "as Python floats? give both the same form)")  # fmt: skip
         raise ValueError(
-            f"weights should agree with the mix read before step {step + begun}, where this state was "
-            f"saved, but from step {x} it read shares {_text(before) if before else 'none'} "
-            f"and these weights give {_text(now) if now else 'none'}"
-            + (" (a change of the mix there)" if before == now else "")
+            f"weights should agree with the mix read {saved}, but from step {x} it read shares "
+            f"{_text(before) if before else 'none'} and these weights give "
+            f"{_text(now) if now else 'none'}"
+            + (" (a change of the mix there)" if before == now else hint)
             + f"; change the mix at step {step + begun} or later"
         )
 
@@ -406,7 +421,8 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
 class MixtureBatchSampler(Sampler[list[int]]):
     r"""Each step's micro-batch of a :class:`MixtureSampler`, for ``DataLoader(batch_sampler=)``:
     a batch is one training step, whatever the loader's settings (Megatron's form). It resumes
-    as the sampler does; ``state_dict(consumed=...)`` counts batches.
+    as the sampler does; ``state_dict(consumed=...)`` counts samples, as the sampler's does
+    (the loop's batches times their length: a count inside a batch is refused).
 
     Args:
         sampler: the rank's :class:`MixtureSampler`.
@@ -442,13 +458,19 @@ class MixtureBatchSampler(Sampler[list[int]]):
         self.sampler.set_epoch(epoch)
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
-        r"""The sampler's state; ``consumed``: the batches the loop used of the latest
-        ``iter()`` (a plain DataLoader with workers reads ahead)."""
+        r"""The sampler's state; ``consumed``: the samples of the batches the loop used of the
+        latest ``iter()``, in the sampler's unit (a plain DataLoader with workers reads ahead)."""
         if consumed is None:
             return self.sampler.state_dict()
-        n = len(self._sizes)
-        consumed = _consumed(consumed, n, "batches")
-        return self.sampler.state_dict(sum(self._sizes[:consumed]))
+        ends = [0, *accumulate(self._sizes)]  # the samples handed out at each batch's end
+        consumed = _consumed(consumed, ends[-1], "samples")
+        if consumed not in ends:
+            i = bisect.bisect_right(ends, consumed)
+            raise ValueError(
+                f"consumed should be the samples of whole batches (a batch is a step: "
+                f"{ends[i - 1]} or {ends[i]} here), but got consumed={consumed}"
+            )
+        return self.sampler.state_dict(consumed)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         r"""Resume the sampler at ``state``."""

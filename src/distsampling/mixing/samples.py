@@ -8,11 +8,21 @@ References:
 
 from __future__ import annotations
 
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
-from ..scale.cipher import _MIN_BITS, _ROUNDS, _feistel, _feistel_int, _round_keys, epoch_key
+from ..scale.cipher import (
+    _GOLDEN,
+    _MASK64,
+    _MIN_BITS,
+    _ROUNDS,
+    _feistel,
+    _feistel_int,
+    _round_keys,
+    epoch_key,
+)
+from ..scale.cipher import _mix64 as _mix64_int
 
 __all__: list[str] = []
 
@@ -35,20 +45,51 @@ def _cipher(x: np.ndarray, keys: np.ndarray, bits: np.ndarray, n: np.ndarray) ->
     return out
 
 
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """The cipher's ``_mix64`` (splitmix64's output function) on a uint64 array: its products
+    wrap modulo 2**64, as the masked Python ints do."""
+    z = (z ^ (z >> _U30)) * _C1
+    z = (z ^ (z >> _U27)) * _C2
+    return z ^ (z >> _U31)
+
+
+_U27, _U30, _U31, _U32 = (np.uint64(x) for x in (27, 30, 31, 32))
+_C1, _C2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+# (8, 1) uint64: (i + 1) * golden for round i, modulo 2**64 (the cipher's _round_keys)
+_STEPS = np.array([((i + 1) * _GOLDEN) & _MASK64 for i in range(_ROUNDS)], np.uint64)[:, None]
+
+
+@lru_cache(maxsize=1024)  # bounded: a tiny source asks for a new pass every few reads
+def _pass_round_keys(seed: int, k: int, pass_: int) -> tuple[int, ...]:
+    """The round keys of source ``k``'s pass ``pass_``: one Python int each (a few reads)."""
+    return _round_keys(epoch_key(epoch_key(seed, k), pass_))
+
+
 class _Samples:
-    """The sampler's items as indices into the ConcatDataset (``sizes``, ``offsets``, ``seed``,
-    ``shuffle`` and the ``_keys`` cache are the sampler's)."""
+    """The sampler's items as indices into the ConcatDataset (``sizes``, ``offsets``, ``seed``
+    and ``shuffle`` are the sampler's)."""
 
     def _key(self, k: int, pass_: int) -> int:
         return epoch_key(epoch_key(self.seed, k), pass_)
 
     def _round_keys(self, k: int, pass_: int) -> tuple[int, ...]:
-        """The round keys of source ``k``'s pass ``pass_``, kept: each pass is asked again and
-        again (and more of them than the cipher's own cache holds)."""
-        keys = self._keys.get((k, pass_))
-        if keys is None:
-            keys = self._keys[k, pass_] = _round_keys(self._key(k, pass_))
-        return keys
+        """The round keys of source ``k``'s pass ``pass_`` (a bounded cache keeps the latest)."""
+        return _pass_round_keys(self.seed, k, pass_)
+
+    @cached_property
+    def _source_keys(self) -> np.ndarray:
+        """``mix64(epoch_key(seed, k))`` of each source, ``(K,)`` uint64: pass ``p``'s key is
+        ``mix64(that + p)`` (:func:`epoch_key`), made once."""
+        return np.array(
+            [_mix64_int(epoch_key(self.seed, k)) for k in range(len(self.sizes))], np.uint64
+        )
+
+    def _keys_of(self, ks: np.ndarray, passes: np.ndarray) -> np.ndarray:
+        """The round keys of each read's (source, pass), ``(8, P)`` uint32, all at once in
+        uint64 arithmetic: however many passes a block holds (a tiny source's), no loop."""
+        key = _mix64(self._source_keys[ks] + passes.astype(np.uint64))  # (P,) epoch_key(., p)
+        state = _mix64(key)  # (P,) the cipher's _round_keys: mix64(seed), then one a round
+        return (_mix64(state[None, :] + _STEPS) >> _U32).astype(np.uint32)  # (8, P)
 
     @cached_property
     def _by_source(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -67,12 +108,5 @@ class _Samples:
         sizes = size_of[ks]  # (P,)
         passes, local = np.divmod(js, np.maximum(sizes, 1))  # (P,) (P,)
         if self.shuffle and len(ks):
-            low, span = int(passes.min()), int(passes.max() - passes.min()) + 1  # a few passes
-            group = ks * span + passes - low  # (P,) each (source, pass)
-            present = np.flatnonzero(np.bincount(group, minlength=len(self.sizes) * span))
-            keys = np.zeros((_ROUNDS, len(self.sizes) * span), np.uint32)  # (8, G)
-            keys[:, present] = np.array(
-                [self._round_keys(g // span, g % span + low) for g in present.tolist()], np.uint32
-            ).T.reshape(_ROUNDS, -1)
-            local = _cipher(local, keys[:, group], bits_of[ks], sizes)
+            local = _cipher(local, self._keys_of(ks, passes), bits_of[ks], sizes)
         return offset_of[ks] + local

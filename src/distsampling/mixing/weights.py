@@ -60,6 +60,33 @@ def _decimals(weights: list[float]) -> Mix:
     return nums, (10**places,) * len(nums)
 
 
+def _scalars(name: str, weights: list) -> tuple[list, list[str | None]]:
+    """Weights given one by one as 0-d tensors or numpy scalars: each the number it holds, a
+    float the decimal its own dtype prints (a float32 ``0.3`` is ``"0.3"``, as in an array)."""
+    out, texts = [], []
+    for k, w in enumerate(weights):
+        if isinstance(w, torch.Tensor):
+            if w.numel() != 1:
+                raise TypeError(
+                    f"{name}[{k}] should be a real number (a tensor of one element), but got "
+                    f"{name}[{k}]={w!r}"
+                )
+            w = w.detach().cpu()
+            w = (w.float() if w.dtype == torch.bfloat16 else w).numpy().reshape(())
+        if isinstance(w, np.ndarray) and w.size == 1:
+            w = w.reshape(())[()]  # the numpy scalar it holds
+        if isinstance(w, np.floating):
+            out.append(float(w))
+            texts.append(str(w))
+        elif isinstance(w, np.integer):
+            out.append(int(w))
+            texts.append(None)
+        else:  # a numpy bool stays one, to be refused by name
+            out.append(bool(w) if isinstance(w, np.bool_) else w)
+            texts.append(repr(w) if type(w) is float else None)
+    return out, texts
+
+
 def _weights(name: str, weights: object, sizes: list[int]) -> Mix:
     """The weights as exact ``(numerators, denominators)``: a float the decimal it prints as."""
     texts = None
@@ -74,6 +101,8 @@ def _weights(name: str, weights: object, sizes: list[int]) -> Mix:
             f"{name} should be a sequence of {len(sizes)} numbers, but got {name}={weights!r}"
         )
     weights = list(weights)
+    if any(isinstance(w, (torch.Tensor, np.generic, np.ndarray)) for w in weights):
+        weights, texts = _scalars(name, weights)  # 0-d tensors, numpy scalars: as their arrays
     if len(weights) != len(sizes):
         raise ValueError(
             f"{name} should hold one weight per source ({len(sizes)}), but got {name}={weights!r}"
@@ -98,7 +127,7 @@ def _weights(name: str, weights: object, sizes: list[int]) -> Mix:
             if not real and isinstance(w, numbers.Rational):
                 out.append((int(w.numerator), int(w.denominator)))
             else:  # the decimal it prints as
-                out.append(_decimal(texts[k] if texts else repr(float(w))))
+                out.append(_decimal((texts[k] if texts else None) or repr(float(w))))
         out = _exact(out)
     if not any(out[0]):
         raise ValueError(f"{name} should have a positive sum, but got {name}={weights!r}")
