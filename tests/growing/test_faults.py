@@ -36,7 +36,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+import test_producer
 from hypothesis import given
+from test_producer import RAM_DIR
 
 from distsampling import NodeFeed
 from distsampling.growing import _park
@@ -48,18 +50,19 @@ from strategies import traceback_texts
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="SIGKILL and fork: Linux")
 
-RAM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None  # free fsyncs
+dirs = test_producer.dirs  # the fixture: a remote of int32 pairs and an empty cache directory
 DEADLINE = 20.0  # seconds a parent's call may take after the kill (it takes milliseconds)
 K = 4  # samples per shard
 KILLED = r"the producer process died with exit code -9 \(SIGKILL\) without reporting an error"
 FAILED = r"the producer process failed: ValueError: samples should have sample_shape \(3,\)"
 
 
-def write_remote(root: str, files: int = 3, rows: int = 16, width: int = 2) -> None:
-    """Remote file ``f<j>.npy``: row ``r`` is ``[j, r, 0, 0, ...]`` (``width`` int32)."""
-    for j in range(files):
-        data = np.zeros((rows, width), np.int32)
-        data[:, 0], data[:, 1] = j, np.arange(rows)
+def write_wide_remote(root: str) -> None:
+    """Remote files ``f0.npy, f1.npy``, 64 rows of 4 KiB: row ``r`` of file ``j`` is
+    ``[j, r, 0, 0, ...]`` (1024 int32)."""
+    for j in range(2):
+        data = np.zeros((64, 1024), np.int32)
+        data[:, 0], data[:, 1] = j, np.arange(64)
         np.save(os.path.join(root, f"f{j}.npy"), data)
 
 
@@ -149,16 +152,6 @@ def assert_outcome(outcome: tuple[str, Any], want: tuple[str, Any]) -> None:
         assert how == "raised", f"returned {got!r}, but should raise {want[1]!r}"
         assert isinstance(got, RuntimeError), repr(got)
         assert re.match(want[1], str(got)), str(got)
-
-
-@pytest.fixture
-def dirs():
-    with (
-        tempfile.TemporaryDirectory(dir=RAM_DIR) as remote,
-        tempfile.TemporaryDirectory(dir=RAM_DIR) as local,
-    ):
-        write_remote(remote)
-        yield remote, local
 
 
 @pytest.mark.timeout(120)
@@ -342,7 +335,7 @@ def test_30_producers_killed_at_random_moments_never_hang_the_parent_nor_tear_th
         tempfile.TemporaryDirectory(dir=RAM_DIR) as remote,
         tempfile.TemporaryDirectory(dir=RAM_DIR) as local,
     ):
-        write_remote(remote, files=2, rows=64, width=1024)  # 4 KiB samples, 32 KiB shards
+        write_wide_remote(remote)  # 4 KiB samples: 32 KiB shards
         cache = ShardCache(local, capacity_bytes=1 << 30)  # never evicts: every shard stays
         listed = 0
         for kill in range(30):

@@ -23,8 +23,9 @@ The design, and why:
   samples of its node's snapshot ``e``: ``world_size * m_e`` distinct samples, drawn uniformly
   from what every node had cached when the epoch began. It is not a pass over the remote store.
 - **Errors reach every rank**: a producer that failed (storage down past its ``deadline``, a full
-  disk) or a cache that stays too small past ``wait_timeout`` is reported in the same gather, so
-  every rank raises ``RuntimeError`` with the reason (the URL) instead of hanging.
+  disk) or was killed (SIGKILL, the out-of-memory killer: at any instant, it leaves no lock held)
+  or a cache that stays too small past ``wait_timeout`` is reported in the same gather, so
+  every rank raises ``RuntimeError`` with the reason (the URL, the signal) instead of hanging.
 - **end_epoch after a barrier**: once every rank has read its batches, a barrier, then local
   rank 0 unpins the epoch's snapshot (its evicted shards may be deleted).
 
@@ -265,7 +266,7 @@ class NodeFeed:
     # --- life cycle -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the node's producer (local rank 0); raise its error if it failed."""
+        """Stop the node's producer (local rank 0); raise its error if it failed or was killed."""
         if self.producer is not None:
             producer, self.producer = self.producer, None
             producer.stop()
