@@ -30,7 +30,7 @@ import torch
 
 from ..scale.cipher import _MIN_BITS, _feistel_int
 from .state import Read
-from .tree import _count, _counts, _position, _route, _split
+from .tree import _count, _counts, _counts_each, _position, _route, _split
 
 __all__: list[str] = []
 
@@ -74,6 +74,8 @@ class _PerRankLayout:
         self._pieces = [(self._step0, g0), *later]
         self._firsts = [s for s, _ in self._pieces]
         self.__dict__.pop("_bases", None)
+        if len(self._pieces) > 1:  # a schedule: its table now, O(changes × K), not at a read
+            self._bases  # noqa: B018
 
     @cached_property
     def _bases(self) -> list[np.ndarray]:
@@ -82,10 +84,24 @@ class _PerRankLayout:
         return self._make_bases()
 
     def _make_bases(self) -> list[np.ndarray]:
-        out = [np.array(self._read0, np.int64)]
-        for (s, g), (s2, _) in pairwise(self._pieces):
-            out.append(out[-1] + self._before_step(g, [s2 - s])[0])
-        return out
+        # C(τ) of each piece over its steps, all pieces at once: Σ_{x<W} c((τ+x)·b) - c(x·b),
+        # in chunks of pieces that keep the (pieces, 2K, 2W) counts within about 2**22
+        W, b, K = self.num_replicas, self.batch_size, len(self.sizes)
+        trees = [self._trees[g] for _, g in self._pieces[:-1]]
+        taus = np.array([s2 - s for (s, _), (s2, _) in pairwise(self._pieces)], np.int64)
+        x = np.arange(W, dtype=np.int64) * b  # (W,)
+        steps = [np.zeros(K, np.int64)]
+        chunk = max(1, (1 << 22) // (4 * K * W))
+        for i in range(0, len(trees), chunk):
+            at = np.hstack(
+                [
+                    taus[i : i + chunk, None] * b + x,
+                    np.broadcast_to(x, (len(taus[i : i + chunk]), W)),
+                ]
+            )
+            c = _counts_each(trees[i : i + chunk], at, K)  # (G, 2W, K)
+            steps.extend(c[:, :W].sum(1) - c[:, W:].sum(1))
+        return list(np.array(self._read0, np.int64) + np.cumsum(steps, axis=0))
 
     def _before_step(self, g: int, taus: Sequence[int]) -> np.ndarray:
         """``C(τ)``: each source's reads in tree ``g``'s first ``τ`` steps, ``(T, K)``:

@@ -34,7 +34,7 @@ import torch
 
 from ..scale.cipher import _MIN_BITS, _feistel_int
 from .state import Read
-from .tree import _counts, _position, _route, _split
+from .tree import _counts, _counts_each, _position, _route, _split
 
 __all__: list[str] = []
 
@@ -57,6 +57,8 @@ class _GlobalLayout:
             self._origin + (s - self._step0) * B for s, _ in later
         ]
         self.__dict__.pop("_bases", None)
+        if len(self._pieces) > 1:  # a schedule: its table now, O(changes × K), not at a read
+            self._bases  # noqa: B018
 
     @cached_property
     def _bases(self) -> list[np.ndarray]:
@@ -65,14 +67,13 @@ class _GlobalLayout:
         return self._make_bases()
 
     def _make_bases(self) -> list[np.ndarray]:
-        K = len(self.sizes)
-        first = self._trees[self._pieces[0][1]]
-        out = [np.array(self._read0, np.int64) - _counts(first, np.array([self._phase0]), K)[0]]
-        for p in range(1, len(self._pieces)):
-            tree = self._trees[self._pieces[p - 1][1]]
-            span = self._starts[p] - self._starts[p - 1]  # the previous tree's positions
-            out.append(out[-1] + _counts(tree, np.array([span]), K)[0])
-        return out
+        K, P = len(self.sizes), len(self._pieces)
+        trees = [self._trees[g] for _, g in self._pieces]  # (P,) one a piece
+        # the first tree's counts before _phase0, then each tree's over its piece: at once
+        spans = [self._phase0, *(z - a for a, z in zip(self._starts, self._starts[1:]))]
+        c = _counts_each([trees[0], *trees[: P - 1]], np.array(spans, np.int64)[:, None], K)
+        first = np.array(self._read0, np.int64) - c[0, 0]  # (K,)
+        return list(first + np.cumsum(np.vstack([np.zeros(K, np.int64), c[1:, 0]]), axis=0))
 
     def _resume_at(self, step: int) -> tuple[list[int], int]:
         """``(each source's count, the tree position)`` at ``step``'s first stream position:
