@@ -10,8 +10,8 @@ Profiles (pick one with ``HYPOTHESIS_PROFILE=...``; ``make test`` uses ``ci``):
 - ``dev``: a smaller budget and a random seed, for quick local loops.
 - ``thorough``: 1000 examples a property (twenty times ``ci``) with a random seed, for a deep search before a release.
 
-``processes`` is no profile of its own but a scale of the active one: a tenth of its examples,
-for the properties whose every example starts processes (``settings.get_profile("processes")``).
+``costly`` is no profile of its own but a scale of the active one: a tenth of its examples, for
+the properties whose one example costs what tens of others do (``settings.get_profile("costly")``).
 
 Hooks: ``pytest -n N`` runs the tests of one ``xdist_group`` on one worker (so a fixture they
 share, such as one 2-node torchrun run or one site build, runs once); under ``CI=true`` the
@@ -48,14 +48,14 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-# ``processes``: a tenth of the active profile's examples (at least 1: 5 under ``ci``, 100 under
-# ``thorough``), for the properties whose every example starts processes or threads (DataLoader
-# workers, real threads joined and a garbage collection). One such example costs what tens of
-# pure ones do, so at the profile's own depth they alone would add minutes to ``make test``;
+# ``costly``: a tenth of the active profile's examples (at least 1: 5 under ``ci``, 100 under
+# ``thorough``), for the properties whose one example costs what tens of others do: DataLoader
+# workers started, 1500 passes drawn, a sweep over every integer argument of the package (one
+# test per argument). At the profile's own depth they alone would add minutes to ``make test``;
 # scaled from the profile, not fixed, they still search twenty times deeper under ``thorough``.
-# A test takes it as ``@settings(settings.get_profile("processes"))`` above its ``@given``.
+# A test takes it as ``@settings(settings.get_profile("costly"))`` above its ``@given``.
 settings.register_profile(
-    "processes", settings.default, max_examples=max(1, settings.default.max_examples // 10)
+    "costly", settings.default, max_examples=max(1, settings.default.max_examples // 10)
 )
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import torch
 import torch.utils.data as tud
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from distsampling import (
@@ -223,7 +223,6 @@ def test_after_set_epoch_e_plus_1_the_order_drawn_in_the_background_is_handed_ou
     )
 
 
-@settings(max_examples=30)  # each example joins real threads and runs a gc
 @given(n=st.integers(min_value=1, max_value=60), args=sampler_args(), epochs=epoch_sequences)
 def test_at_most_one_drawing_thread_runs_and_none_outlives_its_draw(n, args, epochs):
     """Invariant: at every step at most one OrderAhead thread is alive, and once its draw is

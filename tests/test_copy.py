@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src" / "distsampling"
@@ -147,7 +148,7 @@ import ast, importlib, json, sys, traceback
 specs = json.loads(sys.argv[1])
 sys.modules["distsampling"] = None  # the real package cannot be imported here
 from hypothesis import HealthCheck, settings
-settings.register_profile("copy", max_examples=25, deadline=None, derandomize=True,
+settings.register_profile("copy", max_examples=int(sys.argv[2]), deadline=None, derandomize=True,
                           suppress_health_check=list(HealthCheck))
 settings.register_profile("costly", max_examples=5, deadline=None, derandomize=True,
                           suppress_health_check=list(HealthCheck))  # conftest's, for the copy
@@ -222,8 +223,10 @@ def copied_runs(tmp_path_factory) -> dict[str, dict]:
             "copied": [f.removesuffix(".py").replace("/", ".") for f in files],
         })  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # half the active profile's examples (25 under ci): what is tested is that the copies run
+    examples = str(max(1, settings.default.max_examples // 2))
     proc = subprocess.run(
-        [sys.executable, "-c", RUNNER, json.dumps(specs)],
+        [sys.executable, "-c", RUNNER, json.dumps(specs), examples],
         cwd=base,
         env=env,
         capture_output=True,

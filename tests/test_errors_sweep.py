@@ -167,7 +167,7 @@ NUMPY_INTEGERS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-@settings(max_examples=12)  # one value a test: each class of hole shows at its first example
+@settings(settings.get_profile("costly"))  # a test per argument: each hole shows at once
 @given(value=past_int64)
 def test_an_integer_past_int64_is_taken_or_refused_by_name_never_overflowing(case, value):
     """Invariant: an integer of any size, as any integer argument, either works (Python ints

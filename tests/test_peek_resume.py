@@ -191,7 +191,7 @@ def loader_for(obj: Any, case: Case, workers: int, persistent: bool) -> DataLoad
 
 @pytest.mark.parametrize(("workers", "persistent"), LOADERS, ids=["0", "2", "2-persistent"])
 @pytest.mark.parametrize("kind", list(CASES))
-@settings(settings.get_profile("processes"))
+@settings(settings.get_profile("costly"))  # DataLoader workers: processes
 @given(data=st.data(), peek=peek_lengths, batches=loop_batch_counts)
 def test_a_state_after_a_look_in_the_main_process_resumes_exactly_or_names_the_workers(
     kind, workers, persistent, data, peek, batches

@@ -90,7 +90,6 @@ def passes_of(sampler: RepeatFactorSampler, count: int) -> list[list[int]]:
 
 
 @given(factors=repeat_factor_lists, shuffle=flags, seed=seeds)
-@settings(max_examples=40)
 def test_each_image_appears_floor_or_ceil_of_its_factor_times_per_pass(factors, shuffle, seed):
     """Invariant: in every whole pass, image i appears floor(r_i) or ceil(r_i) times."""
     s = RepeatFactorSampler(factors, 1, 0, shuffle=shuffle, seed=seed)
@@ -101,7 +100,7 @@ def test_each_image_appears_floor_or_ceil_of_its_factor_times_per_pass(factors, 
 
 
 @given(seed=seeds)
-@settings(max_examples=5)
+@settings(settings.get_profile("costly"))  # 1500 passes an example
 def test_the_mean_count_per_pass_tends_to_the_factor(seed):
     """Invariant: stochastic rounding is unbiased: over 1500 passes each image's mean count is
     within 6 standard errors of its factor."""

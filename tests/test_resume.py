@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader, RandomSampler, SubsetRandomSampler, WeightedRandomSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
@@ -72,8 +72,6 @@ from strategies import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-# torchdata 0.11 calls a torch function that torch 2.13 deprecates: not ours to fix
-pytestmark = pytest.mark.filterwarnings("ignore:.set_vital. is deprecated:UserWarning")
 TESTS = str(Path(__file__).parent)
 LABELS = [0] * 7 + [1] * 3 + [2] * 2  # 12 samples in 3 classes, for the weighted sampler
 _MISSING = object()  # a field left out of a state
@@ -322,7 +320,6 @@ def test_set_epoch_of_another_epoch_drops_a_loaded_position_and_of_the_same_keep
     assert list(dropped) == whole[epoch]
 
 
-@settings(max_examples=50)  # a whole labelled dataset per example: keep it quick
 @given(args=labelled_datasets(), seed=seeds, epoch=epochs, data=st.data())
 def test_the_weighted_sampler_resumed_anywhere_yields_the_rest_of_its_epoch(
     args, seed, epoch, data
@@ -1163,7 +1160,6 @@ def test_the_wrapper_refuses_a_state_it_cannot_resume_naming_why(inner, n, chang
         build(WRAPPED_LIST, 2, 0, p).load_state_dict(state)
 
 
-@settings(max_examples=50)
 @given(
     groups=st.lists(st.integers(0, 2), max_size=30), batch_size=st.integers(1, 4), data=st.data()
 )

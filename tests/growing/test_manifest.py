@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from distsampling import ManifestError, ShardCache
@@ -50,7 +50,6 @@ def test_a_new_cache_writes_its_empty_manifest_at_once(root):
     assert (m["next_seq"], m["shards"], m["retired"], m["pins"]) == (0, [], [], {})
 
 
-@settings(max_examples=30)
 @given(data=st.data())
 def test_a_truncated_manifest_raises_naming_its_path_and_deletes_nothing(data):
     """Invariant: a manifest cut short anywhere is a ManifestError naming it, on open and on

@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from distsampling.growing.retry import RemoteUnavailableError, is_transient, retried
@@ -64,7 +64,6 @@ def test_permanent_errors_are_classified_permanent(error):
     assert not is_transient(error)
 
 
-@settings(max_examples=20)
 @given(error=st.sampled_from(TRANSIENT), failures=st.integers(0, 3))
 def test_a_transient_error_is_retried_until_the_call_succeeds(error, failures):
     """Invariant: ``failures`` transient errors then success: one call more, each retry counted."""
