@@ -43,8 +43,7 @@ def epoch_offset(size: int, seed: int, epoch: int) -> int:
     r"""Return the epoch's offset in ``[0, size)``: a hash of ``(seed, epoch)``, no global RNG read
     (``SeedSequence``'s 128 bits: neighbouring epochs and seeds get unrelated offsets).
 
-    Args:
-        size, seed, epoch: positive, and non-negative ``int``\ s (the same on every rank).
+    ``size`` is a positive ``int``, ``seed`` and ``epoch`` non-negative ones (alike on every rank).
 
     Examples:
         >>> [epoch_offset(10, seed=0, epoch=e) for e in range(5)]
@@ -64,9 +63,8 @@ def window_indices(
     Row ``k`` is ``starts[k], ..., starts[k] + window - 1``, wrapped past the end: indexed by it,
     ``series[window_indices(starts, t, len(series))]`` is ``(batch, t, *series.shape[1:])``.
 
-    Args:
-        starts, window, size: 1-D integers (a tensor, array or list: a batch of starts), the
-            samples per window (in ``[1, size]``) and the samples in the data.
+    ``starts``: 1-D integers (a tensor, array or list: a batch of starts); ``window``: the samples
+    per window, in ``[1, size]``; ``size``: the samples in the data.
 
     Examples:
         >>> window_indices([0, 9], window=3, size=10)
