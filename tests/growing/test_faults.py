@@ -13,6 +13,9 @@ and stop flag hold no lock, its error report is one atomic pipe write, the cache
   random moments; after each kill every method of the parent returns or raises in time, and
   the cache lists exactly the shards counted (plus at most the one being counted).
 
+And one more way a lock could outlive its use: a producer forked while another thread holds the
+cache's ``flock`` must not keep the parent's lock (its copy of the lock file is closed at fork).
+
 The producers are forked (``context="fork"``: milliseconds to start); the seam and the shared
 objects are the same as under ``spawn``, which one placed kill checks too.
 """
@@ -41,7 +44,7 @@ from hypothesis import given
 from test_producer import RAM_DIR
 
 from distsampling import NodeFeed
-from distsampling.growing import _park
+from distsampling.growing import _park, manifest
 from distsampling.growing import producer as producer_module
 from distsampling.growing.cache import ShardCache
 from distsampling.growing.producer import Producer
@@ -81,7 +84,7 @@ def within(seconds: float, call: Callable[[], Any]) -> tuple[str, Any]:
     thread.start()
     thread.join(seconds)
     if thread.is_alive():
-        pytest.fail(f"the parent's call hung: still running {seconds} s after the kill")
+        pytest.fail(f"the call hung: still running {seconds} s later")
     return out[0]
 
 
@@ -259,6 +262,38 @@ def test_the_park_seam_refuses_a_bad_value_naming_it(monkeypatch):
         ValueError, match=r"_DISTSAMPLING_PARK should be <point>:<file> .* 'writen:/tmp/x'"
     ):
         _park.arm()
+
+
+# --- the cache's lock across a fork --------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_a_producer_forked_while_a_thread_holds_the_cache_lock_does_not_keep_it(dirs):
+    """Invariant: a producer forked while another thread of the training process holds the
+    cache's flock commits its shards, and the parent takes the lock again, within DEADLINE: the
+    child closes its copy of the lock file at the fork (kept open, it would share the lock, and
+    hold it, for as long as the child lives)."""
+    remote, local = dirs
+    cache = ShardCache(local, capacity_bytes=1 << 20)
+    inside, leave = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with manifest.locked(local):
+            inside.set()
+            leave.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert inside.wait(60)
+    producer = Producer(remote, cache, samples_per_shard=K, max_shards=2, context="fork")
+    leave.set()
+    holder.join(60)
+    try:
+        assert within(DEADLINE, producer.join) == ("returned", None)
+        assert within(DEADLINE, lambda: [n for _, n in cache.shards()]) == ("returned", [K, K])
+    finally:
+        producer.process.kill()
+        producer.process.join(DEADLINE)
 
 
 # --- the error report: one atomic pipe write ---------------------------------------------------

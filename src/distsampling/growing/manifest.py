@@ -14,8 +14,13 @@ evicted shard whose deletion had not happened yet (below ``next_seq``, unlisted)
 deletes exactly those. Anything else it cannot account for (a missing or damaged manifest, shard
 files beyond ``next_seq``) is a :class:`ManifestError` naming the path, and nothing is deleted.
 
+The lock is released when its holder ends, even killed: the kernel closes its file. A process
+forked while another thread holds it (a ``fork`` producer, a DataLoader's workers) closes its
+copy of that file at once, so that it never holds the parent's lock for its whole life.
+
 References:
-    the write-then-rename commit of LMDB / git objects; POSIX ``rename(2)`` atomicity.
+    the write-then-rename commit of LMDB / git objects; POSIX ``rename(2)`` atomicity;
+    flock(2) (a lock belongs to the open file, which a forked child shares until it closes it).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import json
 import os
 import re
 import socket
+import threading
 from collections.abc import Iterator
 
 from ._park import park
@@ -47,6 +53,30 @@ SHARD = re.compile(r"^shard-(\d{10})\.npy$")
 #: a temporary file: ``.tmp-<pid>-<host>-<what>``; only its own host can tell whether pid is alive
 _TMP = re.compile(r"^\.tmp-(\d+)-(\w+)-")
 _HOST = re.sub(r"\W", "_", socket.gethostname()) or "host"
+
+# the lock files this process has open (fds); a fork waits while one is being opened, and the
+# child closes its copies: a copy shares the parent's flock (one open file description), which
+# would stay held as long as the child lives, though the parent's thread released it long ago
+_LOCK_FDS: set[int] = set()
+_OPENING = threading.Lock()
+
+
+def _close_inherited_locks() -> None:
+    """In a forked child: close the copies of the parent's lock files (not unlock: that would
+    unlock the parent too)."""
+    global _OPENING
+    for fd in _LOCK_FDS:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _LOCK_FDS.clear()
+    _OPENING = threading.Lock()  # held by the fork (before=...): a fresh one in the child
+
+
+os.register_at_fork(
+    before=lambda: _OPENING.acquire(),
+    after_in_parent=lambda: _OPENING.release(),
+    after_in_child=_close_inherited_locks,
+)
 _FIELDS = {"next_seq": int, "shards": list, "retired": list, "pins": dict, "ended": list}
 
 
@@ -100,7 +130,10 @@ def locked(
         delete: files removed once the new manifest is in force (retired shards).
     """
     path = os.path.join(root, MANIFEST)
-    with open(os.path.join(root, ".lock"), "a") as lock:
+    with _OPENING:  # no fork between the open and the note of it
+        lock = os.open(os.path.join(root, ".lock"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+        _LOCK_FDS.add(lock)
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or its holder dies
         park("manifest")  # a test seam (see _park.py): a no-op unless a test asked
         if os.path.exists(path):
@@ -117,6 +150,11 @@ def locked(
         for file in delete or []:  # unlisted now: safe to delete (or left for recover)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(file)
+    finally:
+        with _OPENING:  # forgotten and closed at once: a fork never closes a reused number
+            if lock in _LOCK_FDS:  # (not: a child forked inside this block closed its copy)
+                _LOCK_FDS.discard(lock)
+                os.close(lock)  # the lock is released
 
 
 def _missing(path: str, shards: list[str]) -> str:
