@@ -11,11 +11,12 @@ manifest commit. Nor can a killed process hang the training process: nothing the
 left held. The two counters are plain shared int64 (aligned, one writer: the producer; read
 without a lock), the stop flag a plain shared byte (one writer: the parent), the error report
 one write of at most ``PIPE_BUF`` bytes down a pipe (atomic: all of it or nothing), and the
-cache's lock an ``flock``, which the kernel releases when its holder dies. Once the process has ended, :meth:`Producer.join` / :meth:`Producer.stop` reap
-it and delete its temporary file; a :class:`ShardCache` opened meanwhile deletes it too (a
-killed process not yet reaped, a zombie, counts as dead). An error in the process (a full disk,
-a bad remote file) is re-raised by :meth:`Producer.join` / :meth:`Producer.stop` in the
-training process, with its traceback.
+cache's lock an ``flock``, which the kernel releases when its holder dies. Once the process has
+ended, :meth:`Producer.join` / :meth:`Producer.stop` reap it and delete its temporary file; a
+:class:`ShardCache` opened meanwhile deletes it too (a killed process not yet reaped, a zombie,
+counts as dead). An error in the process (a full disk, a bad remote file) is re-raised by
+:meth:`Producer.join` / :meth:`Producer.stop` in the training process, with its traceback; a
+kill, with its signal's name.
 
 References:
     the user's question of a dataset that grows every epoch from remote storage (a sampling
