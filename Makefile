@@ -21,7 +21,7 @@ export HYPOTHESIS_PROFILE
 # the tests keep compiled modules in __pycache__ (pytest its rewritten tests too) even where the
 # environment turns that off (PYTHONDONTWRITEBYTECODE): else every pytest worker, and every rank
 # or command a test starts, would compile the same files again on each run
-test test-fast loops: export PYTHONDONTWRITEBYTECODE :=
+test test-fast test-deep loops: export PYTHONDONTWRITEBYTECODE :=
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,21 @@ test: $(VENV)/.installed chromium ## Run the whole suite in parallel (2 workers 
 .PHONY: test-fast
 test-fast: $(VENV)/.installed ## Run the suite without the multi-process (torch.distributed) tests
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m 'not multiprocess'
+
+# A deep search where a change is: the thorough profile (1000 examples a property, 20x ci, a
+# random seed) on the properties (-m hypothesis) of the test files tests/deep_tests.py picks: those
+# named after each module changed since REF (or its folder; else those importing its names), and
+# the test files changed. REF: origin/main, else HEAD~1 (the last commit and what is not committed);
+# CHANGED narrows the change to some paths, e.g. CHANGED=src/distsampling/streaming/sharded.py
+REF ?= $(shell git rev-parse -q --verify origin/main >/dev/null && echo origin/main || echo HEAD~1)
+CHANGED ?=
+
+.PHONY: test-deep
+test-deep: $(VENV)/.installed ## Search 20x deeper (profile thorough) in the properties of the modules changed since REF (origin/main, else HEAD~1; CHANGED=paths narrows)
+	@tests="$$($(PY) tests/deep_tests.py $(REF) $(CHANGED))" || exit 1; \
+	if [ -z "$$tests" ]; then echo "test-deep: no module or test changed since $(REF)"; exit 0; fi; \
+	echo "test-deep: HYPOTHESIS_PROFILE=thorough on" $$tests; \
+	HYPOTHESIS_PROFILE=thorough $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m hypothesis -q $$tests
 
 # the loop matrix's results (docs/loops.md is rendered from them); make test writes them too
 LOOP_TESTS := tests/test_loops.py tests/test_loops_frameworks.py tests/test_detection_loaders.py

@@ -150,8 +150,8 @@ sys.modules["distsampling"] = None  # the real package cannot be imported here
 from hypothesis import HealthCheck, settings
 settings.register_profile("copy", max_examples=int(sys.argv[2]), deadline=None, derandomize=True,
                           suppress_health_check=list(HealthCheck))
-settings.register_profile("costly", max_examples=5, deadline=None, derandomize=True,
-                          suppress_health_check=list(HealthCheck))  # conftest's, for the copy
+settings.register_profile("costly", max_examples=max(1, int(sys.argv[2]) // 5), deadline=None,
+                          derandomize=True, suppress_health_check=list(HealthCheck))  # conftest's
 settings.load_profile("copy")
 for spec in specs:  # one set after another, each from its own folder, nothing of the last kept
     for name in [m for m in sys.modules if m.split(".")[0] in ("copied", "helpers")]:
