@@ -32,7 +32,7 @@ def floyd(n: int, us: list[float]) -> list[int]:
     return chosen
 
 
-def batches_torch(labels, num_classes, num_samples, num_batches, W, rank, seed, epoch):
+def batches_defined(labels, num_classes, num_samples, num_batches, W, rank, seed, epoch):
     """The definition, batch by batch: the global epoch's uniforms from one generator seeded
     by seed + epoch, then for each of this rank's batches P distinct classes (sorted labels'
     order) and K members of each: distinct ones (Floyd) if the class has K, else u * size."""
@@ -66,7 +66,7 @@ def test_index_exact_against_the_batch_by_batch_definition(args, world, epoch):
     s = BatchBalanceClassSampler(**args, **world)
     s.set_epoch(epoch)
     idx_ours = list(s)
-    idx_torch = batches_torch(
+    idx_defined = batches_defined(
         args["labels"],
         args["num_classes"],
         args["num_samples"],
@@ -76,7 +76,7 @@ def test_index_exact_against_the_batch_by_batch_definition(args, world, epoch):
         world["seed"],
         epoch,
     )
-    assert idx_ours == idx_torch
+    assert idx_ours == idx_defined
 
 
 @given(args=balanced_batch_args(), world=world_args(), epoch=epochs)
@@ -349,7 +349,7 @@ def test_an_omitted_seed_is_seed_0(args):
     omitted = BatchBalanceClassSampler(**args, num_replicas=1, rank=0)
     assert (omitted.seed, omitted.epoch) == (0, 0)
     P, K, B = args["num_classes"], args["num_samples"], args["num_batches"]
-    assert list(omitted) == batches_torch(args["labels"], P, K, B, 1, 0, 0, 0)
+    assert list(omitted) == batches_defined(args["labels"], P, K, B, 1, 0, 0, 0)
 
 
 @pytest.mark.parametrize("seed", [-(2**63), 2**64 - 1])
@@ -358,7 +358,7 @@ def test_seed_plus_epoch_at_the_generators_exact_bounds_is_drawn_one_past_is_ref
     epoch is the definition's, drawn from that seed); one past a bound raises naming both."""
     args = {"labels": [0, 0, 1, 1, 2], "num_classes": 2, "num_samples": 1, "num_batches": 2}
     s = BatchBalanceClassSampler(**args, num_replicas=1, rank=0, seed=seed)
-    assert list(s) == batches_torch(args["labels"], 2, 1, 2, 1, 0, seed, 0)
+    assert list(s) == batches_defined(args["labels"], 2, 1, 2, 1, 0, seed, 0)
     s.set_epoch(1 if seed > 0 else -1)
     with pytest.raises(ValueError, match=rf"seed \+ epoch should be in .*but got seed={seed}, "):
         s.epoch_batches()

@@ -458,7 +458,7 @@ def test_split_sizes_checks_its_arguments_naming_the_value(name, value):
     args = {"n": 10, "num_replicas": 3, "drop_last": False, name: value}
     kind = is_boolean if name == "drop_last" else is_integer
     if kind(value) and (name == "drop_last" or value >= {"n": 0, "num_replicas": 1}[name]):
-        s = DistributedSampler(
+        s = torch_distributed.DistributedSampler(  # torch's own: its sizes, computed apart
             range(args["n"]), args["num_replicas"], 0, drop_last=args["drop_last"]
         )
         assert split_sizes(**args) == (s.num_samples, s.total_size)

@@ -27,6 +27,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader, RandomSampler, SubsetRandomSampler, WeightedRandomSampler
+from torch.utils.data import DistributedSampler as TorchDistributedSampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from distsampling import (
@@ -52,7 +53,6 @@ from distsampling import (
     WeightedBalanceClassSampler,
     check_state,
     epoch_permutation,
-    rank_positions,
     resumed_positions,
     run_world,
 )
@@ -379,10 +379,11 @@ def test_indices_is_what_iter_yields_and_consumes_nothing(kind, p, epoch):
 
 @given(n=st.integers(0, 60), world=world_sizes, drop_last=flags)
 def test_resuming_at_zero_is_torchs_split(n, world, drop_last):
-    """Invariant: resumed_positions at start 0 are rank_positions' positions, for every rank."""
+    """Invariant: resumed_positions at start 0 are the indices torch's own DistributedSampler
+    gives each rank of an unshuffled dataset of n (its padding and its drop_last)."""
     for rank in range(world):
         ours = resumed_positions(n, world, rank, 0, drop_last=drop_last).tolist()
-        torchs = rank_positions(n, world, rank, drop_last).tolist()
+        torchs = list(TorchDistributedSampler(range(n), world, rank, False, drop_last=drop_last))
         assert ours == torchs
 
 
@@ -430,12 +431,12 @@ def test_a_loaded_state_is_saved_back_unchanged_and_indices_shows_the_rest(
 @given(n=st.integers(0, 12), world=world_sizes, data=st.data())
 def test_resumed_positions_defaults_are_torchs_padded_split(n, world, data):
     """Invariant: drop_last and pad left out are torch's defaults (pad, keep the tail): from
-    stream 0 every rank's positions are torch's unshuffled indices, padding wrapped mod n
-    (one sample on many ranks included), and from any start the same as passing
-    drop_last=False, pad=True."""
+    stream 0 every rank's positions are torch's own DistributedSampler's unshuffled indices,
+    padding wrapped mod n (one sample on many ranks included), and from any start the same as
+    passing drop_last=False, pad=True."""
     start = data.draw(st.integers(0, n), label="start")
     for rank in range(world):
-        theirs = list(DistributedSampler(range(n), world, rank, shuffle=False))
+        theirs = list(TorchDistributedSampler(range(n), world, rank, shuffle=False))
         assert resumed_positions(n, world, rank, 0).tolist() == theirs
         assert torch.equal(
             resumed_positions(n, world, rank, start),

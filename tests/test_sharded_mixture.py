@@ -164,13 +164,13 @@ def test_every_reader_reads_a_window_of_the_tree_and_one_reader_a_rank_is_per_ra
         assert idx_ours == reader_sources(totals, weights, a["b"], a["world"], n, r, steps)
         sampler = MixtureSampler(totals, weights, a["b"], a["world"], r, seed=a["seed"],
                                  layout="per_rank")  # fmt: skip
-        idx_torch = []
+        idx_sampler = []  # the sources of MixtureSampler's indices (ours, not torch's)
         for e in range(a["epochs"]):
             sampler.set_epoch(e)
-            idx_torch += [bisect_right(starts, i) - 1 for i in sampler]
+            idx_sampler += [bisect_right(starts, i) - 1 for i in sampler]
         if n == 1:
-            assert idx_ours == idx_torch
-        assert len(idx_ours) == len(idx_torch)
+            assert idx_ours == idx_sampler
+        assert len(idx_ours) == len(idx_sampler)
         assert all(len(batch) == a["b"] for batch in batches[r])
         assert len(ds) == len(sampler)
     assert len({len(b) for b in batches}) == 1
