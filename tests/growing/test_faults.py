@@ -264,6 +264,28 @@ def test_the_park_seam_refuses_a_bad_value_naming_it(monkeypatch):
         _park.arm()
 
 
+@pytest.mark.timeout(120)
+def test_stop_kills_a_producer_that_does_not_stop_in_time_and_that_is_no_failure(dirs, monkeypatch):
+    """Invariant: a producer that does not end within stop()'s timeout (parked, past the stop
+    flag) is killed by stop(), which then returns: its own kill is not a failure, for stop() or
+    for a later check() or join(); the shard it committed stays listed."""
+    remote, local = dirs
+    parked = os.path.join(local, "parked")
+    monkeypatch.setenv(_park.ENV, f"written:{parked}")
+    cache = ShardCache(local, capacity_bytes=1 << 20)
+    producer = Producer(remote, cache, samples_per_shard=K, context="fork")
+    try:
+        wait_for(parked)
+        assert within(DEADLINE, lambda: producer.stop(timeout=0.5)) == ("returned", None)
+        assert producer.process.exitcode == -signal.SIGKILL  # killed by stop() itself
+        assert within(DEADLINE, producer.check) == ("returned", None)
+        assert within(DEADLINE, producer.join) == ("returned", None)
+        assert producer.written == 0 and [n for _, n in cache.shards()] == [K]
+    finally:
+        producer.process.kill()
+        producer.process.join(DEADLINE)
+
+
 # --- the cache's lock across a fork --------------------------------------------------------------
 
 
