@@ -11,7 +11,12 @@ for the parent to compare with the plan and to write the page's notes from.
 Every run also records the warnings the package raised while it ran (``FrameworkWarning``: a
 framework about to train a rank on another plan), each as its first line, for the parent to
 tell a loud default from a silent one. The framework loops read in the main process (no
-DataLoader workers), so every warning of the run is raised where ``heard()`` records it.
+DataLoader workers), so every warning of the run is raised where ``heard()`` records it; only
+``ShardedIterableDataset`` also runs under the ``Trainer`` with 2 workers, persistent and not
+(``WORKERS``). An error is recorded whole (its type and first line): the parent fails the cell
+unless it is a refusal that loop's default may meet (``loops.FRAMEWORK_REFUSALS``). A
+``Trainer`` run records, epoch by epoch, the batches Lightning counted for it; an entry whose
+epochs differ in length also runs with ``reload_dataloaders_every_n_epochs=1``.
 
 A split whose ranks read unequal counts (``Entry.even`` false) hangs a step's all-reduce
 without DDP's ``join()``: ``unjoined_train()`` runs it so, its gradients on a group with a
@@ -38,13 +43,15 @@ import distsampling as ds
 from distsampling.guards import FrameworkWarning
 from loops import (
     BATCH,
-    BY_NAME,
     EPOCH_HOOK,
     JOIN_ACCELERATE,
     JOIN_DDP,
     NO_SPLIT,
+    RECOUNT,
+    UNDER_DEFAULT,
     UNPREPARED,
     Entry,
+    entry_of,
     judge,
 )
 
@@ -70,6 +77,16 @@ def user_loader(subject: Any, cls: type = DataLoader) -> Any:
 
 def _flat(batch: Any) -> list[int]:
     return batch.reshape(-1).tolist() if isinstance(batch, torch.Tensor) else [int(batch)]
+
+
+@contextmanager
+def default_run(default: bool = True) -> Iterator[None]:
+    """Marks a framework's default run (``loops.UNDER_DEFAULT``), where a probe may crash."""
+    UNDER_DEFAULT[0] = default
+    try:
+        yield
+    finally:
+        UNDER_DEFAULT[0] = False
 
 
 def _error(e: BaseException) -> str:
@@ -106,11 +123,13 @@ def _recorder(subject: Any, epoch_hook: bool, stop_after: int | None = None, pat
 
         def __init__(self) -> None:
             super().__init__()
-            self.layer, self.epochs = torch.nn.Linear(1, 1), {}
+            self.layer, self.epochs, self.lens = torch.nn.Linear(1, 1), {}, {}
 
         def on_train_epoch_start(self) -> None:
             if epoch_hook:
                 subject.set_epoch(self.current_epoch)
+            # the batches Lightning counts for this epoch (it ends the epoch there)
+            self.lens[self.current_epoch] = self.trainer.num_training_batches
 
         def training_step(self, batch, batch_idx):
             self.epochs.setdefault(self.current_epoch, []).append(_flat(batch))
@@ -138,26 +157,40 @@ def _trainer(**kwargs: Any):
 
 
 # --8<-- [start:lightning_fit]
-def lightning_fit(entry: Entry, setting: tuple[str, ...] = ()) -> dict[str, Any]:
+def lightning_fit(entry: Entry, setting: tuple[str, ...] = (), **loader: Any) -> dict[str, Any]:
     """One ``Trainer.fit`` over the entry: ``Trainer``'s defaults (``setting=()``), or with the
-    setting's parts. What each epoch trained on, or the error and whether a step ran first."""
+    setting's parts; ``loader``: the DataLoader's own arguments (workers). What each epoch
+    trained on and the batches Lightning counted for it, or the error and the steps before it
+    (the parent tells the refusals it may meet from any other error)."""
     subject = entry.build(2, dist.get_rank())
     kwargs = {"use_distributed_sampler": False} if NO_SPLIT in setting else {}
+    kwargs |= {"reload_dataloaders_every_n_epochs": 1} if RECOUNT in setting else {}
     model, trainer, error = _recorder(subject, EPOCH_HOOK in setting), None, None
-    with heard() as warned:  # what the package said while it ran
+    with heard() as warned, default_run(not setting):  # what the package said while it ran
         try:
             trainer = _trainer(**kwargs)
-            trainer.fit(model, user_loader(subject))
-        except Exception as e:  # the default may refuse: the page quotes it
+            trainer.fit(model, user_loader(subject) if not loader else _with(subject, loader))
+        except Exception as e:  # recorded whole: the parent judges it
             error = _error(e)
     if error is not None:
         steps = sum(map(len, model.epochs.values()))
         return {"error": error, "steps_before": steps, "warnings": warned}
     epochs = [model.epochs.get(e, []) for e in range(EPOCHS)]
-    return {"epochs": epochs, "len": trainer.num_training_batches, "warnings": warned}
+    lens = [model.lens.get(e) for e in range(EPOCHS)]
+    return {"epochs": epochs, "lens": lens, "warnings": warned}
 
 
 # --8<-- [end:lightning_fit]
+
+
+def _with(subject: Any, loader: dict[str, Any]) -> DataLoader:
+    """The user's loader with DataLoader arguments of its own (``num_workers``, ...)."""
+    how = {k: subject.obj if v is None else v for k, v in subject.how.items()}
+    return DataLoader(subject.dataset, **how, batch_size=BATCH, **loader)
+
+
+#: the DataLoader workers a Trainer's column runs an iterable dataset with, beside none
+WORKERS = {"2 workers": {"num_workers": 2}, "2 persistent workers": {"num_workers": 2, "persistent_workers": True}}  # fmt: skip
 
 
 # --8<-- [start:lightning_resume]
@@ -172,7 +205,7 @@ def lightning_resume(entry: Entry, setting: tuple[str, ...], stop_after: int) ->
     path = os.path.join(tempfile.gettempdir(), f"loops-{os.environ['MASTER_PORT']}.ckpt")
     runs: list[list[list[list[int]]]] = []
     model = None
-    with heard() as warned:  # what the package said while both runs ran
+    with heard() as warned, default_run(not setting):  # what the package said while both ran
         try:
             for ckpt in (None, path):
                 subject = entry.build(2, rank)
@@ -181,7 +214,7 @@ def lightning_resume(entry: Entry, setting: tuple[str, ...], stop_after: int) ->
                 loader = user_loader(subject, StatefulDataLoader)
                 _trainer(**kwargs).fit(model, loader, ckpt_path=ckpt)
                 runs.append([model.epochs.get(e, []) for e in range(EPOCHS)])
-        except Exception as e:  # the steps both runs trained before it
+        except Exception as e:  # recorded whole, with the steps both runs trained before it
             steps = sum(len(epoch) for run in runs for epoch in run)
             steps += sum(map(len, model.epochs.values())) if model is not None else 0
             return {"error": _error(e), "steps_before": steps, "warnings": warned}
@@ -204,7 +237,7 @@ def lightning_rank(names: list[str]) -> dict[str, dict[str, Any]]:
     warnings.filterwarnings("ignore")  # Lightning's advice on workers and logging
     out = {}
     for name in names:
-        entry = BY_NAME[name]
+        entry = entry_of(name)
         print(f"rank {dist.get_rank()}: {name}", flush=True)  # where a slow run is, in its log
         runs = {DEFAULT: lightning_fit(entry)}
         chosen: tuple[str, ...] = ()
@@ -215,6 +248,14 @@ def lightning_rank(names: list[str]) -> dict[str, dict[str, Any]]:
                     chosen = setting
                     break
         out[name] = {"fit": runs}
+        if entry.varies:  # epochs of changing length: counted again at each epoch's start
+            out[name]["recount"] = lightning_fit(entry, (*chosen, RECOUNT))
+        if (
+            entry.kind == "iterable"
+            and entry.reference is None
+            and name == "ShardedIterableDataset"
+        ):
+            out[name]["workers"] = {k: lightning_fit(entry, (), **v) for k, v in WORKERS.items()}
         if entry.resumable:
             resumes = {DEFAULT: lightning_resume(entry, (), stop_after=1)}
             if chosen and judge(entry, everyone(resumes[DEFAULT]), EPOCHS) is not None:
@@ -234,7 +275,7 @@ def accelerate_train(accelerator: Any, entry: Entry, prepare_loader: bool) -> di
     subject = entry.build(2, dist.get_rank())
     model = torch.nn.Linear(1, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    with heard() as warned:  # what the package said while it ran
+    with heard() as warned, default_run(prepare_loader):  # what the package said while it ran
         run = _accelerate_epochs(accelerator, entry, subject, model, optimizer, prepare_loader)
     return {**run, "warnings": warned}
 
@@ -259,7 +300,7 @@ def _accelerate_epochs(accelerator, entry, subject, model, optimizer, prepare_lo
                     optimizer.zero_grad()
                     accelerator.backward(model(batch.float().reshape(-1, 1)).pow(2).mean())
                     optimizer.step()
-    except Exception as e:  # the default may refuse: the page quotes it, and when
+    except Exception as e:  # recorded whole, and when: the parent judges it
         return {"error": _error(e), "steps_before": sum(map(len, epochs))}
     finally:
         accelerator.free_memory()
@@ -280,7 +321,7 @@ def accelerate_rank(names: list[str]) -> dict[str, dict[str, Any]]:
     assert accelerator.num_processes == 2
     out = {}
     for name in names:
-        entry = BY_NAME[name]
+        entry = entry_of(name)
         runs = {DEFAULT: accelerate_train(accelerator, entry, prepare_loader=True)}
         if judge(entry, everyone(runs[DEFAULT]), EPOCHS, pad=2 * BATCH) is not None:
             setting = UNPREPARED if entry.even else f"{UNPREPARED}, {JOIN_ACCELERATE}"
@@ -298,22 +339,27 @@ def accelerate_rank(names: list[str]) -> dict[str, dict[str, Any]]:
 def ddp_train(entry: Entry, join: bool) -> dict[str, Any]:
     """A ``DistributedDataParallel`` model trained through the entry's loader for two epochs,
     ``set_epoch`` first; each step all-reduces the gradients, so ranks with unequal steps need
-    DDP's ``join()`` (which shadows the missing steps) or hang."""
+    DDP's ``join()`` (which shadows the missing steps) or hang. An error is recorded, with the
+    steps before it (the parent fails the cell: this loop meets no refusal)."""
     subject = entry.build(2, dist.get_rank())
     loader = user_loader(subject)
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    with heard() as warned:  # what the package said while it ran
-        epochs = _ddp_epochs(entry, subject, loader, model, optimizer, join)
+    epochs: list[list[list[int]]] = []
+    with heard() as warned, default_run():  # what the package said while it ran
+        try:
+            _ddp_epochs(entry, subject, loader, model, optimizer, join, epochs)
+        except Exception as e:  # a rank's error: both ranks raise alike, at the same step
+            return {"error": _error(e), "steps_before": sum(map(len, epochs)), "warnings": warned}
     return {"epochs": epochs, "steps": [len(e) for e in epochs], "warnings": warned}
 
 
-def _ddp_epochs(entry, subject, loader, model, optimizer, join):
-    """The two epochs of ``ddp_train()``: the batches each read."""
-    epochs = []
+def _ddp_epochs(entry, subject, loader, model, optimizer, join, epochs):
+    """The two epochs of ``ddp_train()``: the batches each read, into ``epochs``."""
     for epoch in range(EPOCHS):
         subject.set_epoch(epoch)
-        read = []
+        read: list[list[int]] = []
+        epochs.append(read)
         with model.join() if join else nullcontext():
             for step, batch in enumerate(loader):
                 if entry.kind == "endless" and step == 4:
@@ -322,8 +368,6 @@ def _ddp_epochs(entry, subject, loader, model, optimizer, join):
                 optimizer.zero_grad()
                 model(batch.float().reshape(-1, 1)).pow(2).mean().backward()
                 optimizer.step()
-        epochs.append(read)
-    return epochs
 
 
 # --8<-- [end:ddp_rank]
@@ -334,7 +378,7 @@ def ddp_rank(names: list[str]) -> dict[str, dict[str, Any]]:
     uneven split by ``unjoined_train()`` (its hang), then with ``join()``."""
     out = {}
     for name in names:
-        entry = BY_NAME[name]
+        entry = entry_of(name)
         if entry.even:
             out[name] = {DEFAULT: ddp_train(entry, join=False)}
         else:  # without join() first: it hangs
@@ -390,7 +434,7 @@ def rank_check_rank(names: list[str]) -> dict[str, dict[str, Any]]:
     epoch everywhere, checked again. Each check's error, or None where the ranks agree."""
     out = {}
     for name in names:
-        subject = BY_NAME[name].build(2, dist.get_rank())
+        subject = entry_of(name).build(2, dist.get_rank())
         checked = subject.how.get("sampler") or subject.obj  # what the loader takes
         out[name] = {}
         for case, epoch in (("differs", dist.get_rank()), ("agrees", 1)):

@@ -9,12 +9,17 @@ A cell is ✓ where the defaults hold; otherwise its note is written from what t
 the setting that held, and what the default did instead (the first line of its error, how
 much of its plan it trained on, or the hang of an uneven split without ``join()``), and
 whether the package warned while the default ran (``FrameworkWarning``, recorded by the ranks:
-the note quotes its first words). A default that trains on another plan without an error or a
-warning is silent, and fails its test (``never_silent``).
+the note quotes its first line). A default's error must be a refusal that framework's default
+may meet (``loops.FRAMEWORK_REFUSALS``, by type and words): any other fails the cell, and a
+crash injected under each framework's default (``loops.PROBES``) shows it. A default that
+trains on another plan without an error or a warning is silent, and fails its test
+(``never_silent``) but in a reference row, whose note names the guard its exported class has.
+Every cell's status is compared with the committed one (``loops.expect``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -23,16 +28,21 @@ import distsampling as ds
 from loops import (
     ACCELERATE,
     BY_NAME,
+    CRASH,
     ENTRIES,
     JOIN_DDP,
     LIGHTNING,
     LIGHTNING_RESUME,
+    PROBES,
     RANK_CHECK,
     TORCHRUN,
     Entry,
+    guard_for,
+    intended_refusal,
     judge,
 )
-from loops_frameworks import BATCH, DEFAULT, EPOCHS, HANG_SECONDS, UNJOINED
+from loops_frameworks import BATCH, DEFAULT, EPOCHS, HANG_SECONDS, UNJOINED, WORKERS
+from loops_status import expect
 
 TESTS = str(Path(__file__).resolve().parent)
 EPOCHAL = [e.name for e in ENTRIES if e.kind != "endless"]  # a framework's epochs end
@@ -63,13 +73,35 @@ def heard(runs: list[dict]) -> list[str]:
     return [line for run in runs for line in run.get("warnings", [])]
 
 
-def cell(entry: Entry, runs: dict[str, list[dict]], pad: int | None = None) -> tuple[str, str]:
+def refusals_only(entry: Entry, loop: str, runs: list[dict]) -> None:
+    """Invariant: the default run's errors, on every rank, are refusals the loop's default may
+    meet (``loops.FRAMEWORK_REFUSALS``: their type and words); any other error (a crash, a
+    regression) fails the cell, whatever another setting then read."""
+    for rank, run in enumerate(runs):
+        error = run.get("error")
+        assert error is None or intended_refusal(loop, error), (
+            f"{entry.name} under {loop}: rank {rank}'s default raised {error!r}, which is not "
+            "a refusal the package intends (FRAMEWORK_REFUSALS in tests/loops.py)"
+        )
+
+
+def cell(
+    entry: Entry,
+    loop: str,
+    runs: dict[str, list[dict]],
+    pad: int | None = None,
+    twin: Sequence[dict] = (),
+) -> tuple[str, str]:
     """The status and note of a cell from its runs: ✓ where the default held; else the first
     setting that held, and what the default did instead, in the words its runs give. The
-    default is loud where it raised (``setting``: the note says whether before its first
-    step) or where the package warned while it ran (``warned``: the note quotes the warning's
-    first words, from the run), silent where it trained on another plan without a word
-    (``silent``). A run that reads its plan raised no warning (no false alarm)."""
+    default is loud where it raised one of the refusals ``loop`` may meet (``setting``: the
+    note says whether before its first step; any other error fails the cell) or where the
+    package warned while it ran (``warned``: the note quotes the warning's first words, from
+    the run), silent where it trained on another plan without a word (``silent``; a reference
+    row's note names the guard its exported class has, from what that class's default did in
+    the same launch: ``twin``, its records). A run that reads its plan raised no warning (no
+    false alarm)."""
+    refusals_only(entry, loop, runs[DEFAULT])
     default = judge(entry, runs[DEFAULT], EPOCHS, pad)
     if default is None:
         assert not heard(runs[DEFAULT]), f"{entry.name}: warned, yet read its plan"
@@ -85,9 +117,13 @@ def cell(entry: Entry, runs: dict[str, list[dict]], pad: int | None = None) -> t
         plural = "s" * (steps != 1)
         when = "before its first step" if steps == 0 else f"after {steps} step{plural}"
         return "setting", f"{held[0]}; the default {default}, {when}"
-    if warned := heard(runs[DEFAULT]):  # quoted from the run: its words up to the first colon
-        return "warned", f'{held[0]}; the default {default}, warning "{warned[0].split(": ")[0]}"'
-    return "silent", f"{held[0]}; the default {default}, without a word"
+    if warned := heard(runs[DEFAULT]):  # quoted from the run: its first line, whole
+        return "warned", f'{held[0]}; the default {default}, warning "{warned[0]}"'
+    silent = f"{held[0]}; the default {default}, without a word"
+    if entry.reference is not None:  # the guard that makes the exported class's cell loud
+        guard = guard_for(loop, [r["error"] for r in twin if "error" in r])
+        silent += f"; `{entry.reference}` has {guard}"
+    return "silent", silent
 
 
 #: the framework columns, where a default must never be silent
@@ -96,8 +132,13 @@ FRAMEWORKS = (LIGHTNING, LIGHTNING_RESUME, ACCELERATE, TORCHRUN)
 
 def never_silent(name: str, loop: str, status: str, note: str) -> None:
     """Invariant: a framework's default reads the plan, or is loud (an error, or the package's
-    warning while it runs): none trains on another plan without a word."""
+    warning while it runs): none trains on another plan without a word. A reference row (a
+    reference file's class, without the package's guards) may be silent: its note names the
+    guard of its exported class, and the expected statuses hold which cells are."""
     assert loop in FRAMEWORKS
+    if BY_NAME[name].reference is not None:
+        assert status != "silent" or "` has " in note, note
+        return
     assert status != "silent", f"{name} under {loop}: the default is silent: {note}"
 
 
@@ -107,8 +148,25 @@ def never_silent(name: str, loop: str, status: str, note: str) -> None:
 @pytest.fixture(scope="module")
 def lightning_world() -> list[dict]:
     """Every rank's record of every entry, from one torchrun world of 2 ranks."""
-    return ds.run_nodes("loops_frameworks:lightning_rank", 1, 2, TRAINED, timeout=600,
+    return ds.run_nodes("loops_frameworks:lightning_rank", 1, 2, [*TRAINED, CRASH], timeout=600,
                         pythonpath=[TESTS])  # fmt: skip
+
+
+def lightning_cell(entry: Entry, world: list[dict]) -> tuple[str, str]:
+    """A Lightning cell's status and note from its runs; the run that held counted every
+    epoch as Lightning ends it: each epoch's count is its steps, or (an entry whose epochs
+    differ in length) at least its steps, so that no step was cut."""
+    runs = by_setting(world, entry.name, "fit")
+    twin = by_setting(world, entry.reference, "fit")[DEFAULT] if entry.reference else []
+    status, note = cell(entry, LIGHTNING, runs, twin=twin)
+    held = DEFAULT if status == "passed" else note.split(";")[0]
+    for run in runs[held]:
+        steps = [len(epoch) for epoch in run["epochs"]]
+        if entry.varies:
+            assert all(n >= k for n, k in zip(run["lens"], steps)), (run["lens"], steps)
+        else:
+            assert run["lens"] == steps, (run["lens"], steps)
+    return status, note
 
 
 @pytest.mark.parametrize("name", TRAINED)
@@ -117,16 +175,64 @@ def test_under_lightning_each_rank_trains_on_exactly_its_plan_by_default_or_with
 ):
     """Invariant: a real 2-process ``Trainer`` (gloo, CPU) with its defaults trains each rank
     on exactly the entry's plan for that rank, epoch 0 then epoch 1, whole and once, and
-    ``len(loader)`` is the steps it trained; or it does not (the cell's note says what it did
-    instead, from that run), and a setting Lightning offers does, in the same launch."""
-    entry = BY_NAME[name]
-    runs = by_setting(lightning_world, name, "fit")
-    status, note = cell(entry, runs)
-    held = DEFAULT if status == "passed" else note.split(";")[0]
-    for run in runs[held]:
-        assert run["len"] == len(run["epochs"][0])
+    counts each epoch's batches as it trains them (``num_training_batches``, epoch by epoch:
+    at least them where epochs differ in length); or it does not (the cell's note says what
+    it did instead, from that run: a refusal, never another error), and a setting Lightning
+    offers does, in the same launch."""
+    status, note = lightning_cell(BY_NAME[name], lightning_world)
+    expect(name, LIGHTNING, status)
     loop_cell(name, LIGHTNING, status, note)
     never_silent(name, LIGHTNING, status, note)
+
+
+VARIES = [name for name in TRAINED if BY_NAME[name].varies]
+
+
+@pytest.mark.parametrize("name", VARIES)
+def test_a_trainer_that_recounts_every_epoch_counts_each_epoch_of_another_length_as_it_stands(
+    name, lightning_world
+):
+    """Invariant: with ``Trainer(reload_dataloaders_every_n_epochs=1)`` an entry whose epochs
+    differ in length trains each rank on exactly its plan, and Lightning counts each epoch
+    again, before it calls the samplers' ``set_epoch``: a dataset that follows the Trainer's
+    epoch (an iterable dataset) is counted as the epoch it trains; a sampler, as the epoch
+    before (epoch 0: its own). Without it (the matrix's cell) every epoch is counted as the
+    first, and trains its own steps."""
+    entry = BY_NAME[name]
+    recount = [rank[name]["recount"] for rank in lightning_world]
+    assert judge(entry, recount, EPOCHS) is None, recount
+    for run in recount:
+        steps = [len(epoch) for epoch in run["epochs"]]
+        assert steps[0] != steps[1]  # the epochs differ in length
+        counted = steps if entry.kind == "iterable" else [steps[0], *steps[:-1]]
+        assert run["lens"] == counted, (run["lens"], steps)
+    fits = by_setting(lightning_world, name, "fit")
+    held = next(k for k, runs in fits.items() if judge(entry, runs, EPOCHS) is None)
+    for run in fits[held]:
+        assert len(set(run["lens"])) == 1  # counted once: every epoch as the first
+
+
+@pytest.mark.parametrize("workers", list(WORKERS))
+def test_under_lightning_an_iterable_dataset_read_by_workers_reads_its_plan(
+    workers, lightning_world, request
+):
+    """Invariant: ``ShardedIterableDataset`` under a real ``Trainer`` with its defaults, read by
+    2 DataLoader workers (persistent or not), trains each rank on exactly its plan (the
+    workers' order aside), epoch by epoch; or it is refused before its first step."""
+    if workers == "2 persistent workers":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=(
+            "a persistent worker keeps the Trainer as it was: the dataset raises at epoch 1's "
+            "first batch, after epoch 0's steps, not before the first step")))  # fmt: skip
+    name = "ShardedIterableDataset"
+    runs = [rank[name]["workers"][workers] for rank in lightning_world]
+    errors = [run for run in runs if "error" in run]
+    assert max((run["steps_before"] for run in errors), default=0) == 0, errors
+    if errors:
+        return
+    for rank, run in enumerate(runs):
+        for epoch in range(EPOCHS):
+            read = sorted(i for batch in run["epochs"][epoch] for i in batch)
+            assert read == sorted(BY_NAME[name].plan(2, rank, epoch)), (rank, epoch)
 
 
 @pytest.mark.parametrize("name", ["MixtureSampler", "OrderAhead"])
@@ -153,11 +259,12 @@ def test_a_lightning_run_resumed_from_its_own_checkpoint_trains_on_the_rest_of_t
     entry = BY_NAME[name]
     resumes = by_setting(lightning_world, name, "resume")
     fits = by_setting(lightning_world, name, "fit")
-    status, note = cell(entry, resumes)
+    status, note = cell(entry, LIGHTNING_RESUME, resumes)
     held = DEFAULT if status == "passed" else note.split(";")[0]
     for resumed, whole in zip(resumes[held], fits[held]):
         assert len(resumed["before"]) == 1  # preempted after one step
         assert resumed["epochs"] == whole["epochs"]
+    expect(name, LIGHTNING_RESUME, status)
     loop_cell(name, LIGHTNING_RESUME, status, note)
     never_silent(name, LIGHTNING_RESUME, status, note)
 
@@ -167,7 +274,7 @@ def test_a_lightning_run_resumed_from_its_own_checkpoint_trains_on_the_rest_of_t
 
 @pytest.fixture(scope="module")
 def accelerate_world() -> list[dict]:
-    return ds.run_world("loops_frameworks:accelerate_rank", 2, EPOCHAL, timeout=300,
+    return ds.run_world("loops_frameworks:accelerate_rank", 2, [*EPOCHAL, CRASH], timeout=300,
                         pythonpath=[TESTS])  # fmt: skip
 
 
@@ -194,13 +301,21 @@ def test_under_accelerate_each_rank_trains_on_exactly_its_plan_by_default_or_wit
     one round of padding); or it does not, and the model and optimizer prepared with the
     loader left as built train each rank on exactly its plan (an uneven split under
     torch's ``Join``, without which a rank hangs: shown in the same launch)."""
-    entry, runs = BY_NAME[name], by_setting(accelerate_world, name)
-    hang = runs.pop(UNJOINED, None)
-    status, note = cell(entry, runs, pad=2 * BATCH)
-    if not entry.even:
-        note += hang_note(hang, "Join([model])")
+    status, note = accelerate_cell(BY_NAME[name], accelerate_world)
+    expect(name, ACCELERATE, status)
     loop_cell(name, ACCELERATE, status, note or "accelerator.prepare(model, optimizer, loader)")
     never_silent(name, ACCELERATE, status, note)
+
+
+def accelerate_cell(entry: Entry, world: list[dict]) -> tuple[str, str]:
+    """An accelerate cell's status and note from its runs (an uneven split's hang shown)."""
+    runs = by_setting(world, entry.name)
+    hang = runs.pop(UNJOINED, None)
+    twin = by_setting(world, entry.reference)[DEFAULT] if entry.reference else []
+    status, note = cell(entry, ACCELERATE, runs, pad=2 * BATCH, twin=twin)
+    if not entry.even:
+        note += hang_note(hang, "Join([model])")
+    return status, note
 
 
 # --- a plain DDP loop under torchrun -------------------------------------------------------------
@@ -208,7 +323,7 @@ def test_under_accelerate_each_rank_trains_on_exactly_its_plan_by_default_or_wit
 
 @pytest.fixture(scope="module")
 def ddp_world() -> list[dict]:
-    return ds.run_nodes("loops_frameworks:ddp_rank", 1, 2, DDP, timeout=300,
+    return ds.run_nodes("loops_frameworks:ddp_rank", 1, 2, [*DDP, CRASH], timeout=300,
                         pythonpath=[TESTS])  # fmt: skip
 
 
@@ -220,18 +335,44 @@ def test_under_torchrun_ddp_every_rank_takes_as_many_steps_and_reads_its_plan(
     entry's loader for two epochs: each reads exactly its plan, whole and once, and every rank
     takes as many steps; an uneven split's ranks take unequal steps, which DDP's ``join()``
     holds, and without which one rank hangs in an all-reduce (shown in the same launch)."""
-    entry = BY_NAME[name]
-    runs = by_setting(ddp_world, name)
+    status, note = ddp_cell(BY_NAME[name], ddp_world)
+    expect(name, TORCHRUN, status)
+    loop_cell(name, TORCHRUN, status, note)
+
+
+def ddp_cell(entry: Entry, world: list[dict]) -> tuple[str, str]:
+    """A torchrun cell's status and note: its loop meets no refusal, so any error fails it."""
+    runs = by_setting(world, entry.name)
+    for key in (DEFAULT, JOIN_DDP):
+        refusals_only(entry, TORCHRUN, runs.get(key, []))
     assert not heard([r for rs in runs.values() for r in rs if "warnings" in r])  # no false alarm
     if entry.even:
         assert judge(entry, runs[DEFAULT], EPOCHS) is None, runs
         assert len({tuple(run["steps"]) for run in runs[DEFAULT]}) == 1
-        loop_cell(name, TORCHRUN, "passed")
-        return
+        return "passed", ""
     assert judge(entry, runs[JOIN_DDP], EPOCHS) is None, runs
     assert len({tuple(run["steps"]) for run in runs[JOIN_DDP]}) == 2  # unequal: join() needed
-    note = JOIN_DDP + hang_note(runs[UNJOINED], "join()")
-    loop_cell(name, TORCHRUN, "setting", note)
+    return "setting", JOIN_DDP + hang_note(runs[UNJOINED], "join()")
+
+
+# --- a crash under a framework's default fails its cell ------------------------------------------
+
+CELL_OF = {LIGHTNING: ("lightning_world", lightning_cell),
+           ACCELERATE: ("accelerate_world", accelerate_cell), TORCHRUN: ("ddp_world", ddp_cell)}  # fmt: skip
+
+
+@pytest.mark.parametrize("loop", list(CELL_OF))
+def test_a_crash_injected_under_a_frameworks_default_fails_its_cell(loop, request):
+    """Invariant: a sampler that raises ``AttributeError`` under the framework's default (a
+    regression, not a refusal of the package's), in the same launch as the matrix, fails its
+    cell, though a setting then reads the plan (Lightning's, accelerate's); its error is in
+    the run's record, named."""
+    fixture, cell_of = CELL_OF[loop]
+    world = request.getfixturevalue(fixture)
+    errors = [r[CRASH]["fit"][DEFAULT] if loop == LIGHTNING else r[CRASH][DEFAULT] for r in world]
+    assert all(e["error"].startswith("AttributeError: ") for e in errors), errors
+    with pytest.raises(AssertionError, match=r"AttributeError.*not a refusal the package intends"):
+        cell_of(PROBES[CRASH], world)
 
 
 # --- the rank check -----------------------------------------------------------------------------
