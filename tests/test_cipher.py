@@ -167,7 +167,11 @@ def test_positions_in_any_integer_form_give_the_same_int64_indices_in_their_shap
     assert index_shuffle(small, 2**40, 3).max() >= 2**31  # seed 3 puts them past int32
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
+@pytest.mark.skipif(
+    not torch.cuda.is_available(),
+    reason="CUDA is not available: positions on a GPU need one (the CPU's are tested above)",
+)
 def test_indices_come_back_on_the_positions_device():
     """Invariant: positions on a GPU give their indices on that GPU (computed on the CPU), the
     same values as from the CPU."""
