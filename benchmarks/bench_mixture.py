@@ -58,7 +58,7 @@ def ours_quality(timer, task: str) -> dict[str, float]:
 
     sizes, weights = TASKS[task]
     timer.start()
-    sampler = MixtureSampler(sizes, weights, MICRO, WORLD, 0)
+    sampler = MixtureSampler(sizes, weights, MICRO, WORLD, 0, layout="per_rank")
     indices = np.array([sampler.batch_at(s) for s in range(STEPS)]).ravel()  # (n,) every rank's
     timer.stop()
     offsets = np.cumsum([0, *sizes[:-1]])
@@ -114,7 +114,7 @@ def ours_random(timer) -> dict[str, float]:
     from distsampling import MixtureSampler
 
     def sources(ws: list[float]) -> np.ndarray:
-        s = MixtureSampler([10**6] * len(ws), ws, MICRO, WORLD, 0, shuffle=False)
+        s = MixtureSampler([10**6] * len(ws), ws, MICRO, WORLD, 0, shuffle=False, layout="per_rank")
         return np.array([s.batch_at(t) for t in range(RANDOM_STEPS)]).ravel() // 10**6
 
     timer.start()
@@ -157,13 +157,14 @@ def _mix(n: int, k: int, kind: str) -> tuple[list[int], list[float]]:
 
 
 def ours_cost(timer, n: int, k: int = 3, kind: str = "decimal", world: int = WORLD,
-              micro: int = MICRO, steady: bool = False) -> dict[str, float]:  # fmt: skip
+              micro: int = MICRO, steady: bool = False,
+              layout: str = "per_rank") -> dict[str, float]:  # fmt: skip
     from distsampling import MixtureSampler
 
     reads = 1 << 16
     sizes, weights = _mix(n, k, kind)
     timer.start()
-    sampler = MixtureSampler(sizes, weights, micro, world, 0, epoch_length=n)
+    sampler = MixtureSampler(sizes, weights, micro, world, 0, epoch_length=n, layout=layout)
     it = iter(sampler)
     next(it)
     timer.first()
@@ -195,6 +196,145 @@ def ours_100_decimal(timer, n: int) -> dict[str, float]:
 
 def ours_100_computed(timer, n: int) -> dict[str, float]:
     return ours_cost(timer, n, 100, "computed", 1024, 4, steady=True)
+
+
+def ours_3_decimal_global(timer, n: int) -> dict[str, float]:
+    return ours_cost(timer, n, 3, "decimal", 1024, 4, steady=True, layout="global")
+
+
+def ours_100_computed_global(timer, n: int) -> dict[str, float]:
+    return ours_cost(timer, n, 100, "computed", 1024, 4, steady=True, layout="global")
+
+
+# --- the two layouts side by side ----------------------------------------------------------
+
+LAYOUT_TASKS = {  # name: (sizes, weights)
+    "3": ([60000, 6000, 600], [0.5, 0.3, 0.2]),
+    "5": ([10**6] * 5, [0.5, 0.25, 0.125, 0.0625, 0.0625]),
+    "100": (
+        [int(10**6 / (k + 1) ** 1.1) + 1 for k in range(100)],
+        [
+            (int(10**6 / (k + 1) ** 1.1) + 1)
+            / sum(int(10**6 / (j + 1) ** 1.1) + 1 for j in range(100))
+            for k in range(100)
+        ],
+    ),
+}
+LAYOUT_STEPS, LAYOUT_MICRO = 1500, 4
+
+
+def layout_figures(timer, layout: str, task: str, world: int) -> dict[str, float]:
+    """``prefix`` (every prefix of the stream in position order), ``batch`` (every global batch)
+    and ``rank`` (each rank's whole share), in samples, over 1,500 steps of micro-batch 4."""
+    from distsampling import MixtureSampler
+
+    sizes, weights = LAYOUT_TASKS[task]
+    b, K = LAYOUT_MICRO, len(sizes)
+    timer.start()
+    s = MixtureSampler(sizes, weights, b, world, 0, shuffle=False, layout=layout)
+    n = LAYOUT_STEPS * world * b
+    ks = s.sources(np.arange(n, dtype=np.int64))[0]  # (n,) position order
+    timer.stop()
+    units = np.array(s.units[0], np.float64)
+    share = units / units.sum()  # (K,) the shares in use
+    prefix = batch = 0.0
+    for k in range(K):
+        mine = ks == k
+        prefix = max(prefix, float(np.abs(np.cumsum(mine) - share[k] * np.arange(1, n + 1)).max()))
+        by_step = mine.reshape(LAYOUT_STEPS, world * b).sum(1)
+        batch = max(batch, float(np.abs(by_step - share[k] * world * b).max()))
+    # each micro-batch's rank: m at step t (per rank: m; global: (m - t) mod W)
+    m = np.arange(world)[None, :] + np.zeros((LAYOUT_STEPS, 1), np.int64)  # (S, W)
+    if layout == "global":
+        m = (m - np.arange(LAYOUT_STEPS)[:, None]) % world
+    per = np.zeros((world, K))
+    np.add.at(per, (np.repeat(m.ravel(), b), ks), 1)
+    rank = float(np.abs(per - share * LAYOUT_STEPS * b).max())
+    return {"prefix": prefix, "batch": batch, "rank": rank}
+
+
+def global_layout(timer, task: str, world: int) -> dict[str, float]:
+    return layout_figures(timer, "global", task, world)
+
+
+def per_rank_layout(timer, task: str, world: int) -> dict[str, float]:
+    return layout_figures(timer, "per_rank", task, world)
+
+
+# --- schedules that change every step, a tiny source many passes -----------------------------
+
+
+def ramp(changes: int) -> list:
+    """4 sources from .6/.25/.1/.05 to .3/.3/.2/.2, a change every step for ``changes`` steps."""
+    a, z = np.array([0.6, 0.25, 0.1, 0.05]), np.array([0.3, 0.3, 0.2, 0.2])
+    return [(t, [round(float(x), 6) for x in a + (z - a) * t / changes]) for t in range(changes)]
+
+
+def schedule_cost(timer, layout: str, changes: int) -> dict[str, float]:
+    """A ramp changed every step: each index of rank 0 (W = 8, b = 4), batch_at(15000) and the
+    global stream's and rank 0's largest gap from the schedule's cumulative share, 1,000 steps."""
+    from distsampling import MixtureSampler
+
+    plan = ramp(changes)
+    timer.start()
+    s = MixtureSampler([10**6] * 4, plan, 4, 8, 0, layout=layout, epoch_length=10**12)
+    timer.first()
+    t0 = time.perf_counter()
+    s.batch_at(min(15000, changes - 1))
+    out = {"batch_at_ms": (time.perf_counter() - t0) * 1e3}
+    it, reads = iter(s), 1 << 15
+    t0 = time.perf_counter()
+    for _, _ in zip(range(reads), it):
+        pass
+    out["per_index_us"] = (time.perf_counter() - t0) / reads * 1e6
+    timer.stop()
+    steps, B = 1000, 32
+    ks = s.sources(np.arange(steps * B, dtype=np.int64))[0]
+    shares = np.array([[float(x) / sum(w) for x in w] for _, w in plan[:steps]])  # (S, K)
+    target = np.cumsum(np.repeat(shares, B, axis=0), axis=0)  # (S B, K) cumulative share
+    onehot = np.eye(4)[ks]
+    out["stream"] = float(np.abs(np.cumsum(onehot, 0) - target).max())
+    mine = np.concatenate([s.positions(t, 0) for t in range(steps)])  # rank 0's positions
+    got = np.cumsum(np.eye(4)[s.sources(mine)[0]], 0)  # (S b, K)
+    want = np.cumsum(np.repeat(shares, 4, axis=0), 0)
+    out["rank"] = float(np.abs(got - want).max())
+    return out
+
+
+def schedule_global(timer, changes: int) -> dict[str, float]:
+    return schedule_cost(timer, "global", changes)
+
+
+def schedule_per_rank(timer, changes: int) -> dict[str, float]:
+    return schedule_cost(timer, "per_rank", changes)
+
+
+def tiny_source(timer, layout: str) -> dict[str, float]:
+    """``[1000, 5]`` at 1/2 each, W = 8, b = 4: batch_at(10**9); then ``[10**6, 10]``: each of
+    65,536 indices of rank 0."""
+    from distsampling import MixtureSampler
+
+    timer.start()
+    s = MixtureSampler([1000, 5], [0.5, 0.5], 4, num_replicas=8, rank=0, layout=layout)
+    t0 = time.perf_counter()
+    s.batch_at(10**9)
+    out = {"batch_at_1e9_ms": (time.perf_counter() - t0) * 1e3}
+    s = MixtureSampler([10**6, 10], [0.5, 0.5], 4, 8, 0, layout=layout, epoch_length=10**12)
+    it = iter(s)
+    next(it)
+    t0 = time.perf_counter()
+    for _, _ in zip(range(1 << 16), it):
+        pass
+    timer.stop()
+    return {**out, "per_index_us": (time.perf_counter() - t0) / (1 << 16) * 1e6}
+
+
+def tiny_global(timer) -> dict[str, float]:
+    return tiny_source(timer, "global")
+
+
+def tiny_per_rank(timer) -> dict[str, float]:
+    return tiny_source(timer, "per_rank")
 
 
 def ours_100_computed_w8(timer, n: int) -> dict[str, float]:
@@ -368,6 +508,66 @@ def suite(large: bool) -> list[Comparison]:
             ("first_s", "per_index_us", "steady_us", "batch_at_ms", "peak_MiB"),
             ("first_s", "per_index_us", "steady_us", "batch_at_ms", "peak_MiB"),
             python,
+        )
+    )
+    out.append(
+        Comparison(
+            "N = 1e10, W = 1024, b = 4: the global layout against the per-rank one",
+            {
+                "global, 3 sources, 0.5 / 0.3 / 0.2": "bench_mixture:ours_3_decimal_global",
+                "per_rank, 3 sources, 0.5 / 0.3 / 0.2": "bench_mixture:ours_3_decimal",
+                "global, 100 sources, n_tokens / total": "bench_mixture:ours_100_computed_global",
+                "per_rank, 100 sources, n_tokens / total": "bench_mixture:ours_100_computed",
+            },
+            "global, 3 sources, 0.5 / 0.3 / 0.2",
+            {"n": 10**10},
+            "MixtureSampler, rank 0 of 1024, micro-batch 4: the first index, then 65,535 more, "
+            "then 262,144 more (steady_us)",
+            ("first_s", "per_index_us", "steady_us", "batch_at_ms", "peak_MiB"),
+            ("per_index_us", "steady_us", "batch_at_ms"),
+        )
+    )
+    for world in (8, 64, 1024):
+        rows = {f"{layout}, {task} sources": f"bench_mixture:{layout}_layout"
+                for task in LAYOUT_TASKS for layout in ("global", "per_rank")}  # fmt: skip
+        comparison = Comparison(
+            f"Layouts side by side: W = {world}, micro-batch 4, 1,500 steps",
+            rows,
+            "global, 3 sources",
+            {"world": world},
+            "in samples (0 is exact); prefix: every prefix of the stream (positions in order); "
+            "batch: every global batch; rank: each rank's whole share; 3 sources .5/.3/.2, 5 "
+            "halving, 100 of sizes (k+1)^-1.1 at n_tokens / total; counts: one run each",
+            ("prefix", "batch", "rank"),
+            (),
+        )
+        comparison.runs = 1
+        out.append(comparison)
+    out.append(
+        Comparison(
+            "A schedule changed every step: 4 sources ramped over 20,000 changes, W = 8, b = 4",
+            {
+                "global": "bench_mixture:schedule_global",
+                "per_rank": "bench_mixture:schedule_per_rank",
+            },
+            "global",
+            {"changes": 20000},
+            "batch_at(15000); each of 32,768 indices of rank 0; stream and rank: the largest "
+            "gap of the global stream and of rank 0 from the schedule's cumulative share over "
+            "the first 1,000 steps (a change starts a new tree)",
+            ("first_s", "batch_at_ms", "per_index_us", "stream", "rank"),
+            ("batch_at_ms", "per_index_us"),
+        )
+    )
+    out.append(
+        Comparison(
+            "A tiny source many passes: [1000, 5] at batch_at(10**9), [10**6, 10] per index",
+            {"global": "bench_mixture:tiny_global", "per_rank": "bench_mixture:tiny_per_rank"},
+            "global",
+            {},
+            "W = 8, b = 4, rank 0; peak_MiB: the run's memory growth",
+            ("batch_at_1e9_ms", "per_index_us", "peak_MiB"),
+            ("batch_at_1e9_ms", "per_index_us"),
         )
     )
     return out

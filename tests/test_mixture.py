@@ -83,7 +83,8 @@ def reference_reads(
     ``(W, b, steps)`` one after another. Per rank: a tree starts at tree position 0 at each
     change of ``plan`` and at each grid's first step; rank r at step t (τ steps into the tree)
     reads its positions [(τ + r)b, (τ + r + 1)b); a source's reads are numbered in this order.
-    Global: one stream, a tree from each change of ``plan`` on, whatever the grids; step t reads
+    Global: one stream, whatever the grids, each change of ``plan`` in phase with it (its tree
+    at the stream's position, not from 0); step t reads
     the stream's next B = W·b positions, rank r its micro-batch (r + t) mod W; a source's reads
     are numbered in the stream's order."""
     if layout == "global":
@@ -111,9 +112,9 @@ def reference_global(sizes: list[int], plan: list, grids: list[tuple[int, int, i
     for W, b, steps in grids:
         for t in range(step, step + steps):
             g = max(i for i, (first, _) in enumerate(plan) if first <= t)
-            if g not in starts:  # its tree's position 0: the stream position of its first step
+            if g not in starts:  # in phase: its tree's position 0 is the stream's position 0
                 units = MixtureSampler(sizes, plan[g][1], 1, 1, 0).units[0]
-                starts[g] = (n, reference_sources(reference_tree(units), total - n))
+                starts[g] = (0, reference_sources(reference_tree(units), total))
             first, src = starts[g]
             items = []
             for x in range(n, n + W * b):  # the global batch, numbered in the stream's order
@@ -488,8 +489,8 @@ def test_a_schedule_loses_and_repeats_nothing_and_each_segment_keeps_its_bound(s
     for (start, weights), end in zip(plan, starts[1:]):
         if start >= 200:
             break
-        seg = MixtureSampler(sizes, weights, 1, 1, 0)
-        assert ks[start:end] == stream(seg, end - start)[0]
+        seg = MixtureSampler(sizes, weights, 1, 1, 0)  # in phase: its tree from position 0
+        assert ks[start:end] == seg.sources(np.arange(start, end))[0].tolist()
 
 
 @given(schedule=mixture_schedules(), world=elastic_world_sizes, b=mixture_batch_sizes)

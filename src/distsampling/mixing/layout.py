@@ -103,6 +103,10 @@ class _PerRankLayout:
             steps.extend(c[:, :W].sum(1) - c[:, W:].sum(1))
         return list(np.array(self._read0, np.int64) + np.cumsum(steps, axis=0))
 
+    def _piece_of(self, k: int, j: int) -> int:
+        """The last piece whose first step finds source ``k``'s count at ``j`` or below."""
+        return max(p for p in range(len(self._pieces)) if self._bases[p][k] <= j)
+
     def _before_step(self, g: int, taus: Sequence[int]) -> np.ndarray:
         """``C(τ)``: each source's reads in tree ``g``'s first ``τ`` steps, ``(T, K)``:
         ``Σ_{x<W} c((τ+x)·b) - c(x·b)``. Steps less than ``W`` apart share their grid points: the

@@ -256,7 +256,7 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
                 f"(position {self._origin}), the first of this grid: ask a sampler of the grid it "
                 "was read on"
             )
-        p = max(p for p in range(len(self._pieces)) if self._bases[p][k] <= j)
+        p = self._piece_of(k, j)  # the piece whose reads hold it
         g = self._pieces[p][1]
         if self.units[g][k] == 0:
             return None

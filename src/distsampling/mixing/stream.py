@@ -46,34 +46,46 @@ class _GlobalLayout:
     ``_phase0``: the first piece's tree position at ``_origin``) and its ``_indices``."""
 
     def _place(self) -> None:
-        """The pieces ``(first step, tree)`` from the grid's first step on, and where each
-        one's tree starts in the stream; their ``_bases`` are made again when next asked for."""
+        """The pieces ``(first step, tree)`` from the grid's first step on, their first stream
+        positions, and where each one's tree has its position 0: the first piece's where the
+        grid found it, each later one's at stream position 0 (its tree runs in phase with the
+        stream, not from its own first position); their ``_bases`` are made again when asked."""
         B = self.batch_size * self.num_replicas
         g0 = max(g for g, (step, _) in enumerate(self._plan) if step <= self._step0)
         later = [(step, g) for g, (step, _) in enumerate(self._plan) if step > self._step0]
         self._pieces = [(self._step0, g0), *later]
         self._firsts = [s for s, _ in self._pieces]
-        self._starts = [self._origin - self._phase0] + [
-            self._origin + (s - self._step0) * B for s, _ in later
-        ]
+        self._heads = [self._origin + (s - self._step0) * B for s in self._firsts]
+        self._starts = [self._origin - self._phase0] + [0] * len(later)
         self.__dict__.pop("_bases", None)
         if len(self._pieces) > 1:  # a schedule: its table now, O(changes × K), not at a read
             self._bases  # noqa: B018
 
     @cached_property
     def _bases(self) -> list[np.ndarray]:
-        """Each source's count before each piece's tree position 0, ``(K,)`` a piece (the
-        first piece's: ``_read0`` less the tree's counts before ``_phase0``): made once."""
+        """Each piece's count offset, ``(K,)`` a piece: source ``k``'s item at tree position
+        ``u`` of piece ``p`` is ``_bases[p][k] + c_k(u)``: made once for all pieces."""
         return self._make_bases()
 
     def _make_bases(self) -> list[np.ndarray]:
         K, P = len(self.sizes), len(self._pieces)
         trees = [self._trees[g] for _, g in self._pieces]  # (P,) one a piece
-        # the first tree's counts before _phase0, then each tree's over its piece: at once
-        spans = [self._phase0, *(z - a for a, z in zip(self._starts, self._starts[1:]))]
-        c = _counts_each([trees[0], *trees[: P - 1]], np.array(spans, np.int64)[:, None], K)
-        first = np.array(self._read0, np.int64) - c[0, 0]  # (K,)
-        return list(first + np.cumsum(np.vstack([np.zeros(K, np.int64), c[1:, 0]]), axis=0))
+        # each tree's counts at its piece's first position and at the next piece's: at once
+        ends = [*self._heads[1:], self._heads[-1]]
+        at = np.array([[h - s, e - s] for h, e, s in zip(self._heads, ends, self._starts)])
+        c = _counts_each(trees, at.reshape(P, 2), K)  # (P, 2, K)
+        out, count = [], np.array(self._read0, np.int64)  # each source's count at the head
+        self._at_heads = []
+        for p in range(P):
+            self._at_heads.append(count)
+            out.append(count - c[p, 0])
+            count = out[-1] + c[p, 1]
+        return out
+
+    def _piece_of(self, k: int, j: int) -> int:
+        """The last piece whose first position finds source ``k``'s count at ``j`` or below."""
+        self._bases  # noqa: B018  (its counts at the heads with it)
+        return max(p for p in range(len(self._pieces)) if self._at_heads[p][k] <= j)
 
     def _resume_at(self, step: int) -> tuple[list[int], int]:
         """``(each source's count, the tree position)`` at ``step``'s first stream position:
