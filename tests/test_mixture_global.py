@@ -134,3 +134,19 @@ def test_the_counts_of_many_trees_at_once_are_each_trees_counts(schedule, n):
     got = _counts_each(trees, at, 4)  # (G, 3, 4)
     for g, tree in enumerate(trees):
         assert got[g].tolist() == _counts(tree, at[g], 4).tolist()
+
+
+@given(weights=st.lists(st.lists(st.integers(0, 5), min_size=3, max_size=3).filter(any),
+                        min_size=10, max_size=30), world=elastic_world_sizes, b=mixture_batch_sizes)  # fmt: skip
+def test_a_schedule_changing_every_step_routes_every_tree_at_once_as_one_by_one(weights, world, b):
+    """Invariant: positions spanning many changes (routed through every tree at once) get the
+    sources and item numbers each one gets alone (routed through its own tree); item numbers
+    run 0, 1, 2, ... for each source (nothing lost or read twice across the changes)."""
+    plan = [(t, w) for t, w in enumerate(weights)]
+    s = MixtureSampler([7, 5, 3], plan, b, world, 0)
+    n = len(plan) * world * b
+    ks, js = s.sources(np.arange(n))
+    one = [s.sources([p]) for p in range(n)]  # a piece at a time
+    assert ks.tolist() == [int(k[0]) for k, _ in one] and js.tolist() == [int(j[0]) for _, j in one]
+    for k in range(3):
+        assert js[ks == k].tolist() == list(range(int((ks == k).sum())))

@@ -34,7 +34,7 @@ import torch
 
 from ..scale.cipher import _MIN_BITS, _feistel_int
 from .state import Read
-from .tree import _counts, _counts_each, _position, _route, _split
+from .tree import _counts, _counts_each, _position, _route, _route_each, _split
 
 __all__: list[str] = []
 
@@ -58,8 +58,15 @@ class _GlobalLayout:
         self._heads = [self._origin + (s - self._step0) * B for s in self._firsts]
         self._starts = [self._origin - self._phase0] + [0] * len(later)
         self.__dict__.pop("_bases", None)
+        self.__dict__.pop("_arrays", None)
         if len(self._pieces) > 1:  # a schedule: its table now, O(changes × K), not at a read
             self._bases  # noqa: B018
+
+    @cached_property
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``_firsts``, ``_starts`` and ``_bases`` as arrays ``(P,) (P,) (P, K)``: made once."""
+        return (np.array(self._firsts, np.int64), np.array(self._starts, np.int64),
+                np.array(self._bases, np.int64).reshape(len(self._pieces), -1))  # fmt: skip
 
     @cached_property
     def _bases(self) -> list[np.ndarray]:
@@ -116,8 +123,14 @@ class _GlobalLayout:
         """``(source, item number overall)`` at stream ``positions`` (int64), each ``(P,)``."""
         ks, js = np.empty(len(positions), np.int64), np.empty(len(positions), np.int64)
         steps = self._step0 + (positions - self._origin) // (self.batch_size * self.num_replicas)
-        piece = np.searchsorted(np.array(self._firsts), steps, side="right") - 1  # (P,)
-        for p in np.flatnonzero(np.bincount(piece)).tolist():
+        piece = np.searchsorted(self._arrays[0], steps, side="right") - 1  # (P,)
+        present = np.flatnonzero(np.bincount(piece))
+        if len(present) > 8:  # a schedule changing every few steps: every tree at once
+            trees = [self._trees[self._pieces[p][1]] for p in present.tolist()]
+            which = np.searchsorted(present, piece)  # (P,) its tree among them
+            k, c = _route_each(trees, which, positions - self._arrays[1][piece])
+            return k, self._arrays[2][piece, k] + c
+        for p in present.tolist():
             at = np.flatnonzero(piece == p)
             k, c = _route(self._trees[self._pieces[p][1]], positions[at] - self._starts[p])
             ks[at], js[at] = k, self._bases[p][k] + c

@@ -174,6 +174,25 @@ def _counts_each(trees: list[_Tree], n: np.ndarray, K: int) -> np.ndarray:
     return cnt[:, :K].transpose(0, 2, 1)
 
 
+def _route_each(trees: list[_Tree], which: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`_route` of positions ``u`` each in its own tree ``trees[which[i]]``, ``(P,)``
+    each: the trees stacked, every position down its tree together (a schedule that changes
+    every step: a block's positions in as many trees as steps)."""
+    ids = {id(t): i for i, t in enumerate(trees)}  # each distinct tree stacked once
+    rows = sorted(set(ids.values()))
+    stacked = np.stack([trees[i].arrays for i in rows])  # (D, 4, 2K)
+    row = np.searchsorted(np.array(rows), np.array([ids[id(t)] for t in trees]))[which]  # (P,)
+    a, b, left, right = (stacked[:, i] for i in range(4))  # (D, 2K) each
+    node = np.array([t.root for t in trees], np.int64)[which]  # (P,)
+    n, K = u.copy(), trees[0].K
+    while (inner := node >= K).any():  # a leaf is a fixed point: only the inner nodes move
+        r, v = row[inner], node[inner]
+        c, is_left = _split(a[r, v], b[r, v], n[inner])
+        node[inner] = np.where(is_left, left[r, v], right[r, v])
+        n[inner] = np.where(is_left, c, n[inner] - c)
+    return node, n
+
+
 def _count(t: _Tree, k: int, n: Any) -> Any:
     """Source ``k``'s count in tree positions ``[0, n)`` (an int or an array): down its path."""
     if k not in t.paths:
