@@ -8,17 +8,18 @@ StatefulDataLoader check the claims that need them.
 from __future__ import annotations
 
 import copy
+import json
 import re
 import sys
 from bisect import bisect_right
 from collections import Counter
-from itertools import accumulate, pairwise
+from itertools import accumulate, islice, pairwise
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.data import DataLoader
 from torchdata.stateful_dataloader import StatefulDataLoader
@@ -27,8 +28,10 @@ from distsampling import MixtureSampler, ShardedMixtureDataset, loader_dataset_s
 from strategies import (
     elastic_world_sizes,
     flags,
+    loop_batch_counts,
     mixture_batch_sizes,
     mixture_worker_counts,
+    peek_lengths,
     seeds,
     sharded_mixtures,
 )
@@ -263,7 +266,7 @@ def test_counts_at_a_step_are_the_sources_of_every_readers_windows_step_by_step(
         for s in range(step):
             for k in reader_sources(totals, weights, a["b"], a["world"], nw, r, [s]):
                 expected[r][s % nw][k] += 1
-    assert ds.counts_at(step) == expected
+    assert ds.counts_at(step).tolist() == expected
 
 
 @given(args)
@@ -406,8 +409,8 @@ def test_until_exhausted_ends_the_epoch_on_every_rank_at_the_same_step_before_it
         fresh = make(SHARDS, weights, b, world, 0, until_exhausted=0, num_workers=2)
         fresh.set_epoch(e)
         _, stop = _epoch_steps(fresh)
-        drawn = lambda s: sum(c[0] for rank in fresh.counts_at(s) for c in rank)  # noqa: E731
-        assert read == drawn(stop) <= (e + 1) * T < drawn(stop + 1)
+        drawn = [sum(c[0] for rank in fresh.counts_at(s) for c in rank) for s in (stop, stop + 1)]
+        assert read == drawn[0] <= (e + 1) * T < drawn[1]
 
 
 def test_until_exhausted_ends_every_new_rank_at_one_step_after_an_elastic_resume_in_epoch_1():
@@ -545,7 +548,8 @@ def test_a_loader_with_other_workers_than_num_workers_is_refused_naming_both():
         ds.iter_worker(0, 3)
     assert str(err.value) == (
         "num_workers should be 2 (this run's readers per rank), or 0, but the DataLoader has "
-        "num_workers=3: to change it, resume every worker's state of one rank at once "
+        "num_workers=3: pass num_workers=3 to a new ShardedMixtureDataset, or, to change it "
+        "mid-run, resume every worker's state of one rank at once "
         "(load_state_dict(loader_dataset_states(loader_state)))"
     )
 
@@ -1111,7 +1115,7 @@ def test_before_the_loaders_workers_are_known_a_rank_has_one_reader():
         make(SHARDS, [1, 2, 1], 2, 2, 0),
         make(SHARDS, [1, 2, 1], 2, 2, 0, num_workers=1),
     )
-    assert undeclared.counts_at(3) == one.counts_at(3)
+    assert undeclared.counts_at(3).tolist() == one.counts_at(3).tolist()
     assert [len(rank) for rank in undeclared.counts_at(3)] == [1, 1]
     assert undeclared.state_dict()["readers"] == [0]
     next(undeclared.iter_worker(0, 2))
@@ -1246,9 +1250,9 @@ def test_the_main_process_asked_for_its_place_while_workers_read_the_epoch_is_to
     with pytest.raises(RuntimeError) as info:
         ds.state_dict()
     assert str(info.value) == (
-        "state_dict() was called in the main process, but DataLoader workers read this epoch (0): "
-        "resume through torchdata's StatefulDataLoader (it asks every worker), or pass consumed= "
-        "(the samples the loop used)"
+        "state_dict() was called in the main process, but DataLoader workers (num_workers=1) read "
+        "this epoch (0): resume through torchdata's StatefulDataLoader (it asks every worker), or "
+        "pass consumed= (the samples the loop used)"
     )
     ds.set_epoch(1)
     state = ds.state_dict()
@@ -1364,12 +1368,12 @@ def test_counts_at_a_step_before_the_grid_is_refused_naming_it():
     ds = make(SHARDS, [1, 1, 1], 2, 2, 0)
     with pytest.raises(ValueError, match=r"^step should be >= 0, but got step=-1$"):
         ds.counts_at(-1)
-    assert ds.counts_at(0) == [[[0, 0, 0]], [[0, 0, 0]]]
+    assert ds.counts_at(0).tolist() == [[[0, 0, 0]], [[0, 0, 0]]]
     states = _states_at(make(SHARDS, [1, 3, 2], 2, 2, 0, epoch_length=60), 0, 12)
     new = make(SHARDS, [1, 3, 2], 3, 3, 0, epoch_length=60)
     new.load_state_dict(states)
     start = new._gen["start"]
-    assert start > 0 and new.counts_at(start) == [[[0, 0, 0]]] * 3
+    assert start > 0 and new.counts_at(start).tolist() == [[[0, 0, 0]]] * 3
     with pytest.raises(ValueError, match=rf"^step should be >= {start}, but got step={start - 1}$"):
         new.counts_at(start - 1)
 
@@ -1477,9 +1481,9 @@ def test_a_main_process_state_dict_while_workers_read_the_epoch_is_refused():
     """Invariant: once DataLoader workers read an epoch, the main process does not know their
     places: its ``state_dict()`` for that epoch is refused in these exact words."""
     words = (
-        "state_dict() was called in the main process, but DataLoader workers read this epoch "
-        "(0): resume through torchdata's StatefulDataLoader (it asks every worker), or pass "
-        "consumed= (the samples the loop used)"
+        "state_dict() was called in the main process, but DataLoader workers (num_workers=2) "
+        "read this epoch (0): resume through torchdata's StatefulDataLoader (it asks every "
+        "worker), or pass consumed= (the samples the loop used)"
     )
     ds = make(SHARDS, [1, 3, 2], 2, num_workers=2)
     batches = iter(DataLoader(ds, batch_size=2, num_workers=2))
@@ -1536,7 +1540,7 @@ def test_an_elastic_resume_refuses_what_is_not_every_worker_state_of_one_run_at_
         "[1, 0] of batch_size=2"
     )
     drew = states[0]["counts"][0]  # reader 0 reads steps 0, 2, 4: at step 3 as at step 4
-    assert drew == make(SHARDS, [1, 3, 2], 2, shuffle=False, num_workers=2).counts_at(3)[0][0]
+    assert drew == make(SHARDS, [1, 3, 2], 2, shuffle=False, num_workers=2).counts_at(3)[0][0].tolist()
     more = [c + (k == 1) for k, c in enumerate(drew)]
     assert _elastic_words([{**states[0], "counts": [more]}, states[1]]) == (
         f"state of worker 0 says reader 0 drew counts={more}, but the mixture gives {drew} at "
@@ -1726,3 +1730,226 @@ def test_an_elastic_resume_in_a_later_epoch_counts_only_that_epochs_reads_in_len
     three.set_epoch(1)
     three.load_state_dict(later)
     assert len(three) == 3 * b + sum(map(len, rank_batches(three, 0)))
+
+
+# --- passes stay whole at any step: the readers' spread is bounded (closed forms, long runs) ----
+
+
+def _stretches(weights) -> int:
+    return len(_entries(weights))
+
+
+@given(args, st.integers(0, 5000))
+def test_at_any_step_the_readers_spread_and_the_pass_boundary_overlap_stay_bounded(a, step):
+    """Invariant: at any step (thousands, counted in closed form by counts_at, nothing read),
+    the readers' counts of a source differ by at most ``D = stretches × (b + 4·bound())`` (each
+    reader within ``β_k <= 2·bound()`` of its share on its own window of the tree, their own
+    steps one apart at most), and while a pass of a source is unfinished the readers have read
+    at most ``(R - 1)·D`` samples of later passes: it does not grow with the steps."""
+    shards, weights = a["mix"]
+    nw = max(1, a["workers"])
+    ds = make(shards, weights, a["b"], a["world"], num_workers=nw, shuffle=False)
+    totals = [sum(s) for s in shards]
+    bound = MixtureSampler(totals, weights, a["b"], a["world"], 0, layout="per_rank").bound()
+    D = _stretches(weights) * (a["b"] + 4 * bound)
+    counts = np.array(ds.counts_at(step)).reshape(-1, len(shards))  # (R, K)
+    R, q = len(counts), np.arange(len(counts))
+    for k, T in enumerate(totals):
+        c = counts[:, k]
+        assert c.max() - c.min() <= D
+        if not T:
+            continue
+        x = T * q // R + c  # each reader's next virtual position: its pass and segment
+        passes = ((x + 1) * R + T - 1) // T - 1 - q
+        P = int(passes.min())  # the lowest unfinished pass
+        end = T * (q + P + 1) // R - T * q // R  # where each reader's segment of P ends
+        assert np.maximum(0, c - end).sum() <= (R - 1) * D
+
+
+def test_the_spread_of_the_aliasing_topologies_stays_what_it_was_at_step_400():
+    """Invariant: in the topologies where workers reading every n-th step aliased with the
+    tree's periods (the spread grew 8x from step 400 to step 3,200), the readers' spread at
+    step 3,200 is no more than at any step: at most ``b + 4·bound()``."""
+    for world, b, nw, weights in [(2, 3, 2, [0.5, 0.3, 0.2]),
+                                  (8, 4, 2, [0.5, 0.25, 0.125, 0.0625, 0.0625]),
+                                  (16, 2, 4, [1, 2, 3, 4, 5, 6])]:  # fmt: skip
+        shards = [[100]] * len(weights)
+        ds = make(shards, weights, b, world, num_workers=nw)
+        bound = MixtureSampler([100] * len(weights), weights, b, world, 0).bound()
+        for step in (400, 3200, 25600):
+            counts = np.array(ds.counts_at(step)).reshape(-1, len(weights))
+            assert (counts.max(0) - counts.min(0)).max() <= b + 4 * bound
+
+
+# --- a resume never rewrites the past; a later change of the mix continues exactly -----------
+
+
+def test_a_state_whose_weights_disagree_before_its_step_is_refused_in_mixture_samplers_words():
+    """Invariant: a state saved at step 5 under weights ``[.6, .3, .1]`` loaded into a dataset
+    of ``[.2, .3, .5]`` is refused naming the step and both mixes, in the words MixtureSampler
+    uses for the same load; so is one saved on another rank (Lightning's route)."""
+    totals = [sum(s) for s in SHARDS]
+    ds = make(SHARDS, [0.6, 0.3, 0.1], 2, 2, 0, num_workers=1)
+    it = ds.iter_worker(0, 0)
+    for _ in range(5 * 2):
+        next(it)
+    state = ds.state_dict()
+    mix = MixtureSampler(totals, [0.6, 0.3, 0.1], 2, 2, 0)
+    it = iter(mix)
+    for _ in range(5 * 2):
+        next(it)
+    with pytest.raises(ValueError) as theirs:
+        MixtureSampler(totals, [0.2, 0.3, 0.5], 2, 2, 0).load_state_dict(mix.state_dict())
+    for rank in (0, 1):
+        with pytest.raises(ValueError) as ours:
+            make(SHARDS, [0.2, 0.3, 0.5], 2, 2, rank, num_workers=1).load_state_dict(state)
+        assert str(ours.value) == str(theirs.value)
+        assert "before step 5" in str(ours.value) and "0.6, 0.3, 0.1" in str(ours.value)
+
+
+@given(args, st.data())
+def test_a_change_of_the_mix_at_or_after_the_saved_step_resumes_as_its_uninterrupted_run(a, data):
+    """Invariant: a worker's state saved at any sample of the epoch under weights ``w`` loads into
+    a dataset whose schedule changes the mix at the saved step or later, and yields exactly
+    what that schedule's uninterrupted run yields from there (a reader's runs follow its own
+    counts: nothing of the later mix is needed to place what was read)."""
+    shards, _ = a["mix"]
+    K = len(shards)
+    before = [1] * K
+    after = data.draw(st.lists(st.integers(0, 3), min_size=K, max_size=K))
+    after = [w if sum(shards[k]) else 0 for k, w in enumerate(after)]
+    before = [w if sum(shards[k]) else 0 for k, w in enumerate(before)]
+    assume_positive = sum(after) > 0 and sum(before) > 0
+    if not assume_positive:
+        return
+    worker = data.draw(st.integers(0, max(0, a["workers"] - 1)))
+    kw = {"seed": a["seed"], "seekable": a["seekable"], "num_workers": max(1, a["workers"])}
+    ds = make(shards, before, a["b"], a["world"], 0, **kw)
+    whole = list(ds.iter_worker(worker, a["workers"]))
+    stop = data.draw(st.integers(0, len(whole)))
+    it = ds.iter_worker(worker, a["workers"])
+    for _ in range(stop):
+        next(it)
+    state = ds.state_dict()
+    change = state["step"] + (state["slot"] > 0) + data.draw(st.integers(0, 3))
+    schedule = [(0, before), (change, after)]
+    again = make(shards, schedule, a["b"], a["world"], 0, **kw)
+    again.load_state_dict(state)
+    uninterrupted = list(make(shards, schedule, a["b"], a["world"], 0, **kw).iter_worker(
+        worker, a["workers"]))  # fmt: skip
+    assert whole[:stop] == uninterrupted[:stop]
+    assert list(again.iter_worker(worker, a["workers"])) == uninterrupted[stop:]
+
+
+# --- the loader's batches are the steps ----------------------------------------------------
+
+
+def as_list(batch: list) -> list:
+    """The loader's collate: the batch's samples as they are (a module function: workers pickle
+    it)."""
+    return list(batch)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_loader_batch_size_other_than_the_datasets_is_refused_naming_both(workers):
+    """Invariant: a DataLoader whose batch_size is not the dataset's (a batch would hold parts of
+    two steps, or part of one) is refused at its first batch, naming both numbers and the fix."""
+    for loader_b, what in ((4, "parts of two or more steps"), (1, "a part of a step")):
+        ds = make(SHARDS, [1, 2, 1], 2, num_workers=max(1, workers))
+        with pytest.raises(Exception) as info:
+            next(iter(DataLoader(ds, batch_size=loader_b, num_workers=workers, collate_fn=as_list)))
+        assert (
+            f"the DataLoader's batch_size should be 2, this dataset's batch_size (a batch is a "
+            f"step's micro-batch), but got batch_size={loader_b}: each batch would hold {what}, "
+            "and no batch would be a step's mix; pass DataLoader(dataset, batch_size=2)"
+        ) in str(info.value)
+    ds = make(SHARDS, [1, 2, 1], 2, num_workers=max(1, workers))
+    assert len(list(DataLoader(ds, batch_size=2, num_workers=workers))) == len(ds) // 2
+
+
+def test_batch_size_none_with_two_workers_is_warned_that_steps_interleave():
+    """Invariant: ``DataLoader(batch_size=None)`` with one reader hands out the steps' samples in
+    order, silently; read in the worker with 2 readers, it warns that 2 steps interleave."""
+    ds = make(SHARDS, [1, 2, 1], 2, num_workers=2)
+    loader = DataLoader(ds, batch_size=None)
+    assert len(list(loader)) == len(ds)
+    fetcher = type("Fetch", (), {"auto_collation": False})()
+
+    def fetch_one(samples):  # what torch's fetcher does with batch_size=None, by name
+        def fetch(self=fetcher, possibly_batched_index=None):
+            return next(samples)
+
+        return fetch()
+
+    with pytest.warns(UserWarning, match=r"^DataLoader\(batch_size=None\) hands out samples one "
+                      r"at a time, taking one from each of its 2 workers in turn: the samples of 2 "
+                      r"steps interleave; pass batch_size=2"):  # fmt: skip
+        fetch_one(ds._watched(iter([1, 2]), 2))
+
+
+def test_a_source_with_fewer_shards_than_readers_unseekable_is_warned_with_its_bound():
+    """Invariant: without seekable, a source of fewer non-empty shards than readers warns once,
+    naming the source, the shards, the readers, the bound ``1 + R·(largest - 1)/T`` on what is
+    drawn per sample yielded, and ``seekable=True``; seekable, or enough shards, says nothing."""
+    shards = [[10, 10], [5] * 8]
+    ds = make(shards, [1, 1], 2, 4, 0, num_workers=1)
+    with pytest.warns(UserWarning) as record:
+        list(ds)
+    assert [str(w.message) for w in record] == [
+        "sources[0] has 2 shards for 4 readers (ranks x workers) and seekable=False: a reader "
+        "whose run of a pass starts inside a shard draws that shard's head and drops it, up to "
+        "2.8x the samples it yields (1 + readers x (largest shard - 1) / samples a pass); pass "
+        "seekable=True, with read(shard, start), to draw only what is yielded"
+    ]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        list(make(shards, [1, 1], 2, 4, 0, num_workers=1, seekable=True))
+        list(make(shards, [1, 1], 2, 2, 0, num_workers=1))
+
+
+# --- a look at the data in the main process, then a DataLoader --------------------------------
+
+
+@pytest.mark.parametrize(("workers", "persistent"), [(0, False), (2, False), (2, True)])
+@settings(settings.get_profile("costly"))  # DataLoader workers: processes
+@given(data=st.data(), peek=peek_lengths, batches=loop_batch_counts)
+def test_after_a_look_a_loaders_state_resumes_exactly_or_names_the_workers_and_the_way_out(
+    workers, persistent, data, peek, batches
+):
+    """Invariant: peek ``peek`` samples in the main process (num_workers not given), train on
+    ``batches`` batches of a DataLoader (0 or 2 workers, persistent or not): the workers read as
+    the loader's readers (the look fixed nothing); ``state_dict()`` with no ``consumed`` refuses
+    once workers read, naming them, StatefulDataLoader and ``consumed=``; ``state_dict(consumed
+    =c)``, any ``c`` the loop used, resumes exactly: what the loop used then what a fresh dataset
+    resumed from it yields is the uninterrupted epoch."""
+    shards, weights = data.draw(sharded_mixtures(), label="mix")
+    b, world = data.draw(mixture_batch_sizes, label="b"), data.draw(st.integers(1, 2))
+
+    def fresh():
+        return make(shards, weights, b, world, world - 1, seed=1)
+
+    def read(ds, n):
+        return DataLoader(ds, batch_size=b, num_workers=n, persistent_workers=persistent and n > 0,
+                          collate_fn=as_list)  # fmt: skip
+
+    epoch = [x for batch in read(fresh(), workers) for x in batch]
+    ds = fresh()
+    list(islice(iter(ds), peek))
+    ds.set_epoch(0)  # the epoch's start, as the loop sets it
+    it = iter(read(ds, workers))
+    got = [x for batch in islice(it, batches) for x in batch]
+    if workers and got:
+        with pytest.raises(RuntimeError) as info:
+            ds.state_dict()
+        for words in (f"DataLoader workers (num_workers={workers})", "StatefulDataLoader",
+                      "consumed="):  # fmt: skip
+            assert words in str(info.value)
+    c = data.draw(st.integers(0, len(got)), label="consumed")
+    state = json.loads(json.dumps(ds.state_dict(consumed=c)))
+    del it
+    resumed = fresh()
+    resumed.load_state_dict(state)
+    rest = [x for batch in DataLoader(resumed, batch_size=None) for x in [batch]]
+    assert [tuple(x) for x in got[:c] + rest] == [tuple(x) for x in epoch]

@@ -100,6 +100,7 @@ class ReaderGrid:
         los = [start] + [s for s, _ in trees[first + 1 :]]
         his = los[1:] + [None]
         self.pieces = [(lo, hi, t) for lo, hi, (_, t) in zip(los, his, trees[first:])]
+        self._bases: dict[int, np.ndarray] = {}  # stretch -> every reader's c(o·b), (R, K)
 
     def _piece(self, step: int) -> int:
         """The stretch holding ``step`` (the last that starts at or before it)."""
@@ -116,13 +117,37 @@ class ReaderGrid:
         q = np.asarray(readers, np.int64).reshape(-1)
         rho, o = self.offsets(q)  # (Q,) each
         out = np.zeros((len(q), self.K), np.int64)
-        for lo, hi, tree in self.pieces:
+        every = len(q) == self.W * self.n and bool((q == np.arange(len(q))).all())
+        for p, (lo, hi, tree) in enumerate(self.pieces):
             if lo >= step:
                 break
             m = own_steps(lo, step if hi is None else min(step, hi), rho, self.n)  # (Q,)
-            c = _counts(tree, np.concatenate([(m + o) * self.b, o * self.b]), self.K)  # (2Q, K)
-            out += c[: len(q)] - c[len(q) :]
+            if every and p not in self._bases:  # every reader's c(o·b): made once a stretch
+                self._bases[p] = self._at(tree, o)
+            out += self._at(tree, m + o) - (self._bases[p] if every else self._at(tree, o))
         return out
+
+    def _at(self, tree: Any, t: np.ndarray) -> np.ndarray:
+        """``c(t·b)``, ``(len(t), K)``: each source's count before grid points ``t``. Points
+        that span a range of about their number (a step's readers: consecutive windows) are
+        counted by routing the range's positions once and summing window by window; others
+        down the tree, all sources at each point."""
+        lo, hi = int(t.min(initial=0)), int(t.max(initial=0))
+        if len(t) < 64 or hi - lo > 4 * len(t):
+            return _counts(tree, t * self.b, self.K)
+        ks = _route(tree, np.arange(lo * self.b, hi * self.b, dtype=np.int64))[0]  # (span·b,)
+        window = np.arange(len(ks)) // self.b  # (span·b,) each position's window, from lo
+        per = np.bincount(window * self.K + ks, minlength=(hi - lo) * self.K)  # (span·K,)
+        cum = np.zeros((hi - lo + 1, self.K), np.int64)
+        np.cumsum(per.reshape(hi - lo, self.K), 0, out=cum[1:])  # (span + 1, K)
+        return cum[t - lo] + _counts(tree, np.array([lo * self.b]), self.K)  # (len(t), K)
+
+    def step_sources(self, step: int) -> np.ndarray:
+        """``(W, b)``: every rank's sources at ``step``, routed at once (the step's windows are
+        consecutive: ``m + ρ·W + r``, ``r < W``)."""
+        piece, u = self.positions(0, [step])  # rank 0's window; rank r's is r further
+        u = (u[0, 0] + np.arange(self.W * self.b, dtype=np.int64)).reshape(self.W, self.b)
+        return _route(self.pieces[int(piece[0])][2], u.reshape(-1))[0].reshape(self.W, self.b)
 
     def total(self, k: int, step: int) -> int:
         """``C_k(step)``: every reader's draws of source ``k`` before ``step``, down its path."""

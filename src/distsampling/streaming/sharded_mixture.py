@@ -56,6 +56,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
+import warnings
 from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -191,17 +193,20 @@ def _entries(weights: object) -> list[tuple[Any, Any]]:
     return [(0, weights)]
 
 
-def _merge(pieces: list[list[int]]) -> list[list[int]]:
-    """``[pass, a, b]`` intervals, sorted, empty ones dropped, touching ones joined."""
-    out: list[list[int]] = []
-    for p, a, b in sorted(pieces):
-        if b <= a:
-            continue
-        if out and out[-1][0] == p and out[-1][2] == a:
-            out[-1][2] = b
-        else:
-            out.append([p, a, b])
-    return out
+def _merge(pieces: Any) -> list[list[int]]:
+    """``[pass, a, b]`` intervals (a list or an ``(N, 3)`` array), sorted, empty ones dropped,
+    touching ones joined: at once, a sort and a cumulative sum."""
+    x = np.asarray(pieces, np.int64).reshape(-1, 3)
+    x = x[x[:, 2] > x[:, 1]]
+    x = x[np.lexsort((x[:, 1], x[:, 0]))]  # by pass, then start
+    if not len(x):
+        return []
+    # an interval begins a run unless it starts where the one before (of its pass) ends
+    begins = np.ones(len(x), bool)
+    begins[1:] = (x[1:, 0] != x[:-1, 0]) | (x[1:, 1] != x[:-1, 2])
+    heads = np.flatnonzero(begins)
+    ends = np.append(heads[1:], len(x)) - 1  # each run's last interval
+    return np.stack([x[heads, 0], x[heads, 1], x[ends, 2]], 1).tolist()
 
 
 class ShardedMixtureDataset(IterableDataset):
@@ -348,6 +353,7 @@ class ShardedMixtureDataset(IterableDataset):
         self._loaded: dict[str, Any] | None = None  # a worker's state, read by the next iter()
         self._carry: tuple[Any, int, dict[int, list[int]]] = (None, -1, {})  # (gen, stop, counts)
         self._progress: dict[str, Any] | None = None  # where the latest iter() is
+        self._warned = False  # the unseekable warning, once
 
     # --- the grid: which steps, which positions ---------------------------------------------
 
@@ -453,11 +459,14 @@ class ShardedMixtureDataset(IterableDataset):
             g["num_workers"] = int(self._in_workers[1])
         return g["num_workers"] or 1
 
-    def counts_at(self, step: int) -> list[list[list[int]]]:
-        r"""``[rank][worker][k]``: how many samples of source ``k`` each reader drew before
-        training ``step`` (steps of this grid only), in closed form: ``O(readers × depth)`` at
-        any step, nothing replayed."""
-        return self._counts(step, range(self._gen["num_replicas"]))
+    def counts_at(self, step: int) -> np.ndarray:
+        r"""``(num_replicas, readers a rank, K)`` int64, ``[rank][worker][k]``: how many samples
+        of source ``k`` each reader drew before training ``step`` (steps of this grid only), in
+        closed form: the step's windows routed once, ``O(readers × (b + K))`` at any step,
+        nothing replayed."""
+        step = check_int("step", step, low=self._gen["start"])
+        W, nw = self._gen["num_replicas"], self._readers()
+        return self._grid.counts(step, np.arange(W * nw)).reshape(W, nw, len(self.sources))
 
     def _counts(self, step: int, ranks: Sequence[int]) -> list[list[list[int]]]:
         """:meth:`counts_at` of ``ranks`` only: each reader's window of every stretch's tree
@@ -476,10 +485,10 @@ class ShardedMixtureDataset(IterableDataset):
         nw, W = self._readers(), self._gen["num_replicas"]
         readers = np.arange(W, dtype=np.int64) * nw + step % nw  # (W,) the step's readers
         counts = self._grid.counts(step, readers).tolist()  # (W, K)
-        out = []
+        out, sources = [], self._grid.step_sources(step).tolist()  # (W, b)
         for r in range(W):
             c, row = counts[r], []
-            for k in self._grid.sources(r, [step])[0].tolist():
+            for k in sources[r]:
                 p, o, _ = self._draw(k, r * nw + step % nw, W * nw, c[k])
                 row.append((k, *self._where(k, p, o)))
                 c[k] += 1
@@ -664,7 +673,57 @@ class ShardedMixtureDataset(IterableDataset):
         # nothing, or the error of an epoch read again
         head = begin_pass(self, self._passes, self._trainer.training(), fresh)
         where = (0, 0) if info is None else (info.id, info.num_workers)
-        return chain(head, self.iter_worker(*where))
+        self._warn_unseekable()
+        return chain(head, self._watched(self.iter_worker(*where), where[1]))
+
+    def _watched(self, samples: Iterator[Any], workers: int) -> Iterator[Any]:
+        """``samples``, once the loader asking for the first is seen to take a step a batch:
+        its fetcher (torch's ``_IterableDatasetFetcher.fetch``, the caller of this ``next()``)
+        asks for ``len(possibly_batched_index)`` samples a batch, or one at a time (``batch_size
+        =None``, no batching)."""
+        caller = sys._getframe(1)  # the frame that asked for the first sample
+        fetcher = caller.f_locals.get("self") if caller.f_code.co_name == "fetch" else None
+        if hasattr(fetcher, "auto_collation"):
+            b, index = self._gen["batch_size"], caller.f_locals.get("possibly_batched_index")
+            if fetcher.auto_collation and len(index) != b:
+                what = "parts of two or more steps" if len(index) > b else "a part of a step"
+                raise ValueError(
+                    f"the DataLoader's batch_size should be {b}, this dataset's batch_size (a "
+                    f"batch is a step's micro-batch), but got batch_size={len(index)}: each batch "
+                    f"would hold {what}, and no batch would be a step's mix; pass "
+                    f"DataLoader(dataset, batch_size={b})"
+                )
+            if not fetcher.auto_collation and workers > 1:
+                warnings.warn(
+                    f"DataLoader(batch_size=None) hands out samples one at a time, taking one from "
+                    f"each of its {workers} workers in turn: the samples of {workers} steps "
+                    f"interleave; pass batch_size={self._gen['batch_size']} (a batch a step) to "
+                    "keep each step's micro-batch whole",
+                    stacklevel=2,
+                )
+        yield from samples
+
+    def _warn_unseekable(self) -> None:
+        """Warn, naming ``seekable=True``, where a source has fewer shards than readers: most
+        readers' runs start inside a shard, whose head they draw and drop."""
+        if self.seekable or self._warned:
+            return
+        R = self._gen["num_replicas"] * self._readers()
+        for k, (_, sizes, _) in enumerate(self.sources):
+            shards, T = sum(n > 0 for n in sizes), self.totals[k]
+            if 0 < shards < R and max(sizes) > 1:
+                self._warned = True
+                most = 1 + R * (max(sizes) - 1) / T
+                warnings.warn(
+                    f"sources[{k}] has {shards} shard{'s' * (shards > 1)} for {R} readers (ranks "
+                    "x workers) and "
+                    f"seekable=False: a reader whose run of a pass starts inside a shard draws "
+                    f"that shard's head and drops it, up to {most:.3g}x the samples it yields "
+                    "(1 + readers x (largest shard - 1) / samples a pass); pass seekable=True, "
+                    "with read(shard, start), to draw only what is yielded",
+                    stacklevel=3,
+                )
+                return
 
     def set_epoch(self, epoch: int) -> None:
         r"""Set the epoch, the same on every rank: its steps, as :class:`MixtureSampler`'s.
@@ -843,47 +902,42 @@ class ShardedMixtureDataset(IterableDataset):
         W, b = g["num_replicas"], g["batch_size"]
         self._set_generation(dict(g))  # the old grid: its readers' counts at the boundary
         S = max(min(s["step"] for s in states), g["start"])
-        counts = self.counts_at(S)
+        counts = self.counts_at(S)  # (W, nw, K)
         for s in states:
             for q, c in zip(s["readers"], s["counts"], strict=True):
-                if c != counts[s["rank"]][q]:
+                if c != counts[s["rank"], q].tolist():
                     raise ValueError(
                         f"state of worker {s['worker']} says reader {q} drew counts={c}, but the "
-                        f"mixture gives {counts[s['rank']][q]} at step {S}: a state of another run"
+                        f"mixture gives {counts[s['rank'], q].tolist()} at step {S}: a state of "
+                        "another run"
                     )
-        R = W * nw
+        R, q = W * nw, np.arange(W * nw, dtype=np.int64)
         lead, first = [], []
         for k, T in enumerate(self.totals):
             L, old = self._lead_starts[k][-1], g["first"][k]
             if T == 0:
                 lead.append([]), first.append(old)
                 continue
-            pieces, nexts, lasts, ends = [], [], [], []
+            c = counts.reshape(R, -1)[:, k]  # (R,) each old reader's draws of k
+            lo, hi = L * q // R, L * (q + 1) // R  # (R,) its part of the old leftovers
+            a = lo + np.minimum(c, hi - lo)  # its unread part of them: [a, hi)
+            pieces = [self._lead_pieces(k, a[a < hi], hi[a < hi])]
+            m, x0 = c - np.minimum(c, hi - lo), T * q // R  # its draws of fresh passes
             seg = lambda x, T=T: ((x + 1) * R + T - 1) // T - 1  # noqa: E731 (the segment of x)
-            for q in range(R):
-                c = counts[q // nw][q % nw][k]
-                lo, hi = L * q // R, L * (q + 1) // R
-                a = lo + min(c, hi - lo)  # its unread part of the old leftovers: [a, hi)
-                for i, (p, x, _) in enumerate(g["lead"][k]):
-                    s0, s1 = self._lead_starts[k][i], self._lead_starts[k][i + 1]
-                    pieces.append([p, x + max(a, s0) - s0, x + min(hi, s1) - s0])
-                m, x0 = c - min(c, hi - lo), T * q // R
-                ends.append(x0 + m)
-                nexts.append(old + seg(x0 + m) - q)
-                if m:
-                    lasts.append(old + seg(x0 + m - 1) - q)
+            ends, nexts = x0 + m, old + seg(x0 + m) - q  # (R,) (R,)
+            lasts = (old + seg(x0 + m - 1) - q)[m > 0]
             # fresh passes start after the last one a reader began (at old if none did); before
             # min(nexts), every reader is past its segment: those passes were read whole
-            lo_pass, new_first = min(nexts), max(lasts, default=old - 1) + 1
-            for q in range(R):
-                for P in range(lo_pass, new_first):
-                    v = q + P - old
-                    x, y = max(T * v // R, ends[q]), T * (v + 1) // R
-                    base = T * (v % R) // R - T * v // R  # virtual -> pass offset
-                    pieces.append([P, x + base, y + base])
-            lead.append(_merge(pieces))
+            lo_pass = int(nexts.min())
+            new_first = int(lasts.max()) + 1 if len(lasts) else old
+            P = np.arange(lo_pass, new_first, dtype=np.int64)[None, :]  # (1, passes)
+            v = q[:, None] + P - old  # (R, passes) each reader's segment of each pass
+            x, y = np.maximum(T * v // R, ends[:, None]), T * (v + 1) // R
+            base = T * (v % R) // R - T * v // R  # virtual -> pass offset
+            pieces.append(np.stack(np.broadcast_arrays(P, x + base, y + base), -1).reshape(-1, 3))
+            lead.append(_merge(np.concatenate(pieces)))
             first.append(new_first)
-        drawn = np.asarray(counts, np.int64).reshape(-1, len(self.sources)).sum(0)  # (K,) C_k(S)
+        drawn = counts.reshape(-1, len(self.sources)).sum(0)  # (K,) C_k(S)
         read = [int(x) + int(y) for x, y in zip(g["read"], drawn)]
         origin = g["origin"] + (S - g["start"]) * W * b
         before = (g["before"] if g.get("epoch") == self.epoch else 0) + (
@@ -895,6 +949,22 @@ class ShardedMixtureDataset(IterableDataset):
                               "batch_size": self.batch_size})  # fmt: skip
         self._loaded, self._progress = None, None
         self._begin = (self.epoch, S, 0)
+
+    def _lead_pieces(self, k: int, a: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """``(N, 3)`` ``[pass, from, to]``: ranges ``[a, hi)`` of source ``k``'s leftovers
+        (disjoint, increasing) mapped through the leftovers' intervals, each range cut where an
+        interval ends."""
+        starts = np.array(self._lead_starts[k], np.int64)  # (I + 1,)
+        if len(starts) == 1 or not len(a):
+            return np.zeros((0, 3), np.int64)
+        lead = np.array(self._gen["lead"][k], np.int64).reshape(-1, 3)  # (I, 3)
+        i0 = np.searchsorted(starts, a, "right") - 1  # (N,) the interval each range starts in
+        n = np.searchsorted(starts, hi, "left") - i0  # (N,) the intervals it covers
+        first = np.repeat(np.cumsum(n) - n, n)
+        i = np.repeat(i0, n) + np.arange(int(n.sum())) - first  # (M,) each piece's interval
+        s0, s1 = starts[i], starts[i + 1]
+        lo, up = np.maximum(np.repeat(a, n), s0), np.minimum(np.repeat(hi, n), s1)
+        return np.stack([lead[i, 0], lead[i, 1] + lo - s0, lead[i, 1] + up - s0], 1)
 
     def __repr__(self) -> str:
         return (
