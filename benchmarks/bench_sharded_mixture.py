@@ -5,9 +5,16 @@ ranks, micro-batch 4: construct the dataset of rank 517 and take its first micro
 (``read(shard)`` is a lazy range: nothing is decoded). The goal: <= 1 s and <= 256 MiB, with no
 epoch array. The baseline is ``MixtureSampler`` over the same 10 totals (map-style: its first
 index, no shard to open). At epoch 1 a fresh worker (a DataLoader without persistent workers)
-first counts its readers' draws of epoch 0 from the mixture (244,141 steps, a ``sources()`` call
-per 1,024 of them: a step's micro-batches are the windows its rank reads at 1,024 steps): the
-cost of counts that are a function of (step, topology).
+first counts its readers' draws of epoch 0 (244,141 steps): a closed form of the step, as at
+step 0.
+
+Any step at once: 100 sources, 1,024 ranks x 8 workers (8,192 readers), micro-batch 4, at step
+1,000,000: ``counts_at`` (every reader's count of every source), ``batch_at`` (every rank's
+source, shard and offset) and an elastic resume onto 512 ranks x 4 workers (every old reader's
+counts, the unread rest of the passes in flight), against ``MixtureSampler.batch_at`` at the same
+step. The goal: <= 100 ms each, whatever the step (nothing replayed). ``counts_at`` and
+``batch_at`` are timed after one call at step 0 (the grid's constants, made once a process); the
+elastic resume from a fresh dataset.
 
 Throughput: 200,000 samples in 10 sources of long-tail shards (``bench_sharded``'s sizes),
 weights the sources' sizes, read from ready Python lists (the cheapest read there is, so the
@@ -63,6 +70,49 @@ def sharded_first_batch_epoch_1(timer) -> dict[str, float]:
     first = list(islice(iter(ds), MICRO))
     timer.stop()
     return {"samples": len(first)}
+
+
+STEP, K_MANY, W_MANY, NW_MANY = 10**6, 100, 1024, 8
+
+
+def _many(world: int = W_MANY, workers: int = NW_MANY) -> ShardedMixtureDataset:
+    read = lambda shard: iter(range(10_000))  # noqa: E731 (a lazy shard: nothing decoded)
+    sources = [(range(1000), [10_000] * 1000, read) for _ in range(K_MANY)]
+    return ShardedMixtureDataset(sources, [1 + k % 7 for k in range(K_MANY)], MICRO,
+                                 num_replicas=world, rank=3, num_workers=workers,
+                                 epoch_length=10**12)  # fmt: skip
+
+
+def mixture_batch_at_step(timer) -> dict[str, float]:
+    sampler = MixtureSampler([10**7] * K_MANY, [1 + k % 7 for k in range(K_MANY)], MICRO, W_MANY,
+                             3, epoch_length=10**12)  # fmt: skip
+    timer.start()
+    sampler.batch_at(STEP)
+    timer.stop()
+
+
+def counts_at_step(timer) -> dict[str, float]:
+    ds = _many()
+    ds.counts_at(0)  # the grid's constants (every reader's window start), once a process
+    timer.start()
+    ds.counts_at(STEP)
+    timer.stop()
+
+
+def batch_at_step(timer) -> dict[str, float]:
+    ds = _many()
+    ds.batch_at(0)  # torch's generator and the grid, made once a process (another step's passes)
+    timer.start()
+    ds.batch_at(STEP)
+    timer.stop()
+
+
+def elastic_at_step(timer) -> dict[str, float]:
+    state = _many().state_dict(consumed=STEP * MICRO)  # the main process's: every reader's
+    new = _many(512, 4)
+    timer.start()
+    new.load_state_dict([state])
+    timer.stop()
 
 
 def _sources():
@@ -139,6 +189,18 @@ def suite(large: bool) -> list[Comparison]:
             },
             baseline="MixtureSampler (map-style)",
             note="goal: <= 1 s and <= 256 MiB",
+            columns=("time_s", "peak_MiB"),
+        ),
+        Comparison(
+            title="100 sources, 1,024 ranks x 8 workers, micro-batch 4: any step at once (step 1,000,000)",
+            contenders={
+                "MixtureSampler.batch_at": "bench_sharded_mixture:mixture_batch_at_step",
+                "ShardedMixtureDataset.counts_at": "bench_sharded_mixture:counts_at_step",
+                "ShardedMixtureDataset.batch_at": "bench_sharded_mixture:batch_at_step",
+                "ShardedMixtureDataset elastic resume (to 512 x 4)": "bench_sharded_mixture:elastic_at_step",
+            },
+            baseline="MixtureSampler.batch_at",
+            note="goal: <= 100 ms each, at any step (closed forms, nothing replayed)",
             columns=("time_s", "peak_MiB"),
         ),
         Comparison(

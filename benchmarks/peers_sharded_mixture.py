@@ -36,8 +36,12 @@ Measured:
   torchrun sets them, a gloo group where LitData needs one), its first 937 batches gathered and
   laid out step by step (rank r's t-th batch at step t), then ``bench_mixture``'s figures:
   ``prefix``, ``batch`` and ``rank`` deviation of the source counts (0 is exact) and
-  ``repeats`` within a pass. ``positions``: how many of the 59,968 the peer delivered on every
-  rank (a loader that ends early is measured on what it gave).
+  ``repeats`` within a pass; ``overlap``, the overlap at a pass boundary: at each step
+  boundary, for each source, the samples read past its lowest unfinished pass ``P`` (``Σ_i
+  max(0, reads_i - P - 1)``, ``P`` the fewest reads of any sample), the most over the steps
+  and sources (0: no pass begins before the one before it ends). ``positions``: how many of
+  the 59,968 the peer delivered on every rank (a loader that ends early is measured on what it
+  gave).
 - **Speed**, one rank, 2 workers, in fresh processes (median, min – max of the repeats):
   ``first_1e6_s``, construction to the first batch over 1e6 samples (900,000 / 90,000 / 10,000
   in shards of 10,000, on disk in each format); ``first_1e8_s`` the same over 1e8 samples
@@ -372,7 +376,26 @@ def composition(name: str) -> dict[str, float | str]:
     reads = np.array([b[:steps] for b in per_rank], dtype=np.int64)  # (W, steps, b, 2)
     flat = reads.transpose(1, 0, 2, 3).reshape(-1, 2)
     figures = quality(flat[:, 0], flat[:, 1], SMALL[0], WEIGHTS)
-    return {**figures, "positions": float(len(flat))}
+    overlap = pass_overlap(flat[:, 0], flat[:, 1], SMALL[0], WORLD * MICRO)
+    return {**figures, "overlap": overlap, "positions": float(len(flat))}
+
+
+def pass_overlap(source: np.ndarray, sample: np.ndarray, sizes: list[int], step: int) -> float:
+    """The overlap at a pass boundary of a stream of ``(source, sample)`` reads, ``step`` a
+    global batch: at every step boundary and for every source, ``Σ_i max(0, reads_i - P - 1)``
+    with ``P = min_i reads_i`` (the lowest unfinished pass): the most of them."""
+    worst = 0
+    for k, size in enumerate(sizes):
+        reads = np.zeros(size, np.int64)  # (size,) each sample's reads so far
+        mine = source == k  # (n,)
+        at = np.flatnonzero(mine)  # (n_k,) its positions, in order
+        cuts = np.searchsorted(at, np.arange(step, len(source) + step, step))  # (steps,)
+        done = 0
+        for cut in cuts.tolist():  # the reads of the steps up to this boundary
+            np.add.at(reads, sample[at[done:cut]], 1)
+            done = cut
+            worst = max(worst, int(np.maximum(0, reads - reads.min() - 1).sum()))
+    return float(worst)
 
 
 def _last_line(err: str) -> str:
@@ -519,14 +542,16 @@ def _cell(key: str, value) -> str:
 
 
 COLUMNS = ("first_1e6_s", "first_1e8_s", "samples/s", "main_samples/s", "prefix", "batch", "rank", "repeats",
-           "positions", "resume", "load_1m")  # fmt: skip
+           "overlap", "positions", "resume", "load_1m")  # fmt: skip
 
 
 def table(rows: dict[str, dict]) -> str:
     lines = ["| | " + " | ".join(COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
     for name, figures in rows.items():
         lines.append(
-            f"| {NAMES[name]} | " + " | ".join(_cell(k, figures[k]) for k in COLUMNS) + " |"
+            f"| {NAMES[name]} | "
+            + " | ".join(_cell(k, figures.get(k, "not run yet")) for k in COLUMNS)
+            + " |"
         )
     return "\n".join(lines) + "\n"
 
@@ -574,7 +599,7 @@ def main() -> None:
                 rows[name][key] = t.get(key, "no DataLoader workers")
         if "composition" in parts:
             comp = composition(name)
-            for key in ("prefix", "batch", "rank", "repeats", "positions"):
+            for key in ("prefix", "batch", "rank", "repeats", "overlap", "positions"):
                 rows[name][key] = (
                     f"fails: {comp['error']}" if "error" in comp else spread([comp[key]])
                 )

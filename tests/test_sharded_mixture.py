@@ -854,9 +854,9 @@ def test_leftovers_merge_into_the_same_samples_sorted_non_empty_and_joined(piece
     """Invariant: the state's leftovers (``_merge``) hold exactly the ``(pass, offset)`` pairs of
     their pieces, as sorted non-empty intervals, two of one pass never touching: as few as the
     samples allow (the state's ``O(K x old readers)``)."""
-    from distsampling.streaming.sharded_mixture import _merge
+    from distsampling.streaming.mixture_sources import _merge
 
-    merged = _merge([list(p) for p in pieces])
+    merged = _merge([list(p) for p in pieces]).tolist()
     expected = Counter((p, o) for p, a, b in pieces for o in range(a, b))
     assert Counter((p, o) for p, a, b in merged for o in range(a, b)) == expected
     assert all(a < b for _, a, b in merged) and merged == sorted(merged)

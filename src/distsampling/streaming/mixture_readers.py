@@ -46,11 +46,15 @@ References:
 
 from __future__ import annotations
 
+import hashlib
+from bisect import bisect_right
 from collections.abc import Sequence
 from fractions import Fraction
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..mixing.tree import _count, _counts, _integer_mix, _route
 
@@ -184,3 +188,50 @@ class ReaderGrid:
             at = piece == p
             out[at] = _route(self.pieces[p][2], u[at].reshape(-1))[0].reshape(-1, self.b)
         return out
+
+
+class _Runs:
+    """Which run of which pass a reader's draws read: the dataset's ``sources``, ``totals``,
+    ``seed``, ``shuffle``, its generation (``_gen``: the leftovers ``lead`` of an earlier grid
+    and the first fresh pass ``first``, per source; ``_lead_starts``) and a cache ``_layouts``."""
+
+    def _layout(self, k: int, pass_: int) -> tuple[list[int], list[int]]:
+        """Pass ``pass_`` of source ``k``: its shards in order, and where each starts."""
+        if (k, pass_) not in self._layouts:
+            n = len(self.sources[k][0])
+            if self.shuffle:
+                key = int(hashlib.sha256(f"{self.seed}/{k}/{pass_}".encode()).hexdigest()[:15], 16)
+                order = torch.randperm(n, generator=torch.Generator().manual_seed(key)).tolist()
+            else:
+                order = list(range(n))
+            sizes = self.sources[k][1]
+            if len(self._layouts) > 4 * len(self.sources):
+                self._layouts.pop(next(iter(self._layouts)))
+            self._layouts[k, pass_] = order, list(accumulate((sizes[i] for i in order), initial=0))
+        return self._layouts[k, pass_]
+
+    def _draw(self, k: int, q: int, R: int, c: int) -> tuple[int, int, int]:
+        """``(pass, offset in it, n)`` of reader ``q`` of ``R``'s ``c``-th draw of source ``k``:
+        first its part of the passes left over by an earlier topology, then its segments. Its
+        draws ``c .. c + n - 1`` are that pass's offsets from there on, one after another."""
+        T, starts = self.totals[k], self._lead_starts[k]
+        L = int(starts[-1])
+        lo, hi = L * q // R, L * (q + 1) // R
+        if c < hi - lo:
+            i = int(np.searchsorted(starts, lo + c, "right")) - 1
+            p, a, _ = self._gen["lead"][k][i].tolist()
+            s0, s1 = int(starts[i]), int(starts[i + 1])
+            return p, a + lo + c - s0, min(hi, s1) - lo - c  # to the piece's end
+        x = T * q // R + c - (hi - lo)  # its virtual position in the passes laid end to end
+        v = ((x + 1) * R + T - 1) // T - 1  # the segment holding it: pass v - q
+        return (
+            self._gen["first"][k] + v - q,
+            T * (v % R) // R + x - T * v // R,
+            T * (v + 1) // R - x,
+        )
+
+    def _where(self, k: int, pass_: int, offset: int) -> tuple[int, int]:
+        """``(shard index, offset in the shard)`` of a pass's ``offset``."""
+        order, starts = self._layout(k, pass_)
+        j = bisect_right(starts, offset) - 1
+        return order[j], offset - starts[j]

@@ -1,215 +1,64 @@
 r"""ShardedMixtureDataset: K sharded streams mixed by weight, read front to back by every worker.
 
-Which source: ``MixtureSampler``'s, position by position. The ranks' micro-batches of step ``s``
-are positions of one global stream (Megatron's layout); the source at each position is what
-:meth:`MixtureSampler.sources` gives for ``sizes`` = each source's total, so every bound the
-mixture proves holds here. The loader's batches on a rank are its micro-batches of steps
-0, 1, 2, ...: worker ``w`` of ``n`` yields the steps ``s ≡ w (mod n)``, and the DataLoader takes
-a batch from each worker in turn.
+*Readers* are ranks × workers, ``R = W·n``: the DataLoader's worker ``w`` of ``n`` yields the
+steps ``s ≡ w (mod n)``, and the loader takes a batch from each worker in turn, so its batches
+are a rank's micro-batches of steps 0, 1, 2, ... (the loader's ``batch_size`` must be the
+dataset's: another is refused at the first batch).
 
-Which sample. *Readers* are ranks × workers, ``R`` of them, reader ``q = rank * n + w``. Each
-pass ``P`` of source ``k`` (``T`` samples) lists its shards in an order drawn from
-``(seed, k, P)``, their samples front to back, and is cut into ``R`` contiguous segments,
-segment ``i`` = ``[⌊T·i/R⌋, ⌊T·(i+1)/R⌋)``. Reader ``q`` reads segment ``(q + P) mod R`` of pass
-``P`` (a rotation: with ``T < R`` no reader is left without samples), so its ``c``-th draw of
-source ``k`` is the virtual position ``x = ⌊T·q/R⌋ + c`` of the passes laid end to end:
+Which source: every reader reads a window of ``MixtureSampler``'s weight tree
+(``mixture_readers.py``): reader ``ρ`` of rank ``r``, at its ``m``-th own step, reads the tree's
+window ``m + ρ·W + r``. Each reader stays within the tree's bound of its share on every prefix,
+each global batch too (a step's windows are consecutive), and with one reader a rank the sources
+are ``MixtureSampler(..., layout="per_rank")``'s. A reader's count of each source before any step
+is a closed form, so ``counts_at``, ``batch_at`` and an elastic resume cost the same at any step.
 
-    v = ⌈(x + 1)·R / T⌉ - 1,   pass P = v - q,   offset ⌊T·(v mod R)/R⌋ + x - ⌊T·v/R⌋
-
-(``v`` is the segment, ``⌊T·v/R⌋ <= x < ⌊T·(v+1)/R⌋``). A reader thus reads one run of
-consecutive samples per pass: it opens each shard of its segment once (one open shard per
-source), ``<= shards + R`` opens a pass for all readers; only a segment that starts inside a
-shard draws that shard's head and drops it (none with ``seekable``); every sample of a pass is
-read once.
-
-The overlap at a pass boundary, proven. Reader ``q`` has finished pass ``P`` once its count
-``c_q >= E_q(P) = ⌊T(q+P+1)/R⌋ - ⌊Tq/R⌋``, and ``|E_q(P) - (P+1)·T/R| < 1``. If some reader
-``q0`` has not (``c_q0 < E_q0(P)``), any reader ``q`` has read ``c_q - E_q(P) < c_q - c_q0 + 2``
-samples past pass ``P``: at most ``D + 1``, ``D`` = the spread ``max c - min c`` of the readers'
-counts of ``k`` at that step. So while pass ``P`` is unfinished at most ``(R - 1)·(D + 1)``
-samples of later passes are read. ``D`` is the mixture's per-reader balance: ``counts_at()``
-gives every reader's counts; the tests check the bound with the spread they measure. Where the
-ranks' layout gives every reader its share, ``D`` stays small; where it aliases (a rank that
-never draws a light source, its readers' segments waiting), ``D`` grows with the steps: no
-sample is read twice in a pass, but the pass stays open longer.
+Which sample: each pass of a source lists its shards in an order drawn from ``(seed, k, P)`` and
+is cut into ``R`` segments; a reader's draws of the source are its segment of each pass, front to
+back (``mixture_readers.py``): one open shard a source, a shard's head dropped only where a
+segment starts inside it (none with ``seekable``: at most ``1 + R·(largest shard - 1)/T`` drawn
+per sample yielded, a pass; a source with fewer shards than readers warns). The readers' counts
+differ by a bounded spread at every step, so the overlap of two passes is bounded too.
 
 Readers per rank are the loader's ``num_workers``: pass it to the dataset, and the main process
 (``num_workers=0``) reads every reader's steps in step order, exactly what the loader's workers
-would; left out, the first ``iter()`` sets it.
-
-Resume. A worker's state is its step, its slot in it and its count per source: ``O(K)``, with
-each source's fingerprint (its shard count, digests of its shards' names and sizes), so that a
-resume on other shards is refused, naming the source and what differs. A
-reader's counts are a function of (step, topology): on another topology, load every worker's
-state of one rank (``loader_dataset_states``); every old reader's counts at that step are
-counted again from ``MixtureSampler`` (a ``sources()`` call per ``W`` steps of a rank), the
-unread rest of every pass in flight is split over the new readers (``O(K × old readers)``
-intervals in the state), and the mixture itself resumes on the new grid from its own state.
+would; left out, the first loader's workers fix it (a look in the main process before fixes
+nothing). Resume and elastic resume: ``mixture_resume.py``; sources and their fingerprints:
+``mixture_sources.py``.
 
 References:
-    megatron/core/datasets/blended_dataset.py (the global stream of ranks' micro-batches)
+    distsampling/mixing/tree.py (the weight tree and its bound)
     torch/utils/data/dataloader.py (_IterableDatasetFetcher: workers' batches taken in turn)
-    distsampling/sharded.py (sources as (shards, sizes, read); front-to-back runs; resume)
+    distsampling/streaming/sharded.py (sources as (shards, sizes, read); front-to-back runs; resume)
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import warnings
-from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import accumulate, chain, islice
+from collections.abc import Callable, Iterator, Sequence
+from itertools import chain, islice
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from .._checks import check_bool, check_int, check_int64
+from .._checks import check_bool, check_int
 from ..guards import refuse_split_again
 from ..mixing.sampler import MixtureSampler
-from ..resume.state import TrainerEpoch, begin_pass, check_consumed, note_trainer, pass_marks
-from .mixture_readers import ReaderGrid, schedule_trees
+from ..resume.state import TrainerEpoch, begin_pass, note_trainer, pass_marks
+from .mixture_readers import ReaderGrid, _Runs, schedule_trees
+from .mixture_resume import _Resume
+from .mixture_sources import Source, _entries, _fingerprint, _source
 
 __all__ = ["ShardedMixtureDataset"]
 
 _END = object()
-Source = tuple[Sequence[Any], Sequence[int], Callable[..., Iterable[Any]]]
 
 
-def _digest(value: object) -> str:
-    return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
-
-
-def _fingerprint(
-    k: int, shards: list[Any], sizes: list[int], key: Callable[[Any], str] | None
-) -> dict[str, Any]:
-    """``sources[k]`` in a state, ``O(1)``: its shard count, its shards' names in order and as a
-    set, its sizes (digests), and its first shard's name (shown where the names differ).
-
-    A shard's name is ``key(shard)``; else its path as text (``Path("a")`` and ``"a"`` alike), a
-    NumPy integer as an ``int``, anything else itself (its ``repr``), refused where that
-    ``repr`` holds an address (new in every process)."""
-    if key is not None:
-        names = [key(shard) for shard in shards]
-        for i, name in enumerate(names):
-            if not isinstance(name, str):
-                raise TypeError(
-                    f"key(shard) should return a str, but got key(sources[{k}] shards[{i}])="
-                    f"{name!r} of type {type(name).__name__}"
-                )
-    elif not set(map(type, shards)) <= {str, int}:  # texts and ints name themselves
-        names = [os.fspath(s) if isinstance(s, os.PathLike) else s.item()
-                 if isinstance(s, np.generic) else s for s in shards]  # fmt: skip
-    else:
-        names = shards
-    text = repr(names)
-    if key is None and " at 0x" in text:  # object.__repr__ somewhere: find the shard, name it
-        for i, name in enumerate(names):
-            if not isinstance(name, str) and " at 0x" in repr(name):
-                raise ValueError(
-                    f"sources[{k}] shards[{i}] should have a repr that is the same in every "
-                    f"process (a saved state names the shards by it), but got {name!r}: pass "
-                    "key=, a function that names a shard (key=lambda shard: shard.path), or "
-                    "stable names (paths, URLs, ids)"
-                )
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    try:
-        ordered = sorted(names)
-    except TypeError:  # names that do not compare (mixed types): by their text
-        ordered = sorted(map(repr, names))
-    return {"shards": len(names), "names": digest,
-            "set": digest if ordered == names else _digest(ordered), "sizes": _digest(sizes),
-            "first": repr(names[0])[:200] if names else None}  # fmt: skip
-
-
-def _mismatch(saved: object, now: list[dict[str, Any]]) -> str | None:
-    """Why the sources of a saved state are not these (``None`` if they are), in words."""
-    if not isinstance(saved, list):
-        return f"sources was {saved!r} when saved, not a list of each source's fingerprint"
-    if len(saved) != len(now):
-        return f"sources held {len(saved)} sources when saved, but holds {len(now)} now"
-    for k, (was, fp) in enumerate(zip(saved, now, strict=True)):
-        if was == fp:
-            continue
-        if not isinstance(was, dict) or was.keys() != fp.keys():
-            return f"sources[{k}] was {was!r} when saved"
-        if was["shards"] != fp["shards"]:
-            return f"sources[{k}] had {was['shards']} shards when saved, but has {fp['shards']} now"
-        if was["names"] != fp["names"] and was["set"] == fp["set"]:
-            return (
-                f"sources[{k}] lists the same shards as when saved, in another order: list them "
-                "in one order in every run (e.g. sorted(glob(...)), not a directory's order)"
-            )
-        if was["names"] != fp["names"]:
-            first = (f" (shards[0] was {was['first']} when saved, but is {fp['first']} now)"
-                     if was["first"] != fp["first"] else "")  # fmt: skip
-            return (
-                f"sources[{k}] shards are not the ones saved{first}: if they are the same "
-                "shards, name them alike in every run with key=, e.g. key=lambda shard: "
-                "os.path.basename(shard)"
-            )
-        return f"sources[{k}] sizes are not the ones saved, for the same shards"
-    return None
-
-
-def _source(k: int, source: object) -> tuple[list[Any], list[int], Callable[..., Iterable[Any]]]:
-    """``sources[k]`` checked: a ``(shards, sizes, read)`` triple, one size >= 0 per shard."""
-    if not isinstance(source, (tuple, list)) or len(source) != 3:
-        raise TypeError(
-            f"sources[{k}] should be a (shards, sizes, read) triple, but got sources[{k}]={source!r}"
-        )
-    shards, sizes, read = source
-    for name, value in (("shards", shards), ("sizes", sizes)):
-        if not hasattr(value, "__len__") or isinstance(value, (str, bytes)):
-            raise TypeError(
-                f"sources[{k}] {name} should be a sequence, but got {name}={value!r} of type "
-                f"{type(value).__name__}"
-            )
-    if len(sizes) != len(shards):
-        raise ValueError(
-            f"sources[{k}] should hold one size per shard (len(shards)={len(shards)}), but got "
-            f"len(sizes)={len(sizes)}"
-        )
-    if not callable(read):
-        raise TypeError(
-            f"sources[{k}] read should be a callable, read(shard) -> samples, but got read={read!r}"
-        )
-    sizes = list(sizes.tolist() if hasattr(sizes, "tolist") else sizes)
-    if not all(type(n) is int and 0 <= n < 2**63 for n in sizes):  # a fast pass, then by name
-        sizes = [check_int64(f"sources[{k}] sizes[{i}]", n, low=0) for i, n in enumerate(sizes)]
-    return list(shards), sizes, read
-
-
-def _entries(weights: object) -> list[tuple[Any, Any]]:
-    """``weights`` as ``[(step, weights)]``: one entry unless it is a schedule."""
-    items = list(weights) if isinstance(weights, (list, tuple)) else None
-    if items and all(isinstance(e, (tuple, list)) and len(e) == 2 and
-                     isinstance(e[1], (list, tuple)) for e in items):  # fmt: skip
-        return [(e[0], e[1]) for e in items]
-    return [(0, weights)]
-
-
-def _merge(pieces: Any) -> list[list[int]]:
-    """``[pass, a, b]`` intervals (a list or an ``(N, 3)`` array), sorted, empty ones dropped,
-    touching ones joined: at once, a sort and a cumulative sum."""
-    x = np.asarray(pieces, np.int64).reshape(-1, 3)
-    x = x[x[:, 2] > x[:, 1]]
-    x = x[np.lexsort((x[:, 1], x[:, 0]))]  # by pass, then start
-    if not len(x):
-        return []
-    # an interval begins a run unless it starts where the one before (of its pass) ends
-    begins = np.ones(len(x), bool)
-    begins[1:] = (x[1:, 0] != x[:-1, 0]) | (x[1:, 1] != x[:-1, 2])
-    heads = np.flatnonzero(begins)
-    ends = np.append(heads[1:], len(x)) - 1  # each run's last interval
-    return np.stack([x[heads, 0], x[heads, 1], x[ends, 2]], 1).tolist()
-
-
-class ShardedMixtureDataset(IterableDataset):
+class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
     r"""Mix ``K`` sharded sources by weight; each worker reads its samples as shard runs.
 
     Args:
@@ -235,7 +84,8 @@ class ShardedMixtureDataset(IterableDataset):
         num_workers: the DataLoader's ``num_workers`` (readers per rank: worker ``w`` reads the
             steps ``s ≡ w``). Given, a loader with 0 workers reads exactly what one with
             ``num_workers`` does (the main process reads for every reader) and another count is
-            refused; ``None``: the first ``iter()`` sets it, and it must stay.
+            refused; ``None``: the first DataLoader's workers fix it (a read in the main
+            process before them is a look: one reader a rank, fixing nothing), and it must stay.
         key: ``key(shard)``, a text that names a shard the same way in every run (or a list,
             one ``key`` or ``None`` per source). A state
             names each source's shards (a digest of their names in order, ``O(1)`` a source),
@@ -362,7 +212,9 @@ class ShardedMixtureDataset(IterableDataset):
         W, b = gen.get("num_replicas", self.num_replicas), gen.get("batch_size", self.batch_size)
         gen["num_replicas"], gen["batch_size"] = W, b
         self._origin, self._grids = gen["origin"], {}
-        self._lead_starts = [list(accumulate((b - a for _, a, b in lead), initial=0))
+        # the leftovers as (N, 3) arrays [pass, from, to]; where each starts among them, (N + 1,)
+        gen["lead"] = [np.asarray(lead, np.int64).reshape(-1, 3) for lead in gen["lead"]]
+        self._lead_starts = [np.concatenate([[0], np.cumsum(lead[:, 2] - lead[:, 1])])
                              for lead in gen["lead"]]  # fmt: skip
         self._ends: dict[int, int] = {}  # until_exhausted: epoch -> its last step boundary
 
@@ -409,47 +261,6 @@ class ShardedMixtureDataset(IterableDataset):
                 lo, hi = (mid, hi) if fits(mid) else (lo, mid)
             self._ends[epoch] = lo
         return self._ends[epoch]
-
-    # --- which sample: a reader's c-th draw of source k -------------------------------------
-
-    def _layout(self, k: int, pass_: int) -> tuple[list[int], list[int]]:
-        """Pass ``pass_`` of source ``k``: its shards in order, and where each starts."""
-        if (k, pass_) not in self._layouts:
-            n = len(self.sources[k][0])
-            if self.shuffle:
-                key = int(hashlib.sha256(f"{self.seed}/{k}/{pass_}".encode()).hexdigest()[:15], 16)
-                order = torch.randperm(n, generator=torch.Generator().manual_seed(key)).tolist()
-            else:
-                order = list(range(n))
-            sizes = self.sources[k][1]
-            if len(self._layouts) > 4 * len(self.sources):
-                self._layouts.pop(next(iter(self._layouts)))
-            self._layouts[k, pass_] = order, list(accumulate((sizes[i] for i in order), initial=0))
-        return self._layouts[k, pass_]
-
-    def _draw(self, k: int, q: int, R: int, c: int) -> tuple[int, int, int]:
-        """``(pass, offset in it, n)`` of reader ``q`` of ``R``'s ``c``-th draw of source ``k``:
-        first its part of the passes left over by an earlier topology, then its segments. Its
-        draws ``c .. c + n - 1`` are that pass's offsets from there on, one after another."""
-        T, L, starts = self.totals[k], self._lead_starts[k][-1], self._lead_starts[k]
-        lo, hi = L * q // R, L * (q + 1) // R
-        if c < hi - lo:
-            i = bisect_right(starts, lo + c) - 1
-            p, a, _ = self._gen["lead"][k][i]
-            return p, a + lo + c - starts[i], min(hi, starts[i + 1]) - lo - c  # to the piece's end
-        x = T * q // R + c - (hi - lo)  # its virtual position in the passes laid end to end
-        v = ((x + 1) * R + T - 1) // T - 1  # the segment holding it: pass v - q
-        return (
-            self._gen["first"][k] + v - q,
-            T * (v % R) // R + x - T * v // R,
-            T * (v + 1) // R - x,
-        )
-
-    def _where(self, k: int, pass_: int, offset: int) -> tuple[int, int]:
-        """``(shard index, offset in the shard)`` of a pass's ``offset``."""
-        order, starts = self._layout(k, pass_)
-        j = bisect_right(starts, offset) - 1
-        return order[j], offset - starts[j]
 
     def _readers(self) -> int:
         """Readers per rank: ``num_workers`` as given, or as the first loader's workers fixed
@@ -756,215 +567,6 @@ class ShardedMixtureDataset(IterableDataset):
         # counted once, every epoch cut there: the most an epoch has (a step more than some)
         B = g["batch_size"] * g["num_replicas"]
         return max(n, -(-self.mixture.epoch_length // B) * g["batch_size"])
-
-    # --- resume -----------------------------------------------------------------------------
-
-    def _recount(self, step: int, slot: int, readers: Sequence[int]) -> list[list[int]]:
-        """This rank's ``readers``' counts per source at ``(step, slot)``, from the mixture."""
-        nw, at = self._readers(), self._counts(step, [self.rank])[0]
-        if slot:  # the slots of the step read so far: its reader's draws in it
-            ks = self._grid.sources(self.rank, [step])[0][:slot]
-            at[step % nw] = (
-                np.array(at[step % nw]) + np.bincount(ks, minlength=len(self.sources))
-            ).tolist()
-        return [at[q] for q in readers]
-
-    def _main_state(self, step: int, slot: int) -> dict[str, Any]:
-        """The main process's place at ``(step, slot)``: every reader's counts, counted again."""
-        readers = list(range(self._readers()))
-        return {"worker": 0, "num_workers": 0, "readers": readers, "step": step, "slot": slot,
-                "counts": self._recount(step, slot, readers)}  # fmt: skip
-
-    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
-        r"""This worker's place (the main process's with ``num_workers=0``): JSON-ready, ``O(K)``
-        per reader it reads for (plus, after a resume on another topology, the passes it left:
-        ``O(K × old readers)`` intervals).
-
-        Args:
-            consumed: samples of the latest ``iter()`` the loop used, in the main process of a
-                plain DataLoader (whose workers read ahead): the place is counted from it.
-        """
-        g, p, b = self._gen, self._progress, self._gen["batch_size"]
-        # workers read this epoch after the main process's latest iter() (if any): its own
-        # progress is not the loop's place
-        behind = (p is None or not p["num_workers"]) and int(self._in_workers[0]) == self.epoch + 1
-        # a worker's place is its progress (every batch, under StatefulDataLoader): no search
-        steps = self._steps(self.epoch) if consumed is not None or p is None else None
-        if consumed is not None:
-            _, step, slot = (
-                self._begin if self._begin[0] == self.epoch else (self.epoch, steps.start, 0)
-            )
-            p = self._progress
-            if p is not None and not p["num_workers"] and self._begin[0] == self.epoch and not behind:
-                out = (p["step"] - step) * b + p["slot"] - slot  # what this process's iter() gave
-                consumed = check_consumed(consumed, out, f"the latest iter() handed out {out}")
-            left = (steps.stop - step) * b - slot
-            consumed = check_int("consumed", consumed, low=0, high=max(0, left))
-            step, slot = step + (slot + consumed) // b, (slot + consumed) % b
-            p = self._main_state(step, slot)
-        elif behind:
-            raise RuntimeError(
-                "state_dict() was called in the main process, but DataLoader workers "
-                f"(num_workers={int(self._in_workers[1])}) read this epoch ({self.epoch})"
-                + (" after this process's own iter()" if p is not None else "")
-                + ": resume through torchdata's StatefulDataLoader (it asks every worker), or "
-                "pass consumed= (the samples the loop used)"
-            )
-        elif p is None:
-            p = self._main_state(max(steps.start, g["start"]), 0)
-        step, slot = p["step"], p["slot"]
-        if slot == b:  # a whole step: the next one this worker reads
-            step, slot = step + (1 if len(p["readers"]) == self._readers() else self._readers()), 0
-        return {"kind": type(self).__name__, "version": 3, **self._identity,
-                "sources": [dict(f) for f in self._identity["sources"]], "epoch": self.epoch,
-                "rank": self.rank,
-                "generation": {**g, "lead": [[list(x) for x in lead] for lead in g["lead"]],
-                               "first": list(g["first"])},
-                "worker": p["worker"], "num_workers": p["num_workers"], "readers": list(p["readers"]),
-                "step": step, "slot": slot, "counts": [list(c) for c in p["counts"]],
-                "past": self.mixture._past(step, slot > 0)}  # fmt: skip
-
-    def _checked(self, state: object) -> dict[str, Any]:
-        keys = ("kind", "version", *self._identity, "epoch", "rank", "generation", "worker",
-                "num_workers", "readers", "step", "slot", "counts", "past")  # fmt: skip
-        if not isinstance(state, dict) or any(k not in state for k in keys) or (
-            state["kind"], state["version"]) != (type(self).__name__, 3):  # fmt: skip
-            raise ValueError(
-                f"state should be a {type(self).__name__} state_dict(), but got {state!r}"
-            )
-        why = _mismatch(state["sources"], self._identity["sources"])
-        if why is not None:
-            raise ValueError(f"state does not match this dataset: {why}")
-        for name in ("seed", "shuffle", "epoch"):
-            now = self.epoch if name == "epoch" else self._identity[name]
-            if state[name] != now:
-                hint = f": call set_epoch({state[name]}) first" if name == "epoch" else ""
-                raise ValueError(
-                    f"state does not match this dataset: {name} was {state[name]!r} when saved, "
-                    f"but is {now!r} now{hint}"
-                )
-        # the weights read before the saved step are these weights' (a later change is welcome)
-        self.mixture._check_past(state["past"], state["step"], state["slot"] > 0)
-        return state
-
-    def load_state_dict(self, state: dict[str, Any] | list[dict[str, Any]]) -> None:
-        r"""Resume: one worker's state (the same topology), or every worker's state of one rank
-        (a list, :func:`loader_dataset_states`): then any ``num_replicas``, ``batch_size`` and
-        ``num_workers``, at a step boundary.
-
-        A worker's state saved on another rank of the same run resumes this rank at the same
-        step and slot (the ranks step together), its readers' counts counted again from the
-        mixture: Lightning's checkpoint holds rank 0's loader state, and every rank loads it
-        (https://github.com/Lightning-AI/pytorch-lightning/pull/19361)."""
-        if not isinstance(state, (list, tuple)) or not state:  # one worker's, else refused
-            state = self._checked(state)
-            g = state["generation"]
-            if (g["num_replicas"], g["batch_size"]) != (self.num_replicas, self.batch_size):
-                raise ValueError(
-                    f"state was saved on num_replicas={g['num_replicas']}, batch_size="
-                    f"{g['batch_size']}, but is loaded on num_replicas={self.num_replicas}, "
-                    f"batch_size={self.batch_size}: load every worker's state of one rank at once "
-                    "(load_state_dict(loader_dataset_states(loader_state)))"
-                )
-            if self._declared not in (None, g["num_workers"]):
-                raise ValueError(
-                    f"state was saved with num_workers={g['num_workers']}, but this dataset has "
-                    f"num_workers={self._declared}: load every worker's state of one rank at once "
-                    "(load_state_dict(loader_dataset_states(loader_state)))"
-                )
-            self._set_generation(dict(g))
-            if state["rank"] != self.rank:  # another rank's place: the same step, our counts
-                state = {**state, "counts": self._recount(state["step"], state["slot"],
-                                                          state["readers"])}  # fmt: skip
-            self._loaded = state
-            self._progress = {
-                x: state[x] for x in ("worker", "num_workers", "readers", "step", "slot", "counts")
-            }
-            self._begin = (self.epoch, state["step"], state["slot"])
-            return
-        self._elastic([self._checked(s) for s in state])
-
-    def _elastic(self, states: list[dict[str, Any]]) -> None:
-        g, loader_workers = states[0]["generation"], states[0]["num_workers"]
-        nw = g["num_workers"] or 1
-        workers = sorted(s["worker"] for s in states)
-        if (any(s["generation"] != g or s["num_workers"] != loader_workers for s in states)
-                or workers != list(range(max(1, loader_workers)))):  # fmt: skip
-            raise ValueError(
-                "state should list every worker's state of one rank (workers 0..n-1, one run), "
-                f"but got workers {workers}"
-            )
-        if any(s["slot"] for s in states):
-            raise ValueError(
-                "state should be at a step boundary to resume on another topology, but got slots "
-                f"{[s['slot'] for s in states]} of batch_size={g['batch_size']}"
-            )
-        W, b = g["num_replicas"], g["batch_size"]
-        self._set_generation(dict(g))  # the old grid: its readers' counts at the boundary
-        S = max(min(s["step"] for s in states), g["start"])
-        counts = self.counts_at(S)  # (W, nw, K)
-        for s in states:
-            for q, c in zip(s["readers"], s["counts"], strict=True):
-                if c != counts[s["rank"], q].tolist():
-                    raise ValueError(
-                        f"state of worker {s['worker']} says reader {q} drew counts={c}, but the "
-                        f"mixture gives {counts[s['rank'], q].tolist()} at step {S}: a state of "
-                        "another run"
-                    )
-        R, q = W * nw, np.arange(W * nw, dtype=np.int64)
-        lead, first = [], []
-        for k, T in enumerate(self.totals):
-            L, old = self._lead_starts[k][-1], g["first"][k]
-            if T == 0:
-                lead.append([]), first.append(old)
-                continue
-            c = counts.reshape(R, -1)[:, k]  # (R,) each old reader's draws of k
-            lo, hi = L * q // R, L * (q + 1) // R  # (R,) its part of the old leftovers
-            a = lo + np.minimum(c, hi - lo)  # its unread part of them: [a, hi)
-            pieces = [self._lead_pieces(k, a[a < hi], hi[a < hi])]
-            m, x0 = c - np.minimum(c, hi - lo), T * q // R  # its draws of fresh passes
-            seg = lambda x, T=T: ((x + 1) * R + T - 1) // T - 1  # noqa: E731 (the segment of x)
-            ends, nexts = x0 + m, old + seg(x0 + m) - q  # (R,) (R,)
-            lasts = (old + seg(x0 + m - 1) - q)[m > 0]
-            # fresh passes start after the last one a reader began (at old if none did); before
-            # min(nexts), every reader is past its segment: those passes were read whole
-            lo_pass = int(nexts.min())
-            new_first = int(lasts.max()) + 1 if len(lasts) else old
-            P = np.arange(lo_pass, new_first, dtype=np.int64)[None, :]  # (1, passes)
-            v = q[:, None] + P - old  # (R, passes) each reader's segment of each pass
-            x, y = np.maximum(T * v // R, ends[:, None]), T * (v + 1) // R
-            base = T * (v % R) // R - T * v // R  # virtual -> pass offset
-            pieces.append(np.stack(np.broadcast_arrays(P, x + base, y + base), -1).reshape(-1, 3))
-            lead.append(_merge(np.concatenate(pieces)))
-            first.append(new_first)
-        drawn = counts.reshape(-1, len(self.sources)).sum(0)  # (K,) C_k(S)
-        read = [int(x) + int(y) for x, y in zip(g["read"], drawn)]
-        origin = g["origin"] + (S - g["start"]) * W * b
-        before = (g["before"] if g.get("epoch") == self.epoch else 0) + (
-            S - self._steps(self.epoch).start
-        ) * b
-        self._set_generation({"start": S, "origin": origin, "before": before, "epoch": self.epoch,
-                              "num_workers": self._declared, "read": read, "lead": lead,
-                              "first": first, "num_replicas": self.num_replicas,
-                              "batch_size": self.batch_size})  # fmt: skip
-        self._loaded, self._progress = None, None
-        self._begin = (self.epoch, S, 0)
-
-    def _lead_pieces(self, k: int, a: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """``(N, 3)`` ``[pass, from, to]``: ranges ``[a, hi)`` of source ``k``'s leftovers
-        (disjoint, increasing) mapped through the leftovers' intervals, each range cut where an
-        interval ends."""
-        starts = np.array(self._lead_starts[k], np.int64)  # (I + 1,)
-        if len(starts) == 1 or not len(a):
-            return np.zeros((0, 3), np.int64)
-        lead = np.array(self._gen["lead"][k], np.int64).reshape(-1, 3)  # (I, 3)
-        i0 = np.searchsorted(starts, a, "right") - 1  # (N,) the interval each range starts in
-        n = np.searchsorted(starts, hi, "left") - i0  # (N,) the intervals it covers
-        first = np.repeat(np.cumsum(n) - n, n)
-        i = np.repeat(i0, n) + np.arange(int(n.sum())) - first  # (M,) each piece's interval
-        s0, s1 = starts[i], starts[i + 1]
-        lo, up = np.maximum(np.repeat(a, n), s0), np.minimum(np.repeat(hi, n), s1)
-        return np.stack([lead[i, 0], lead[i, 1] + lo - s0, lead[i, 1] + up - s0], 1)
 
     def __repr__(self) -> str:
         return (
