@@ -253,12 +253,28 @@ def layout_figures(timer, layout: str, task: str, world: int) -> dict[str, float
     return {"prefix": prefix, "batch": batch, "rank": rank}
 
 
-def global_layout(timer, task: str, world: int) -> dict[str, float]:
-    return layout_figures(timer, "global", task, world)
+def global_3(timer, world: int) -> dict[str, float]:
+    return layout_figures(timer, "global", "3", world)
 
 
-def per_rank_layout(timer, task: str, world: int) -> dict[str, float]:
-    return layout_figures(timer, "per_rank", task, world)
+def per_rank_3(timer, world: int) -> dict[str, float]:
+    return layout_figures(timer, "per_rank", "3", world)
+
+
+def global_5(timer, world: int) -> dict[str, float]:
+    return layout_figures(timer, "global", "5", world)
+
+
+def per_rank_5(timer, world: int) -> dict[str, float]:
+    return layout_figures(timer, "per_rank", "5", world)
+
+
+def global_100(timer, world: int) -> dict[str, float]:
+    return layout_figures(timer, "global", "100", world)
+
+
+def per_rank_100(timer, world: int) -> dict[str, float]:
+    return layout_figures(timer, "per_rank", "100", world)
 
 
 # --- schedules that change every step, a tiny source many passes -----------------------------
@@ -435,9 +451,10 @@ def suite(large: bool) -> list[Comparison]:
         }
     note = (
         "in samples (0 is exact); W=8, micro-batch 8, 59,968 positions; prefix: of the "
-        "stream as the ranks lay it out (MixtureSampler spreads each source over the ranks "
-        "inside a global batch: its promise is per batch and per rank); counts of a fixed "
-        "stream: one run each"
+        'stream as the ranks lay it out; MixtureSampler\'s row: layout="per_rank" (each '
+        "source spread over the ranks inside a global batch: its promise is per batch and per "
+        "rank; the default global layout against it: the layouts tables below); counts of a "
+        "fixed stream: one run each"
     )
     out = [
         Comparison(title, contenders, "MixtureSampler", {"task": task}, note, QUALITY, ())
@@ -528,7 +545,7 @@ def suite(large: bool) -> list[Comparison]:
         )
     )
     for world in (8, 64, 1024):
-        rows = {f"{layout}, {task} sources": f"bench_mixture:{layout}_layout"
+        rows = {f"{layout}, {task} sources": f"bench_mixture:{layout}_{task}"
                 for task in LAYOUT_TASKS for layout in ("global", "per_rank")}  # fmt: skip
         comparison = Comparison(
             f"Layouts side by side: W = {world}, micro-batch 4, 1,500 steps",
@@ -554,7 +571,8 @@ def suite(large: bool) -> list[Comparison]:
             {"changes": 20000},
             "batch_at(15000); each of 32,768 indices of rank 0; stream and rank: the largest "
             "gap of the global stream and of rank 0 from the schedule's cumulative share over "
-            "the first 1,000 steps (a change starts a new tree)",
+            "the first 1,000 steps (global: each tree in phase with the stream; per_rank: a new "
+            "tree at each change)",
             ("first_s", "batch_at_ms", "per_index_us", "stream", "rank"),
             ("batch_at_ms", "per_index_us"),
         )

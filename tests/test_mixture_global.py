@@ -150,3 +150,40 @@ def test_a_schedule_changing_every_step_routes_every_tree_at_once_as_one_by_one(
     assert ks.tolist() == [int(k[0]) for k, _ in one] and js.tolist() == [int(j[0]) for _, j in one]
     for k in range(3):
         assert js[ks == k].tolist() == list(range(int((ks == k).sum())))
+
+
+@given(
+    weights=st.lists(st.lists(st.integers(0, 6), min_size=3, max_size=3).filter(any),
+                     min_size=1, max_size=12),
+    gap=st.integers(1, 4), world=elastic_world_sizes, b=mixture_batch_sizes,
+)  # fmt: skip
+@pytest.mark.parametrize("layout", ["global", "per_rank"])
+def test_under_a_schedule_each_change_adds_at_most_twice_the_bound(layout, weights, gap, world, b):
+    """Invariant: with changes every ``gap`` steps, the global stream's count of each source on
+    every prefix is within ``bound() + 2·bound()`` a change so far of the schedule's cumulative
+    share (the new tree in phase with the stream); per rank, each rank's reads within
+    ``2·bound()`` a stretch so far (a new tree a change)."""
+    plan = [(g * gap, w) for g, w in enumerate(weights)]
+    s = MixtureSampler([9] * 3, plan, b, world, 0, layout=layout)
+    B, steps = world * b, len(plan) * gap + 2
+    units = [np.array(u, dtype=object) for u in s.units]
+    share = [[Fraction(int(x), int(sum(u))) for x in u] for u in units]  # each entry's shares
+    at = [max(g for g, (first, _) in enumerate(plan) if first <= t) for t in range(steps)]
+    two = 2 * s.bound()
+    if layout == "global":
+        ks = s.sources(np.arange(steps * B))[0].tolist()
+        counts, target = [0] * 3, [Fraction(0)] * 3
+        for n, k in enumerate(ks):
+            g = at[n // B]
+            counts[k] += 1
+            target = [t + share[g][j] for j, t in enumerate(target)]
+            assert all(abs(c - t) <= s.bound() + g * two for c, t in zip(counts, target))
+    else:
+        for r in range(world):
+            counts, target = [0] * 3, [Fraction(0)] * 3
+            for t in range(steps):
+                g = at[t]
+                for k in s.sources(s.positions(t, r))[0].tolist():
+                    counts[k] += 1
+                    target = [x + share[g][j] for j, x in enumerate(target)]
+                    assert all(abs(c - x) <= (g + 1) * two for c, x in zip(counts, target))

@@ -21,9 +21,11 @@ for s in new:
     s.load_state_dict(state)
 more = [list(islice(iter(s), 60 * 8)) for s in new]  # steps 150 to 209
 
-# laid out step by step: each source's samples once a pass, a new order each pass
-laid = [i for t in range(150) for r in range(8) for i in reads[r][t * 8 : (t + 1) * 8]]
-laid += [i for t in range(60) for r in range(4) for i in more[r][t * 8 : (t + 1) * 8]]
+# the stream, step by step (micro-batch m of step t is rank (m - t) mod W's): each source's
+# samples once a pass, a new order each pass, across the change of grid
+laid = [i for t in range(150) for m in range(8) for i in reads[(m - t) % 8][t * 8 : (t + 1) * 8]]
+laid += [i for t in range(150, 210) for m in range(4)
+         for i in more[(m - t) % 4][(t - 150) * 8 : (t - 149) * 8]]  # fmt: skip
 firsts, whole = [0, 60000, 66000], True
 for lo, n in zip(firsts, sizes):
     mine = [i for i in laid if lo <= i < lo + n]

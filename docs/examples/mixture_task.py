@@ -11,12 +11,16 @@ steps = 937  # 59,968 positions: 937 global batches of 64
 share, n = np.array(weights), steps * world * b
 
 
-def deviations(sources: np.ndarray) -> tuple[float, float, float]:
-    """(prefix, batch, rank): the largest |count_k - w_k * length| over each kind of stretch."""
+def deviations(sources: np.ndarray, rotated: bool = False) -> tuple[float, float, float]:
+    """(prefix, batch, rank): the largest |count_k - w_k * length| over each kind of stretch;
+    ``sources`` in stream order, step s's micro-batch m read by rank m (Megatron's layout, the
+    per-rank one's positions) or, ``rotated``, by rank (m - s) mod 8 (the global layout)."""
     onehot = np.eye(3)[sources]  # (n, 3) the source of every position, in stream order
     prefix = np.abs(onehot.cumsum(0) - np.outer(np.arange(1, n + 1), share)).max()
-    by_step = onehot.reshape(steps, world, b, 3)  # rank r reads [s*64 + 8r, s*64 + 8r + 8)
+    by_step = onehot.reshape(steps, world, b, 3)  # (steps, micro-batch, slot, source)
     batch = np.abs(by_step.sum((1, 2)) - world * b * share).max()
+    if rotated:  # rank r reads micro-batch (r + s) mod 8 of step s
+        by_step = np.stack([np.roll(by_step[s], -s, axis=0) for s in range(steps)])
     per_rank = by_step.sum((0, 2))  # (8, 3)
     rank = np.abs(per_rank - per_rank.sum(1, keepdims=True) * share).max()
     return prefix, batch, rank
@@ -38,14 +42,18 @@ def iid_per_rank() -> np.ndarray:
     return np.stack(draws, 1).ravel()  # laid out as the ranks' micro-batches of each step
 
 
-sampler = MixtureSampler(sizes, weights, batch_size=b, num_replicas=world, rank=0)
-offsets = np.cumsum([0, *sizes[:-1]])
-indices = np.array([sampler.batch_at(s) for s in range(steps)]).ravel()  # every rank's
-ours = np.searchsorted(offsets, indices, side="right") - 1  # the source of each index
-
 print(f"{'':26} prefix  batch  rank")
-for name, sources in [("MixtureSampler", ours), ("Megatron's greedy", megatron(n)),
-                      ("i.i.d. draws per rank", iid_per_rank())]:  # fmt: skip
+for layout in ("global", "per_rank"):
+    sampler = MixtureSampler(sizes, weights, batch_size=b, num_replicas=world, rank=0,
+                             layout=layout)  # fmt: skip
+    ours = sampler.sources(np.arange(n))[0]  # the source at every position of the stream
+    prefix, batch, rank = deviations(ours, rotated=layout == "global")
+    print(f"{'MixtureSampler, ' + layout:26} {prefix:6.2f} {batch:6.2f} {rank:5.1f}")
+for name, sources in [
+    ("Megatron's greedy", megatron(n)),
+    ("i.i.d. draws per rank", iid_per_rank()),
+]:
     prefix, batch, rank = deviations(sources)
     print(f"{name:26} {prefix:6.2f} {batch:6.2f} {rank:5.1f}")
-print(f"proven: every global batch and every rank within {2 * sampler.bound()} of each share")
+print(f"proven: every prefix of the global stream within {sampler.bound()}; every global batch, "
+      f"and per rank every rank, within {float(2 * sampler.bound()):g} of each share")  # fmt: skip

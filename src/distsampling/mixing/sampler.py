@@ -7,14 +7,16 @@ place in the ranks' steps from the layout (``layout.py``), its sample from a cip
 source's pass (``samples.py``): computed from its position alone, no index, no replay.
 ``bound()`` is the tree's ``max β_k / 2``.
 
-Schedules and resume. ``[(0, w), (s1, w1), ...]`` changes the weights at training steps: from
-step ``s1`` a new tree starts at its position 0, each source going on from its count, so nothing
-is lost or read twice within its pass (each stretch keeps its bounds; a rank's error adds up
-over the stretches). A ``state_dict`` holds what was read: the grid (``W``, ``b``) and its first
-step, each source's count there, and the schedule up to the saved step, as shares. It loads into
-any schedule that agrees with that past: a change at the saved step or later continues exactly
-as that schedule's uninterrupted run; on another grid (an elastic resume, at a step boundary)
-the new grid starts its trees at that step.
+Schedules and resume. ``[(0, w), (s1, w1), ...]`` changes the weights at training steps; each
+source goes on from its count, so nothing is lost or read twice within its pass. The global
+layout runs each new tree in phase with the stream (its position ``n`` at stream position
+``n``); the per-rank layout starts a new tree at the change. Each change may add up to
+``2·bound()``. A ``state_dict`` holds what was read: the grid (``W``, ``b``) and its first step,
+each source's count there and the tree position there (``phase``), and the schedule up to the
+saved step, as shares. It loads into any schedule that agrees with that past: a change at the
+saved step or later continues exactly as that schedule's uninterrupted run; on another grid (an
+elastic resume, at a step boundary) the global layout reads the same stream on, the per-rank one
+starts its trees at that step.
 
 References:
     megatron/core/datasets/helpers.cpp (build_blending_indices: the greedy, sequential)
@@ -263,11 +265,11 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
         return self._where(k, j, p)
 
     def bound(self) -> Bound:
-        r"""The tree's prefix bound ``max_k β_k / 2`` over the schedule's segments, exact, printed
+        r"""The tree's prefix bound ``max_k β_k / 2`` over the schedule's weights, exact, printed
         as a decimal. Global layout: every prefix of the stream within it of each share, every
         global batch within twice it; per rank: every global batch and every prefix of a rank's
-        reads within twice it. Under a schedule, within each stretch between changes (a change
-        starts a tree)."""
+        reads within twice it. Each change of a schedule may add up to twice it (global: the
+        new tree runs in phase with the stream; per rank: a new tree starts at the change)."""
         out = Fraction(0)
         for tree in self._trees:
             for path in tree.paths.values():
