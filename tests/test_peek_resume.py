@@ -64,12 +64,14 @@ LABELS = [0] * 7 + [1] * 3 + [2] * 2  # 12 samples in 3 classes, for the weighte
 class Case(NamedTuple):
     """One object to read: ``make()`` builds it alike every time; ``role`` is where the loader
     takes it (``sampler``, ``batch_sampler`` or ``dataset``); ``batch_size`` the loader's (None:
-    a batch sampler's own); ``consumed`` counts its ``unit`` (samples or batches)."""
+    a batch sampler's own); ``consumed`` counts ``batches`` (a batch sampler's, or the samples
+    of whole batches where ``in_samples``) or else samples."""
 
     make: Callable[[], Any]
     role: str
     batch_size: int | None
     epoch: int
+    in_samples: bool = False  # a batch sampler whose consumed counts the samples of its batches
 
 
 class Indices(Dataset[int]):
@@ -134,7 +136,8 @@ def mixture_cases(draw: st.DrawFn, batched: bool) -> Case:
         return MixtureBatchSampler(s) if batched else s
 
     role = "batch_sampler" if batched else "sampler"
-    return Case(make, role, None if batched else draw(st.integers(1, 4)), draw(st.integers(0, 20)))
+    b_loader = None if batched else draw(st.integers(1, 4))
+    return Case(make, role, b_loader, draw(st.integers(0, 20)), in_samples=batched)
 
 
 RESUMABLE = {
@@ -216,8 +219,9 @@ def test_a_state_after_a_look_in_the_main_process_resumes_exactly_or_names_the_w
     got = list(islice(it, batches))  # what the loop trained on, batch by batch
     c = data.draw(st.integers(0, len(got) if by_batch else len(flat(got))), label="consumed")
     used = flat(got[:c]) if by_batch else flat(got)[:c]
+    consumed = len(used) if case.in_samples else c  # whole batches, counted in samples
     try:
-        state = json.loads(json.dumps(obj.state_dict(consumed=c)))
+        state = json.loads(json.dumps(obj.state_dict(consumed=consumed)))
     except RuntimeError as error:
         assert case.role == "dataset" and workers, error  # workers' places: theirs alone
         for words in ("DataLoader workers", "StatefulDataLoader", "num_workers=0"):
