@@ -84,58 +84,30 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "scale/cipher": (["tests/test_cipher.py", "tests/test_errors_sweep.py"], False),
     "streaming/sharded": (["tests/test_sharded.py", "tests/test_validate.py"], False),
     "streaming/token_budget": (["tests/test_token_budget.py", "tests/test_validate.py"], False),
+    # the mixture's inner modules: its own tests (the framework warnings' tests, in
+    # tests/test_validate.py, go with sampler.py, the one that calls the guards)
     "mixing/weights": (
-        [
-            "tests/test_mixture.py",
-            "tests/test_mixture_global.py",
-            "tests/test_mixture_pinned.py",
-            "tests/test_validate.py",
-        ],
+        ["tests/test_mixture.py", "tests/test_mixture_global.py", "tests/test_mixture_pinned.py"],
         False,
     ),
     "mixing/tree": (
-        [
-            "tests/test_mixture.py",
-            "tests/test_mixture_global.py",
-            "tests/test_mixture_pinned.py",
-            "tests/test_validate.py",
-        ],
+        ["tests/test_mixture.py", "tests/test_mixture_global.py", "tests/test_mixture_pinned.py"],
         False,
     ),
     "mixing/stream": (
-        [
-            "tests/test_mixture.py",
-            "tests/test_mixture_global.py",
-            "tests/test_mixture_pinned.py",
-            "tests/test_validate.py",
-        ],
+        ["tests/test_mixture.py", "tests/test_mixture_global.py", "tests/test_mixture_pinned.py"],
         False,
     ),
     "mixing/layout": (
-        [
-            "tests/test_mixture.py",
-            "tests/test_mixture_global.py",
-            "tests/test_mixture_pinned.py",
-            "tests/test_validate.py",
-        ],
+        ["tests/test_mixture.py", "tests/test_mixture_global.py", "tests/test_mixture_pinned.py"],
         False,
     ),
     "mixing/samples": (
-        [
-            "tests/test_mixture.py",
-            "tests/test_mixture_global.py",
-            "tests/test_mixture_pinned.py",
-            "tests/test_validate.py",
-        ],
+        ["tests/test_mixture.py", "tests/test_mixture_global.py", "tests/test_mixture_pinned.py"],
         False,
     ),
     "mixing/state": (
-        [
-            "tests/test_mixture.py",
-            "tests/test_mixture_global.py",
-            "tests/test_mixture_pinned.py",
-            "tests/test_validate.py",
-        ],
+        ["tests/test_mixture.py", "tests/test_mixture_global.py", "tests/test_mixture_pinned.py"],
         False,
     ),
     "mixing/sampler": (
@@ -151,6 +123,12 @@ MODULES: dict[str, tuple[list[str], bool]] = {
         ["tests/test_sharded_mixture.py", "tests/test_validate.py"],
         False,
     ),
+    "streaming/mixture_readers": (["tests/test_sharded_mixture.py"], False),
+    "streaming/mixture_resume": (["tests/test_sharded_mixture.py"], False),
+    "streaming/mixture_sources": (
+        ["tests/test_sharded_mixture.py", "tests/test_validate.py"],
+        False,
+    ),
     # the resume layer, and the resumable forms built on it
     "resume/state": ([RESUME, "tests/test_validate.py"], False),
     "resume/resumable": (["tests/test_resumable.py", RESUME], False),
@@ -159,6 +137,11 @@ MODULES: dict[str, tuple[list[str], bool]] = {
     "_checks": (["tests/test_validate.py", "tests/test_distributed.py"], False),
     "_split": (["tests/test_validate.py", "tests/test_distributed.py"], False),
     "guards": (["tests/test_validate.py"], False),
+    # the exported classes: the reference ones under the guards (indices that carry an epoch)
+    "guarded": (
+        ["tests/test_validate.py", "tests/test_windowed.py", "tests/test_wrapper.py"],
+        False,
+    ),
 }
 
 # mutmut's exit codes per mutant (mutmut/stats.py), folded into the columns we report

@@ -187,3 +187,23 @@ def test_under_a_schedule_each_change_adds_at_most_twice_the_bound(layout, weigh
                     counts[k] += 1
                     target = [x + share[g][j] for j, x in enumerate(target)]
                     assert all(abs(c - x) <= (g + 1) * two for c, x in zip(counts, target))
+
+
+def test_a_layout_is_named_when_wrong_and_kept_by_repr_pickle_and_state():
+    """Invariant: an unknown layout is refused naming it; layout is keyword-only; the per-rank
+    sampler is a MixtureSampler whose repr, pickle and state say its layout."""
+    import pickle
+    import re
+
+    message = "layout should be one of ('global', 'per_rank'), but got layout='rank'"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        MixtureSampler([3, 3], [1, 1], 1, 1, 0, layout="rank")
+    with pytest.raises(TypeError):
+        MixtureSampler([3, 3], [1, 1], 1, 1, 0, 0, True, None, "per_rank")
+    s = MixtureSampler([3, 3], [1, 2], 2, 2, 1, layout="per_rank")
+    assert isinstance(s, MixtureSampler) and s.layout == "per_rank"
+    assert repr(s).endswith("epoch_length=6, layout='per_rank')")
+    assert repr(MixtureSampler([3, 3], [1, 2], 2, 2, 1)).endswith("epoch_length=6)")
+    copy = pickle.loads(pickle.dumps(s))
+    assert list(copy) == list(s) and copy.state_dict() == s.state_dict()
+    assert s.state_dict()["kind"] == "MixtureSampler" and s.state_dict()["layout"] == "per_rank"

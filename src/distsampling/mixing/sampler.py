@@ -119,6 +119,7 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
         seed: int = 0,
         shuffle: bool = True,
         epoch_length: int | None = None,
+        *,
         layout: str = "global",
     ) -> None:
         if isinstance(sizes, (np.ndarray, torch.Tensor)):
