@@ -1952,3 +1952,27 @@ def test_after_a_look_a_loaders_state_resumes_exactly_or_names_the_workers_and_t
     resumed.load_state_dict(state)
     rest = [x for batch in DataLoader(resumed, batch_size=None) for x in [batch]]
     assert [tuple(x) for x in got[:c] + rest] == [tuple(x) for x in epoch]
+
+
+def test_a_main_process_that_read_an_earlier_epoch_as_one_reader_refuses_workers_naming_num_workers():
+    """Invariant: with num_workers not given, a main process that read epoch 0 (one reader a
+    rank) and a loader of 2 workers in epoch 1 would read the run as two layouts: the workers
+    refuse, naming ``num_workers=2`` and a new dataset; a look in the same epoch is only a look."""
+    ds = make(SHARDS, [1, 2, 1], 2)
+    list(ds)  # epoch 0, read in the main process
+    ds.set_epoch(1)
+    worker = copy.copy(ds)  # a worker's copy, in this process: the shared memory is shared
+    with pytest.raises(ValueError) as info:
+        worker.iter_worker(0, 2)
+    assert str(info.value) == (
+        "num_workers should be given to ShardedMixtureDataset(num_workers=2): the main process "
+        "read epoch 0 as one reader a rank, and this DataLoader's 2 workers would read the run as "
+        "2 readers; pass num_workers=2 to the dataset (the main process then reads what the "
+        "workers would), or build a new dataset"
+    )
+    looked = make(SHARDS, [1, 2, 1], 2)
+    next(iter(looked))  # a look in epoch 0, then the loader's workers in epoch 0
+    assert list(copy.copy(looked).iter_worker(1, 2)) == list(
+        make(SHARDS, [1, 2, 1], 2, num_workers=2).iter_worker(1, 2)
+    )
+    assert looked._readers() == 2  # fixed by the workers, seen in the main process
