@@ -26,6 +26,7 @@ short timeout, and shows the hang within seconds.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -90,7 +91,15 @@ def default_run(default: bool = True) -> Iterator[None]:
 
 
 def _error(e: BaseException) -> str:
-    return f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+    """``TypeName: first line`` of an error; of a DataLoader worker's, the worker's own (the
+    last such line of the traceback it carries: torch re-raises it as ``Caught ... in
+    DataLoader worker process k``)."""
+    lines = str(e).strip().splitlines()
+    if lines and lines[0].startswith("Caught ") and "DataLoader worker process" in lines[0]:
+        own = [m for line in lines if (m := re.match(r"(\w+(?:\.\w+)*): (.*)", line))]
+        if own:  # its type without its module, and its words
+            return f"{own[-1][1].rsplit('.', 1)[-1]}: {own[-1][2]}"
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"
 
 
 @contextmanager
