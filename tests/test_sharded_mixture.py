@@ -1976,3 +1976,20 @@ def test_a_main_process_that_read_an_earlier_epoch_as_one_reader_refuses_workers
         make(SHARDS, [1, 2, 1], 2, num_workers=2).iter_worker(1, 2)
     )
     assert looked._readers() == 2  # fixed by the workers, seen in the main process
+
+
+@given(sharded_mixtures(), mixture_batch_sizes, st.integers(16, 24), st.integers(4, 6),
+       st.integers(0, 20))  # fmt: skip
+def test_counts_at_of_many_readers_are_the_sources_they_read_counted_step_by_step(
+    mix, b, world, nw, step
+):
+    """Invariant: with 64 readers or more (whose windows' counts come from routing the span of
+    tree positions they cover at once), counts_at(S)[r][w][k] is still how many of rank r's
+    slots at steps s < S with s ≡ w (mod workers) read source k, each step routed alone."""
+    shards, weights = mix
+    ds = make(shards, weights, b, world, num_workers=nw)
+    expected = np.zeros((world, nw, len(shards)), np.int64)
+    for s in range(step):
+        for r, ks in enumerate(ds._grid.step_sources(s).tolist()):
+            np.add.at(expected[r, s % nw], ks, 1)
+    assert (ds.counts_at(step) == expected).all()

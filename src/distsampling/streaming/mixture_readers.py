@@ -136,8 +136,10 @@ class ReaderGrid:
         that span a range of about their number (a step's readers: consecutive windows) are
         counted by routing the range's positions once and summing window by window; others
         down the tree, all sources at each point."""
-        lo, hi = int(t.min(initial=0)), int(t.max(initial=0))
-        if len(t) < 64 or hi - lo > 4 * len(t):
+        if len(t) < 64:  # a few: each down the tree
+            return _counts(tree, t * self.b, self.K)
+        lo, hi = int(t.min()), int(t.max())
+        if hi - lo > 4 * len(t):
             return _counts(tree, t * self.b, self.K)
         ks = _route(tree, np.arange(lo * self.b, hi * self.b, dtype=np.int64))[0]  # (span·b,)
         window = np.arange(len(ks)) // self.b  # (span·b,) each position's window, from lo
