@@ -1540,7 +1540,8 @@ def test_an_elastic_resume_refuses_what_is_not_every_worker_state_of_one_run_at_
         "[1, 0] of batch_size=2"
     )
     drew = states[0]["counts"][0]  # reader 0 reads steps 0, 2, 4: at step 3 as at step 4
-    assert drew == make(SHARDS, [1, 3, 2], 2, shuffle=False, num_workers=2).counts_at(3)[0][0].tolist()
+    at = make(SHARDS, [1, 3, 2], 2, shuffle=False, num_workers=2).counts_at(3)
+    assert drew == at[0][0].tolist()
     more = [c + (k == 1) for k, c in enumerate(drew)]
     assert _elastic_words([{**states[0], "counts": [more]}, states[1]]) == (
         f"state of worker 0 says reader 0 drew counts={more}, but the mixture gives {drew} at "
