@@ -635,3 +635,27 @@ def test_a_pass_of_ours_over_a_dataset_never_set_reads_the_samplers_own_epoch():
     inner.set_epoch(9)
     draws = DatasetFromSampler(inner)
     assert [draws[i] for i in DistributedSampler(draws, 1, 0, shuffle=False)] == _weighted_draws(9)
+
+
+def test_one_of_our_samplers_is_read_through_its_indices_tensor_not_its_ints():
+    """Invariant: ``index_tensor`` of one of this package's samplers is its ``indices()``, in
+    their own dtype (int32 below 2**31 samples), never its ints read one by one into int64."""
+    from distsampling import DistributedSampler
+
+    sampler = DistributedSampler(range(10), 2, 1, seed=4)
+    got = index_tensor(sampler)
+    assert got.dtype == torch.int32 and torch.equal(got, sampler.indices())
+
+
+def test_a_sampler_of_the_old_sequence_protocol_is_read_through_its_items():
+    """Invariant: a sampler with ``__getitem__`` and ``__len__`` but no ``__iter__`` anywhere in
+    its classes (Python's old sequence protocol) is read item by item, in order."""
+
+    class Old:
+        def __len__(self) -> int:
+            return 3
+
+        def __getitem__(self, i: int) -> int:
+            return [5, 3, 4][i]  # IndexError past the end ends the iteration
+
+    assert index_tensor(Old()).tolist() == [5, 3, 4]
