@@ -207,3 +207,16 @@ def test_a_layout_is_named_when_wrong_and_kept_by_repr_pickle_and_state():
     copy = pickle.loads(pickle.dumps(s))
     assert list(copy) == list(s) and copy.state_dict() == s.state_dict()
     assert s.state_dict()["kind"] == "MixtureSampler" and s.state_dict()["layout"] == "per_rank"
+
+
+def test_the_first_index_far_into_a_schedule_is_read_in_ints_as_batch_at():
+    """Invariant: the first index of an epoch that starts at step 2**55 + 1, where the weights
+    change, comes from the integer path (its step found in ints: a float would round it back
+    to 2**55, under the old weights) and is what batch_at says."""
+    from itertools import islice
+
+    step = 2**55 + 1
+    plan = [(0, [1, 0]), (step, [0, 1])]
+    s = MixtureSampler([5, 5], plan, 1, 1, 0, epoch_length=step)
+    s.set_epoch(1)  # the epoch of positions [step, 2 * step): its first step is `step`
+    assert list(islice(iter(s), 1)) == s.batch_at(step)[0][:1] and s.batch_at(step)[0][0] >= 5
