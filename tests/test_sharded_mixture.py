@@ -1994,3 +1994,17 @@ def test_counts_at_of_many_readers_are_the_sources_they_read_counted_step_by_ste
         for r, ks in enumerate(ds._grid.step_sources(s).tolist()):
             np.add.at(expected[r, s % nw], ks, 1)
     assert (ds.counts_at(step) == expected).all()
+
+
+@given(args, st.integers(0, 60))
+def test_the_total_draws_of_a_source_before_a_step_are_every_readers_summed_through_a_schedule(
+    a, step
+):
+    """Invariant: ``C_k(S)`` (until_exhausted's search for the end of an epoch) is every reader's
+    count of source ``k`` before step ``S`` summed, schedule stretch by stretch: the stretches
+    before ``S`` whole, the one holding ``S`` up to it."""
+    shards, weights = a["mix"]
+    ds = make(shards, weights, a["b"], a["world"], num_workers=max(1, a["workers"]))
+    counts = ds.counts_at(step)
+    for k in range(len(shards)):
+        assert ds._grid.total(k, step) == int(counts[..., k].sum())
