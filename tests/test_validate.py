@@ -695,23 +695,38 @@ def test_under_a_lightning_fit_with_its_defaults_an_iterable_dataset_trains_ever
 PERSISTENT_AGAIN = (
     "began a pass with no set_epoch since the previous one began, under Lightning's Trainer "
     "(max_epochs=2): it would train on epoch 0 again. The dataset follows the Trainer's "
-    "current_epoch in DataLoader workers started for each epoch, never in persistent ones (they "
-    "keep the Trainer as it was when they started): call dataset.set_epoch(self.current_epoch) "
-    "in the LightningModule's on_train_epoch_start, or leave persistent_workers off"
+    "current_epoch in DataLoader workers started for each epoch, and in persistent ones through "
+    "the sampler of the DataLoader that Lightning counted; these persist without it (they keep "
+    "the Trainer as it was when they started): call dataset.set_epoch(self.current_epoch) in the "
+    "LightningModule's on_train_epoch_start, or leave persistent_workers off"
 )
 
 
 @pytest.mark.parametrize("which", [0, 1])
-def test_under_a_lightning_fit_a_persistent_worker_reading_an_epoch_again_raises_first(which):
-    """Invariant: persistent DataLoader workers keep the ``Trainer`` as it was when they
-    started; with no ``set_epoch``, the second epoch's pass would read epoch 0 again: it raises
-    these exact words before any of its samples reaches a step, after epoch 0 trained on its
-    plan."""
-    plan = _plan(_sharded_datasets()[which], 0, 2)
+@pytest.mark.parametrize("hook", [False, True])
+def test_under_a_lightning_fit_persistent_workers_train_every_epochs_plan(which, hook):
+    """Invariant: persistent DataLoader workers keep the ``Trainer`` as it was when they started;
+    Lightning sets each epoch on the sampler of the loader it counted (given a ``set_epoch``
+    that the workers share): with no ``set_epoch`` anywhere, or with the user's in
+    ``on_train_epoch_start``, each epoch trains on exactly its plan; a second fit of
+    ``ShardedIterableDataset``, by a new ``Trainer``, starts again at its epoch 0. A loader whose
+    workers do not persist keeps its sampler as torch built it."""
+    from torch.utils.data import DataLoader
+
+    from loops_frameworks import _recorder
+
+    plans = [_plan(_sharded_datasets()[which], e, 2) for e in range(3)]
+    assert plans[0] != plans[1] != plans[2]  # the epochs differ: reading one again is seen
     dataset = _sharded_datasets()[which]
-    epochs, error = _lightning_fit(dataset, 2, max_epochs=2, persistent=True)
-    assert error == f"{type(dataset).__name__} {PERSISTENT_AGAIN}"
-    assert epochs == {0: plan}
+    # two fits of persistent workers, then one without (a mixture's pass goes on across epochs
+    # within a fit, not across fits: one fit of it)
+    for persistent in (True, True, False) if which == 0 else (True,):
+        model = _recorder(dataset, epoch_hook=hook)
+        loader = DataLoader(dataset, batch_size=2, num_workers=2, persistent_workers=persistent)
+        _fit(model, loader, max_epochs=3)
+        epochs = {e: [x for batch in b for x in batch] for e, b in model.epochs.items()}
+        assert epochs == dict(enumerate(plans)), persistent
+        assert hasattr(loader.sampler, "set_epoch") == persistent
 
 
 @pytest.mark.parametrize(("which", "workers"), [(0, 0), (1, 2)])
@@ -868,7 +883,8 @@ def test_a_validation_loader_under_a_fit_reads_its_own_epoch_every_time_without_
     plan, seen = _plan(_sharded_datasets()[0], 0), []
     epochs, error = _lightning_fit(train, 0, max_epochs=3, val=_Seen(val, seen))
     assert error is None and sorted(epochs) == [0, 1, 2] and len(seen) >= 2
-    assert seen == [plan] * len(seen) and val.epoch == 0 and val._passes.tolist() == [0, 0, 0, 1]
+    assert seen == [plan] * len(seen) and val.epoch == 0
+    assert val._passes.tolist() == [0, 0, 0, 1, -1]
 
 
 class _Seen(torch.utils.data.IterableDataset):
@@ -893,7 +909,7 @@ def test_a_plain_len_never_marks_a_dataset_for_lightnings_error():
     assert len(dataset) > 0
     list(dataset)
     exec("len(dataset)", {"dataset": dataset})  # a caller whose globals have no __name__
-    assert dataset._passes.tolist() == [0, 0, 0, 0]
+    assert dataset._passes.tolist() == [0, 0, 0, 0, -1]
     assert heard(list, dataset) == [_pass_words(type(dataset).__name__, 0)]
 
 
@@ -931,7 +947,7 @@ def test_the_unified_lightning_packages_fit_loop_ties_a_dataset_as_pytorch_light
     loop = _fit_loop(monkeypatch, max_epochs=3, current_epoch=2, training=True)
     dataset = _sharded_datasets()[0]
     loop.setup_data(torch.utils.data.DataLoader(dataset, batch_size=2))
-    assert dataset._passes.tolist() == [1, 3, -1, 0] and dataset.epoch == 2
+    assert dataset._passes.tolist() == [1, 3, -1, 0, -1] and dataset.epoch == 2
     plans = {e: _plan(_sharded_datasets()[0], e) for e in (2, 3)}
     assert heard(list, dataset) == [] and list(dataset) == plans[2]
     loop.trainer.current_epoch = 3  # the Trainer's next epoch: read at once, with no set_epoch

@@ -46,7 +46,7 @@ from operator import length_hint
 from typing import Any
 
 import torch
-from torch.utils.data import get_worker_info
+from torch.utils.data import DataLoader, get_worker_info
 
 from .._checks import check_bool, check_int, check_int64, resolve_world
 from .._split import split_sizes
@@ -379,11 +379,15 @@ class TrainerEpoch:
     r"""The ``current_epoch`` of the Lightning ``Trainer`` that trains on a dataset (0 with
     none), through a weak reference: a dataset never keeps a ``Trainer`` alive. A forked
     DataLoader worker reads the ``Trainer`` as it was at ``iter(loader)``; a spawned one, what
-    it was pickled with then."""
+    it was pickled with then. A persistent worker reads, besides, the epoch Lightning set on the
+    loader's sampler in the main process (``marks[4]``, shared: :class:`SharedEpoch`), as it was
+    when the worker's pass began (:meth:`training`): a pass reads one epoch to its end."""
 
-    def __init__(self, trainer: object = None) -> None:
+    def __init__(self, trainer: object = None, marks: torch.Tensor | None = None) -> None:
         self._ref = None if trainer is None else weakref.ref(trainer)
         self._last, self._training = 0, False  # as last seen
+        self._marks = marks  # pass_marks(): [4] is the epoch the main process's Lightning set
+        self._set = -1  # marks[4] as the latest pass began (-1: none)
         # whether it counts the loader's batches again each epoch (else once, and cuts there)
         self.recounts = getattr(trainer, "reload_dataloaders_every_n_epochs", 0) == 1
 
@@ -394,10 +398,13 @@ class TrainerEpoch:
             self._training = bool(trainer.training)  # type: ignore[attr-defined]
         elif self._ref is not None:  # the Trainer is gone: its fit is over
             self._training = False
-        return self._last
+        return max(self._last, self._set)  # a worker's Trainer is a copy: the epoch set since
 
     def training(self) -> bool:
-        """Whether the ``Trainer``'s fit is training (not validating, not done)."""
+        """Whether the ``Trainer``'s fit is training (not validating, not done). A pass calls
+        this as it begins: the epoch set in the main process since then is the next pass's."""
+        if self._marks is not None:
+            self._set = int(self._marks[4])
         self()
         return self._training
 
@@ -407,23 +414,52 @@ class TrainerEpoch:
 
 
 def pass_marks() -> torch.Tensor:
-    """``[since, epochs, last, evaluated]`` in shared memory, so that DataLoader workers
+    """``[since, epochs, last, evaluated, set]`` in shared memory, so that DataLoader workers
     (forked, spawned or persistent) see the main process's: ``since`` 1 while a set_epoch came
     since the latest pass began, ``epochs`` the ``max_epochs`` of a Lightning fit that trains on
     the dataset (0: none), ``last`` the latest pass's epoch (-1: none yet), ``evaluated`` 1
-    under Lightning's validation or prediction loop (which reads it again, on purpose)."""
-    return torch.tensor([1, 0, -1, 0]).share_memory_()
+    under Lightning's validation or prediction loop (which reads it again, on purpose), ``set``
+    the epoch that fit's Lightning set on a loader of persistent workers (-1: none yet)."""
+    return torch.tensor([1, 0, -1, 0, -1]).share_memory_()
+
+
+class SharedEpoch:
+    r"""``set_epoch`` for the sampler of a ``DataLoader`` whose workers persist, under a Lightning
+    fit: Lightning calls ``loader.sampler.set_epoch(epoch)`` at every epoch's start, before that
+    epoch's ``iter(loader)``, on samplers only; an iterable dataset's loader holds torch's
+    placeholder sampler, which has none. This one shares the epoch with the workers (``marks[4]``
+    of :func:`pass_marks`), which keep the ``Trainer`` as it was when they started.
+
+    Examples:
+        >>> marks = pass_marks()
+        >>> SharedEpoch(marks)(3); int(marks[4])
+        3
+    """
+
+    def __init__(self, marks: torch.Tensor) -> None:
+        self.marks = marks
+
+    def __call__(self, epoch: int) -> None:
+        self.marks[4] = int(epoch)
+
+    def __repr__(self) -> str:
+        return f"SharedEpoch(set={int(self.marks[4])})"
 
 
 def note_trainer(marks: torch.Tensor) -> TrainerEpoch | None:
     """In ``__len__``: the Lightning ``Trainer`` whose fit loop counts the loader's batches, found
     up the caller's stack (it counts them before the first epoch's pass, and uses that count
     for every epoch unless it ``recounts``), with its ``max_epochs`` noted in ``marks``; None
-    where no fit loop of Lightning counts them."""
+    where no fit loop of Lightning counts them. The ``DataLoader`` it counts is on that stack
+    too (its ``__len__``): where its workers persist, its sampler gets a :class:`SharedEpoch`."""
     if "lightning" not in sys.modules and "pytorch_lightning" not in sys.modules:
         return None
-    frame, loop = sys._getframe(), None  # from here up: __len__, its callers, the loop
+    # from here up: __len__, its callers (the DataLoader's __len__), the loop
+    frame, loop, loader = sys._getframe(), None, None
     while frame is not None and not (loop := _LOOP.fullmatch(frame.f_globals.get("__name__", ""))):
+        if loader is None and frame.f_code.co_name == "__len__":  # the dataset's, the loader's
+            owner = frame.f_locals.get("self")
+            loader = owner if isinstance(owner, DataLoader) else None
         frame = frame.f_back
     trainer = getattr(frame and frame.f_locals.get("self"), "trainer", None)
     if loop is None or trainer is None:  # no loop of Lightning's counts them
@@ -434,7 +470,13 @@ def note_trainer(marks: torch.Tensor) -> TrainerEpoch | None:
     epochs = trainer.max_epochs
     if isinstance(epochs, int) and epochs != 1:  # -1: no limit (0: nothing to train)
         marks[1] = epochs
-    return TrainerEpoch(trainer)
+    marks[4] = -1  # this fit's count: no epoch set yet (an earlier fit's is not this one's)
+    if loader is not None and loader.persistent_workers:  # workers that keep the Trainer's copy
+        # torch's placeholder sampler has no set_epoch; a sampler's own is never replaced
+        current = getattr(loader.sampler, "set_epoch", None)
+        if current is None or isinstance(current, SharedEpoch):
+            loader.sampler.set_epoch = SharedEpoch(marks)  # type: ignore[attr-defined]
+    return TrainerEpoch(trainer, marks)
 
 
 def _raising(error: Exception) -> Iterator[Any]:
@@ -462,8 +504,9 @@ def begin_pass(dataset: object, marks: torch.Tensor, fitting: bool, fresh: bool)
             f"{name} began a pass with no set_epoch since the previous one began, under "
             f"Lightning's Trainer (max_epochs={epochs}): it would train on epoch {epoch} again. "
             "The dataset follows the Trainer's current_epoch in DataLoader workers started for "
-            "each epoch, never in persistent ones (they keep the Trainer as it was when they "
-            "started): call dataset.set_epoch(self.current_epoch) in the LightningModule's "
+            "each epoch, and in persistent ones through the sampler of the DataLoader that "
+            "Lightning counted; these persist without it (they keep the Trainer as it was when "
+            "they started): call dataset.set_epoch(self.current_epoch) in the LightningModule's "
             "on_train_epoch_start, or leave persistent_workers off"
         ))  # fmt: skip
     if again:
