@@ -13,7 +13,8 @@ framework about to train a rank on another plan), each as its first line, for th
 tell a loud default from a silent one. The framework loops read in the main process (no
 DataLoader workers), so every warning of the run is raised where ``heard()`` records it; only
 ``ShardedIterableDataset`` also runs under the ``Trainer`` with 2 workers, persistent and not
-(``WORKERS``). An error is recorded whole (its type and first line): the parent fails the cell
+(``WORKERS``), and with 2 persistent workers and the user's ``set_epoch`` in
+``on_train_epoch_start`` (``WORKERS_HOOKED``). An error is recorded whole (its type and first line): the parent fails the cell
 unless it is a refusal that loop's default may meet (``loops.FRAMEWORK_REFUSALS``). A
 ``Trainer`` run records, epoch by epoch, the batches Lightning counted for it; an entry whose
 epochs differ in length also runs with ``reload_dataloaders_every_n_epochs=1``.
@@ -198,8 +199,11 @@ def _with(subject: Any, loader: dict[str, Any]) -> DataLoader:
     return DataLoader(subject.dataset, **how, batch_size=BATCH, **loader)
 
 
-#: the DataLoader workers a Trainer's column runs an iterable dataset with, beside none
+#: the DataLoader workers a Trainer's column runs an iterable dataset with, beside none: the
+#: Trainer's defaults (nothing sets the dataset's epoch), and persistent workers with the
+#: user's ``set_epoch(self.current_epoch)`` in ``on_train_epoch_start`` (the setting's key)
 WORKERS = {"2 workers": {"num_workers": 2}, "2 persistent workers": {"num_workers": 2, "persistent_workers": True}}  # fmt: skip
+WORKERS_HOOKED = f"2 persistent workers, and {EPOCH_HOOK}"
 
 
 # --8<-- [start:lightning_resume]
@@ -265,6 +269,8 @@ def lightning_rank(names: list[str]) -> dict[str, dict[str, Any]]:
             and name == "ShardedIterableDataset"
         ):
             out[name]["workers"] = {k: lightning_fit(entry, (), **v) for k, v in WORKERS.items()}
+            hooked = lightning_fit(entry, (EPOCH_HOOK,), **WORKERS["2 persistent workers"])
+            out[name]["workers"][WORKERS_HOOKED] = hooked
         if entry.resumable:
             resumes = {DEFAULT: lightning_resume(entry, (), stop_after=1)}
             if chosen and judge(entry, everyone(resumes[DEFAULT]), EPOCHS) is not None:

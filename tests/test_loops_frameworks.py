@@ -41,7 +41,7 @@ from loops import (
     intended_refusal,
     judge,
 )
-from loops_frameworks import BATCH, DEFAULT, EPOCHS, HANG_SECONDS, UNJOINED, WORKERS
+from loops_frameworks import BATCH, DEFAULT, EPOCHS, HANG_SECONDS, UNJOINED, WORKERS, WORKERS_HOOKED
 from loops_status import expect
 
 TESTS = str(Path(__file__).resolve().parent)
@@ -212,30 +212,25 @@ def test_a_trainer_that_recounts_every_epoch_counts_each_epoch_of_another_length
         assert len(set(run["lens"])) == 1  # counted once: every epoch as the first
 
 
-@pytest.mark.parametrize("workers", list(WORKERS))
+@pytest.mark.parametrize("workers", [*WORKERS, WORKERS_HOOKED])
 def test_under_lightning_an_iterable_dataset_read_by_workers_reads_its_plan(
-    workers, lightning_world, request
+    workers, lightning_world
 ):
-    """Invariant: ``ShardedIterableDataset`` under a real ``Trainer`` with its defaults, read by
-    2 DataLoader workers (persistent or not), trains each rank on exactly its plan (the
-    workers' order aside), epoch by epoch; or it is refused before its first step."""
-    if workers == "2 persistent workers":
-        request.applymarker(pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-            "a persistent worker keeps the Trainer as it was: the dataset raises at epoch 1's "
-            "first batch, after epoch 0's steps, not before the first step")))  # fmt: skip
-    name = "ShardedIterableDataset"
-    runs = [rank[name]["workers"][workers] for rank in lightning_world]
-    errors = [run for run in runs if "error" in run]
-    for run in errors:  # the package's refusal of an epoch read again, or the run fails
-        if not run["error"].startswith(f"RuntimeError: {name} began a pass with no set_epoch"):
-            pytest.fail(f"{name} with {workers} under a Trainer raised {run['error']!r}")
-    assert max((run["steps_before"] for run in errors), default=0) == 0, errors
-    if errors:
-        return
+    """Invariant: ``ShardedIterableDataset`` under a real ``Trainer``, read by 2 DataLoader
+    workers, started each epoch or persistent (they keep the ``Trainer`` as it was when they
+    started; Lightning's ``set_epoch`` on the loader's sampler reaches them), with the
+    ``Trainer``'s defaults or with the user's ``set_epoch(self.current_epoch)`` in
+    ``on_train_epoch_start``, trains each rank on exactly its plan (the workers' order aside),
+    epoch by epoch, with no error and no warning."""
+    entry = BY_NAME["ShardedIterableDataset"]
+    plans = [[sorted(entry.plan(2, rank, e)) for e in range(EPOCHS)] for rank in range(2)]
+    assert any(p[0] != p[1] for p in plans)  # the epochs differ: reading one again is seen
+    runs = [rank[entry.name]["workers"][workers] for rank in lightning_world]
     for rank, run in enumerate(runs):
-        for epoch in range(EPOCHS):
-            read = sorted(i for batch in run["epochs"][epoch] for i in batch)
-            assert read == sorted(BY_NAME[name].plan(2, rank, epoch)), (rank, epoch)
+        assert "error" not in run, (rank, run["error"], run["steps_before"])
+        assert not heard([run]), (rank, run["warnings"])
+        read = [sorted(i for batch in run["epochs"][e] for i in batch) for e in range(EPOCHS)]
+        assert read == plans[rank], rank
 
 
 @pytest.mark.parametrize("name", ["MixtureSampler", "OrderAhead"])
