@@ -2008,3 +2008,12 @@ def test_the_total_draws_of_a_source_before_a_step_are_every_readers_summed_thro
     counts = ds.counts_at(step)
     for k in range(len(shards)):
         assert ds._grid.total(k, step) == int(counts[..., k].sum())
+
+
+@pytest.mark.parametrize("step", [0, 1, 7, 130])
+def test_a_ranks_own_readers_counted_alone_are_its_row_of_counts_at_with_64_workers(step):
+    """Invariant: a rank's own readers (what a worker counts) are its row of counts_at, also
+    with 64 workers a rank on 5 ranks, whose windows lie far apart (``ρ·W + r``: counted down
+    the tree point by point, not by routing the span between them)."""
+    ds = make(SHARDS, [1, 3, 2], 2, 5, 2, num_workers=64)
+    assert ds._counts(step, [2])[0] == ds.counts_at(step)[2].tolist()
