@@ -220,3 +220,15 @@ def test_the_first_index_far_into_a_schedule_is_read_in_ints_as_batch_at():
     s = MixtureSampler([5, 5], plan, 1, 1, 0, epoch_length=step)
     s.set_epoch(1)  # the epoch of positions [step, 2 * step): its first step is `step`
     assert list(islice(iter(s), 1)) == s.batch_at(step)[0][:1] and s.batch_at(step)[0][0] >= 5
+
+
+def test_an_epoch_past_2_to_the_60_is_read_in_ints_through_growing_blocks():
+    """Invariant: from step 2**60 on, iteration (the head, then blocks of growing size) is
+    batch_at's micro-batches: every step number stays an exact int (a float past 2**53 would
+    round steps together)."""
+    from itertools import islice
+
+    s = MixtureSampler([2**61, 2**61], [1, 3], 1, 1, 0, shuffle=False, epoch_length=2**60)
+    s.set_epoch(1)
+    got = list(islice(iter(s), 80))
+    assert got == [s.batch_at(2**60 + t)[0][0] for t in range(80)]
