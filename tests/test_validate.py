@@ -1231,6 +1231,46 @@ def test_two_passes_read_at_once_each_read_the_epoch_it_began_with(kind):
     assert [dataset[i] for i in peek] == items(1)
 
 
+@pytest.mark.parametrize("name", ["DistributedSampler", "DistributedSamplerWrapper"])
+def test_a_dispatchers_set_epoch_is_refused_in_set_epoch_and_a_shards_is_not(name):
+    """Invariant: our share's ``set_epoch``, called by accelerate's ``DataLoaderDispatcher`` (as
+    it does on every process before a pass), raises naming the share and the dispatcher, and
+    sets no epoch; called by a ``BatchSamplerShard`` (whose ``__iter__`` the share refuses
+    instead) or by the user's loop, it sets the epoch without a word. Classes of those names in
+    a module named as accelerate's stand in for them (the real dispatcher needs a process group:
+    tests/test_validate.py runs it on 2 processes)."""
+    pytest.importorskip("accelerate")
+
+    import distsampling as ds
+
+    share = {
+        "DistributedSampler": lambda: ds.DistributedSampler(range(13), 2, 0, seed=5),
+        "DistributedSamplerWrapper": lambda: ds.DistributedSamplerWrapper(list(range(13)), 2, 0),
+    }[name]()
+    module = {"__name__": "accelerate.data_loader"}
+    exec(
+        "class DataLoaderDispatcher:\n"
+        "    def __init__(self, sampler, n):\n"
+        "        self.sampler, self.num_processes = sampler, n\n"
+        "    def set_epoch(self, epoch):\n"
+        "        self.sampler.set_epoch(epoch)\n"
+        "class BatchSamplerShard(DataLoaderDispatcher):\n"
+        "    pass\n",
+        module,
+    )
+    with pytest.raises(RuntimeError) as err:
+        module["DataLoaderDispatcher"](share, 2).set_epoch(3)
+    assert str(err.value).startswith(
+        f"{name} already holds one rank's share (of num_replicas=2), and accelerate's "
+        "DataLoaderDispatcher would read it on process 0 only and split its batches over 2 "
+        "processes"
+    )
+    assert share.epoch == 0
+    module["BatchSamplerShard"](share, 2).set_epoch(4)
+    share.set_epoch(5)
+    assert share.epoch == 5
+
+
 # --- accelerate's DataLoaderDispatcher, on 2 real processes --------------------------------------
 
 
