@@ -115,6 +115,7 @@ MODULES: dict[str, tuple[list[str], bool]] = {
             "tests/test_mixture.py",
             "tests/test_mixture_global.py",
             "tests/test_mixture_pinned.py",
+            "tests/test_mixture_lightning.py",
             "tests/test_validate.py",
         ],
         False,

@@ -194,22 +194,20 @@ def test_a_trainer_that_recounts_every_epoch_counts_each_epoch_of_another_length
 ):
     """Invariant: with ``Trainer(reload_dataloaders_every_n_epochs=1)`` an entry whose epochs
     differ in length trains each rank on exactly its plan, and Lightning counts each epoch
-    again, before it calls the samplers' ``set_epoch``: a dataset that follows the Trainer's
-    epoch (an iterable dataset) is counted as the epoch it trains; a sampler, as the epoch
-    before (epoch 0: its own). Without it (the matrix's cell) every epoch is counted as the
-    first, and trains its own steps."""
+    again, before it calls the samplers' ``set_epoch``, each as the epoch it trains (a dataset
+    follows the Trainer's epoch; a mixture sampler counts the Trainer's). Without it (the
+    matrix's cell) every epoch is counted as the longest, and trains its own steps."""
     entry = BY_NAME[name]
     recount = [rank[name]["recount"] for rank in lightning_world]
     assert judge(entry, recount, EPOCHS) is None, recount
     for run in recount:
         steps = [len(epoch) for epoch in run["epochs"]]
         assert steps[0] != steps[1]  # the epochs differ in length
-        counted = steps if entry.kind == "iterable" else [steps[0], *steps[:-1]]
-        assert run["lens"] == counted, (run["lens"], steps)
+        assert run["lens"] == steps, (run["lens"], steps)
     fits = by_setting(lightning_world, name, "fit")
     held = next(k for k, runs in fits.items() if judge(entry, runs, EPOCHS) is None)
     for run in fits[held]:
-        assert len(set(run["lens"])) == 1  # counted once: every epoch as the first
+        assert len(set(run["lens"])) == 1  # counted once: every epoch as the longest
 
 
 @pytest.mark.parametrize("workers", [*WORKERS, WORKERS_HOOKED])

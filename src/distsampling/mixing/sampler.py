@@ -37,6 +37,7 @@ from torch.utils.data import DistributedSampler, Sampler
 
 from .._checks import check_bool, check_int, check_seed, resolve_world
 from ..guards import refuse_split_again
+from ..resume.state import note_trainer
 from ..scale.cipher import index_unshuffle
 from .layout import _PerRankLayout
 from .samples import _Samples
@@ -78,8 +79,10 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
     ``layout="per_rank"`` every rank reads a window of the tree: each global batch and each
     rank's reads within ``2 * bound()``, the run's total within ``W`` times that. An epoch is the steps that start in global positions
     ``[e*L, (e+1)*L)``, ``L = epoch_length``; with ``L`` below the global batch some epochs hold
-    no step (``len()`` 0). With a ``DataLoader``, give ``batch_size=batch_size`` (one step a
-    batch) or use :class:`MixtureBatchSampler`.
+    no step (``len()`` 0). Epochs differ by a step; where Lightning's ``Trainer`` counts the
+    loader once and ends every epoch there, ``len()`` is the most any epoch holds, so none is
+    cut (``_count``). With a ``DataLoader``, give ``batch_size=batch_size`` (one step a batch)
+    or use :class:`MixtureBatchSampler`.
 
     Args:
         sizes: the sources' lengths, in ``ConcatDataset`` order (sample ``i`` of source ``k`` is
@@ -296,8 +299,30 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
             self._steps_before = 0
 
     def __len__(self) -> int:
-        # the whole epoch's count, before and after a resume: read on an earlier grid, then here
-        return self._before + len(self._steps(self.epoch)) * self.batch_size
+        # the whole epoch's count (before and after a resume); under a Lightning fit, its count
+        return self._count(steps=False)
+
+    def _count(self, steps: bool) -> int:
+        r"""``len()`` in samples (``steps``: in steps, :class:`MixtureBatchSampler`'s): this
+        epoch's, read on an earlier grid and then on this one (torch's ``len()``). Where a
+        Lightning fit counts the loader's batches (``note_trainer``): counted once and every
+        epoch ended there, the most any epoch holds, ``max(this epoch's, ceil(L / B))`` steps
+        (``B = batch_size * num_replicas``; a step that starts in an epoch is its: no epoch
+        holds more, and a sampler from its first position has that many in epoch 0), so a
+        shorter epoch ends early and no step is lost; counted again each epoch
+        (``reload_dataloaders_every_n_epochs=1``), before Lightning's ``set_epoch``: the
+        ``Trainer``'s epoch's, exact."""
+        unit = 1 if steps else self.batch_size
+        # a Lightning fit loop up the stack: its Trainer (the marks are this call's own)
+        fit = note_trainer(torch.tensor([1, 0, -1, 0, -1]))
+        # recounted: the epoch Lightning is about to set (its current_epoch), else ours
+        epoch = fit() if fit is not None and fit.recounts else self.epoch
+        done = (self._steps_before if steps else self._before) if epoch == self.epoch else 0
+        n = done + len(self._steps(epoch)) * unit  # read on earlier grids, then this one's steps
+        if fit is None or fit.recounts:
+            return n
+        # counted once, every epoch cut there: the most steps an epoch holds (some hold one less)
+        return max(n, -(-self.epoch_length // (self.batch_size * self.num_replicas)) * unit)
 
     def __iter__(self) -> Iterator[int]:
         refuse_split_again(self)  # accelerate's prepare(loader) would split this share again
@@ -452,9 +477,9 @@ class MixtureBatchSampler(Sampler[list[int]]):
             first = b
 
     def __len__(self) -> int:
-        # the epoch's steps: those read on earlier grids (another micro-batch), then this grid's
-        s = self.sampler
-        return s._steps_before + len(s._steps(s.epoch))
+        # the epoch's steps: those read on earlier grids (another micro-batch), then this grid's;
+        # under a Lightning fit that counts them once, the most any epoch holds (the sampler's)
+        return self.sampler._count(steps=True)
 
     def set_epoch(self, epoch: int) -> None:
         r"""The sampler's epoch."""
