@@ -956,6 +956,33 @@ def test_the_unified_lightning_packages_fit_loop_ties_a_dataset_as_pytorch_light
     assert heard(list, dataset) == [_pass_words("ShardedIterableDataset", 3)]
 
 
+def test_a_fit_loop_gives_a_persistent_loaders_sampler_a_shared_epoch_never_over_its_own(
+    monkeypatch,
+):
+    """Invariant: counted by a fit loop, a loader of persistent workers whose sampler has a
+    ``set_epoch`` of its own keeps it; one with none gets a ``SharedEpoch``, which shares the
+    epoch Lightning sets with the workers; counted again (a new count), it gets one again, and
+    no epoch is set for that count yet."""
+    from torch.utils.data import DataLoader
+
+    from distsampling.resume.state import SharedEpoch
+
+    loop = _fit_loop(monkeypatch, max_epochs=3, current_epoch=0, training=True)
+    dataset = _sharded_datasets()[0]
+    loader = DataLoader(dataset, batch_size=2, num_workers=2, persistent_workers=True)
+    loader.sampler.set_epoch = own = lambda epoch: None  # a sampler's own
+    loop.setup_data(loader)
+    assert loader.sampler.set_epoch is own
+    del loader.sampler.set_epoch
+    loop.setup_data(loader)
+    shared = loader.sampler.set_epoch
+    assert isinstance(shared, SharedEpoch)
+    shared(2)
+    assert int(dataset._passes[4]) == 2
+    loop.setup_data(loader)
+    assert isinstance(loader.sampler.set_epoch, SharedEpoch) and int(dataset._passes[4]) == -1
+
+
 @pytest.mark.parametrize(("world", "world2", "now", "most"), [(2, 1, 9, 13), (4, 2, 5, 7)])
 def test_under_a_fit_that_counts_once_len_is_the_most_an_epoch_holds(
     monkeypatch, world, world2, now, most
