@@ -52,6 +52,9 @@ LAYOUTS = ("global", "per_rank")  # the default first
 
 UNITS = 2**31  # integer weights past this sum are rounded to it: every product fits int64
 _WALK = 8  # cycle walks left to _cipher's arrays past this many; as few, one Python int each
+#: the marks note_trainer writes (a fit's max_epochs, ...): a sampler's epoch is set by
+#: Lightning itself, so nothing here reads them
+_UNREAD = torch.tensor([1, 0, -1, 0, -1])
 
 
 class Bound(Fraction):
@@ -300,7 +303,7 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
 
     def __len__(self) -> int:
         # the whole epoch's count (before and after a resume); under a Lightning fit, its count
-        return self._count(steps=False)
+        return self._count(False)
 
     def _count(self, steps: bool) -> int:
         r"""``len()`` in samples (``steps``: in steps, :class:`MixtureBatchSampler`'s): this
@@ -313,8 +316,7 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
         (``reload_dataloaders_every_n_epochs=1``), before Lightning's ``set_epoch``: the
         ``Trainer``'s epoch's, exact."""
         unit = 1 if steps else self.batch_size
-        # a Lightning fit loop up the stack: its Trainer (the marks are this call's own)
-        fit = note_trainer(torch.tensor([1, 0, -1, 0, -1]))
+        fit = note_trainer(_UNREAD)  # a Lightning fit loop up the stack: its Trainer
         # recounted: the epoch Lightning is about to set (its current_epoch), else ours
         epoch = fit() if fit is not None and fit.recounts else self.epoch
         done = (self._steps_before if steps else self._before) if epoch == self.epoch else 0
