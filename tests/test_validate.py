@@ -382,7 +382,7 @@ def _sharded_datasets():
     read = lambda k, s=0: range(10 * k + s, 10 * k + 6 + k)  # noqa: E731
     sharded = ds.ShardedIterableDataset([0, 1], [6, 7], read, num_replicas=1, rank=0, batch_size=2)
     mixture = ds.ShardedMixtureDataset([([0], [6], read), ([1], [7], read)], [1, 1], 2,
-                                       num_replicas=1, rank=0, num_workers=2)  # fmt: skip
+                                       num_replicas=1, rank=0, num_workers=2, seekable=True)  # fmt: skip
     return [sharded, mixture]
 
 
@@ -799,7 +799,7 @@ def test_a_mixture_that_ends_epochs_when_a_source_runs_out_is_counted_each_epoch
     def dataset():
         read = lambda k, s=0: range(10 * k + s, 10 * k + 6 + k)  # noqa: E731
         return ds.ShardedMixtureDataset([([0], [6], read), ([1], [7], read)], [2, 1], 2,
-                                        num_replicas=1, rank=0, until_exhausted=0)  # fmt: skip
+                                        num_replicas=1, rank=0, until_exhausted=0, seekable=True)  # fmt: skip
 
     plans = [_plan(dataset(), e) for e in range(3)]
     assert [len(p) for p in plans] == [8, 10, 8]
@@ -1022,7 +1022,7 @@ def test_under_a_fit_that_counts_once_a_mixtures_len_is_its_longest_epochs(monke
 
     read = lambda k, s=0: range(10 * k + s, 10 * k + 6 + k)  # noqa: E731
     mixture = ds.ShardedMixtureDataset([([0], [6], read), ([1], [7], read)], [1, 1], 2,
-                                       num_replicas=2, rank=0)  # fmt: skip
+                                       num_replicas=2, rank=0, seekable=True)  # fmt: skip
     mixture.set_epoch(1)
     assert len(mixture) == 6
     loop = _fit_loop(monkeypatch, max_epochs=3, current_epoch=1, training=True)
