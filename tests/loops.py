@@ -116,6 +116,10 @@ class Entry:
     at_step: Callable[[Any, int, int], list[int]] | None = None
     #: it reads a snapshot of a cache that grows while it trains (``build(..., snapshot=...)``)
     grows: bool = False
+    #: what ``state_dict(consumed=...)`` counts: the items the loop used (indices for a sampler,
+    #: batches for a batch sampler), or ``"samples"`` (a batch sampler that counts the samples of
+    #: the batches used, as its index form does: MixtureBatchSampler)
+    consumed_unit: str = "items"
     #: what it is built over, in words (the page's set-up of the row)
     setup: str = "13 samples"
     #: the exported name of the class this row's reference copy stands beside (a reference
@@ -392,7 +396,7 @@ ENTRIES: list[Entry] = [
           setup="13 samples in 5 shards mixed 13 : 5 with 5 in 2 more shards; 2 readers"),
     Entry("MixtureSampler", "share", _share(lambda w, r: _mixture(w, r, BATCH)), resumable=True, elastic=True,
           stream=lambda read: _mixture_items(read), varies=True, setup=_MIXED),
-    Entry("MixtureBatchSampler", "batch", _batch(lambda w, r: ds.MixtureBatchSampler(_mixture(w, r, BATCH))), resumable=True, elastic=True,
+    Entry("MixtureBatchSampler", "batch", _batch(lambda w, r: ds.MixtureBatchSampler(_mixture(w, r, BATCH))), resumable=True, elastic=True, consumed_unit="samples",
           stream=lambda read: _mixture_items(read), varies=True, setup=_MIXED),
     Entry("DatasetFromSampler", "share", _from_sampler, setup=_DRAWS),
     Entry("SnapshotDataset", "share", _snapshot, resumable=True, elastic=True, grows=True, setup="13 rows in 3 shards of a cache's snapshot"),

@@ -423,15 +423,16 @@ def loop_elastic(entry: Entry, worlds: tuple[int, int]) -> None:
 def loop_plain_resume(entry: Entry) -> None:
     """A plain ``DataLoader`` with 2 workers (they prefetch): a checkpoint saved after ``k``
     batches while the run goes on, ``state_dict(consumed=...)`` (the items of the latest
-    ``iter()`` the loop used: indices for a sampler, batches for a batch sampler), loaded into a
-    new object reads the rest."""
+    ``iter()`` the loop used: indices for a sampler, batches for a batch sampler, or the samples
+    of those batches where the entry counts samples), loaded into a new object reads the rest."""
     subject = entry.build(WORLD, RANK)
     dl = loader(entry, subject, num_workers=2)
     subject.set_epoch(0)
     whole, saved = [], {}
     for batch in dl:  # the uninterrupted epoch, a checkpoint saved after every batch
         whole.append(as_list(batch))
-        consumed = len(whole) if entry.kind == "batch" else len(flat(whole))
+        by_items = entry.kind == "batch" and entry.consumed_unit == "items"
+        consumed = len(whole) if by_items else len(flat(whole))
         saved[len(whole)] = subject.obj.state_dict(consumed=consumed)
         if entry.kind == "endless" and consumed >= ENDLESS_STEPS:  # a stream's head is enough
             break
@@ -533,13 +534,17 @@ def test_consumed_past_what_the_latest_iter_handed_out_is_refused_naming_it(name
     subject = entry.build(WORLD, RANK)
     subject.set_epoch(0)
     it = iter(subject.obj)
-    next(it), next(it)  # two items handed out
+    handed = [next(it), next(it)]  # two items handed out
     obj = subject.obj
-    with pytest.raises(ValueError, match=r"consumed should be <= 2 .*but got consumed=3"):
-        obj.state_dict(consumed=3)
+    # the count of what was handed out, in the entry's unit (a batch sampler counting samples)
+    out = len(flat(handed)) if entry.consumed_unit == "samples" else 2
+    with pytest.raises(
+        ValueError, match=rf"consumed should be <= {out} .*but got consumed={out + 1}"
+    ):
+        obj.state_dict(consumed=out + 1)
     with pytest.raises(ValueError, match=r"consumed=-1"):
         obj.state_dict(consumed=-1)
-    assert obj.state_dict(consumed=2) == obj.state_dict()  # all of it: the plain state
+    assert obj.state_dict(consumed=out) == obj.state_dict()  # all of it: the plain state
 
 
 def test_wrapping_a_share_that_is_already_split_is_refused_naming_the_world():

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 from . import batch, distributed, windowed, wrapper
 from .guards import ShareGuards, refuse_lightnings_rebuild, refuse_split_again
-from .windowed import epoch_offset
+from .windowed import epoch_offset, window_indices  # noqa: F401  (the docstring example, run here too)
 
 __all__ = [
     "BatchSampler",
