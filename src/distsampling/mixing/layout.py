@@ -28,7 +28,6 @@ from itertools import pairwise
 import numpy as np
 import torch
 
-from ..scale.cipher import _MIN_BITS, _feistel_int
 from .state import Read
 from .tree import _count, _counts, _counts_each, _position, _route, _split
 
@@ -224,14 +223,7 @@ class _PerRankLayout:
                 x = np.arange(W, dtype=np.int64) * b
                 j += int((_count(tree, k, x + tau * b) - _count(tree, k, x)).sum())
                 j -= _count(tree, k, tau * b)
-            size = self.sizes[k]
-            pass_, i = divmod(j, size)
-            if self.shuffle:  # index_shuffle's cipher and cycle walking, on one int
-                keys, bits = self._round_keys(k, pass_), max(_MIN_BITS, (size - 1).bit_length())
-                i = _feistel_int(i, keys, bits, False)
-                while i >= size:
-                    i = _feistel_int(i, keys, bits, False)
-            out.append(self.offsets[k] + i)
+            out.append(self._item(k, j))  # type: ignore[attr-defined]
         return out
 
     def _blocks(self, steps: range, skip: int) -> Iterator[torch.Tensor | list[int]]:

@@ -76,6 +76,18 @@ class _Samples:
         """The round keys of source ``k``'s pass ``pass_`` (a bounded cache keeps the latest)."""
         return _pass_round_keys(self.seed, k, pass_)
 
+    def _item(self, k: int, j: int) -> int:
+        """The dataset index of source ``k``'s ``j``-th read (of all its passes): its pass
+        ``j // size``, that pass's order at ``j % size``; one int, for the first index."""
+        size = self.sizes[k]  # type: ignore[attr-defined]
+        pass_, i = divmod(j, size)
+        if self.shuffle:  # type: ignore[attr-defined]  # index_shuffle's cipher and cycle walking
+            keys, bits = self._round_keys(k, pass_), max(_MIN_BITS, (size - 1).bit_length())
+            i = _feistel_int(i, keys, bits, False)
+            while i >= size:
+                i = _feistel_int(i, keys, bits, False)
+        return self.offsets[k] + i  # type: ignore[attr-defined]
+
     @cached_property
     def _source_keys(self) -> np.ndarray:
         """``mix64(epoch_key(seed, k))`` of each source, ``(K,)`` uint64: pass ``p``'s key is

@@ -32,7 +32,6 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from ..scale.cipher import _MIN_BITS, _feistel_int
 from .state import Read
 from .tree import _counts, _counts_each, _position, _route, _route_each, _split
 
@@ -155,14 +154,7 @@ class _GlobalLayout:
             k = node
             fresh = p == 0 and self._phase0 == 0  # the first piece from its start: no array
             j = (self._read0[k] if fresh else int(self._bases[p][k])) + c
-            size = self.sizes[k]
-            pass_, i = divmod(j, size)
-            if self.shuffle:  # index_shuffle's cipher and cycle walking, on one int
-                keys, bits = self._round_keys(k, pass_), max(_MIN_BITS, (size - 1).bit_length())
-                i = _feistel_int(i, keys, bits, False)
-                while i >= size:
-                    i = _feistel_int(i, keys, bits, False)
-            out.append(self.offsets[k] + i)
+            out.append(self._item(k, j))  # type: ignore[attr-defined]
         return out
 
     def _blocks(self, steps: range, skip: int) -> Iterator[torch.Tensor | list[int]]:
