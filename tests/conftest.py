@@ -57,6 +57,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 settings.register_profile(
     "costly", settings.default, max_examples=max(1, settings.default.max_examples // 10)
 )
+# ``documented``: not a search but a replay, the same under every profile: the docs page shows
+# the counterexample each classic bug shrinks to, and tests/test_properties.py checks that the
+# page's example is the one a derandomized search of this depth finds (a deeper or shallower
+# search may shrink to another, equally true, counterexample)
+settings.register_profile(
+    "documented", max_examples=100, deadline=None, derandomize=True, database=None,
+    print_blob=False, report_multiple_bugs=False, suppress_health_check=list(HealthCheck),
+)  # fmt: skip
 
 
 # --- xdist groups: the tests of one ``xdist_group`` run on one worker -----------------------------

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import _pytest.assertion.util
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import Phase, settings
 
 BUGS = Path(__file__).resolve().parent.parent / "docs" / "examples" / "bugs"
 
@@ -128,16 +128,10 @@ def failure_report(bug: str, monkeypatch: pytest.MonkeyPatch) -> str:
     for name, value in copies_for(tests, original, copy, monkeypatch).items():
         monkeypatch.setattr(tests, name, value)
     prop = getattr(tests, property_name)
-    # derandomized whatever the profile: the same shrunk example on every run (restored after)
+    # the "documented" replay whatever the profile: the same shrunk example on every run
+    # (restored after); no explain phase: it names paths
     strict = settings(
-        max_examples=100,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        print_blob=False,
-        report_multiple_bugs=False,
-        phases=[Phase.explicit, Phase.generate, Phase.shrink],  # no explain: it names paths
-        suppress_health_check=list(HealthCheck),
+        settings.get_profile("documented"), phases=[Phase.explicit, Phase.generate, Phase.shrink]
     )
     monkeypatch.setattr(prop, "_hypothesis_internal_use_settings", strict)
     # only Hypothesis's report is kept: pytest's explanation of each failing assert (a difflib
