@@ -1392,3 +1392,30 @@ def test_outside_any_framework_each_exported_class_yields_exactly_its_reference_
         ds.WeightedBalanceClassSampler
         is __import__("distsampling.weighted").weighted.WeightedBalanceClassSampler
     )
+
+
+def test_only_a_dataset_that_reads_index_epochs_is_handed_them_a_users_own_gets_plain_ints():
+    """Invariant: the exported ``DistributedSampler`` hands ``EpochIndex`` ints only to a
+    dataset that says it reads them (``reads_index_epoch``, ours); a user's dataset with an epoch
+    of its own (``set_epoch``) gets plain ``int`` indices, the same values, as from torch."""
+    import distsampling as ds
+
+    class Epoched:  # a user's dataset: an epoch of its own, no word of index epochs
+        epoch = 0
+
+        def __len__(self) -> int:
+            return 10
+
+        def set_epoch(self, epoch: int) -> None:
+            self.epoch = epoch
+
+    sampler = ds.DistributedSampler(Epoched(), 2, 1, seed=3)
+    sampler.set_epoch(4)  # sets the dataset's epoch too: no warning
+    got = list(sampler)
+    assert got and all(type(i) is int for i in got)
+    torchs = torch.utils.data.DistributedSampler(range(10), 2, 1, seed=3)
+    torchs.set_epoch(4)
+    assert got == list(torchs)
+    windows = ds.SequentialWindowedDataset(12, 3, seed=0)  # ours: it reads them
+    ours = ds.DistributedSampler(windows, 1, 0, seed=1)
+    assert all(type(i).__name__ == "EpochIndex" for i in ours)
