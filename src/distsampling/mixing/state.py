@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from .._checks import check_int
+from ..resume.state import check_consumed
 
 __all__ = ["Read"]
 
@@ -54,13 +54,7 @@ class _Counting:
 
 def _consumed(consumed: object, handed_out: int, unit: str) -> int:
     """``consumed`` in ``[0, handed_out]``: a loop cannot have used more than it got."""
-    consumed = check_int("consumed", consumed, low=0)
-    if consumed > handed_out:
-        raise ValueError(
-            f"consumed should be <= {handed_out} ({unit} handed out): the latest iter() handed "
-            f"out {handed_out}, but got consumed={consumed}"
-        )
-    return consumed
+    return check_consumed(consumed, handed_out, f"the latest iter() handed out {handed_out}", unit)
 
 
 def _state(state: object, version: int, identity: dict[str, Any], fields: Sequence[str]) -> dict:
