@@ -83,8 +83,8 @@ def reference_reads(
     ``(W, b, steps)`` one after another. Per rank: a tree starts at tree position 0 at each
     change of ``plan`` and at each grid's first step; rank r at step t (τ steps into the tree)
     reads its positions [(τ + r)b, (τ + r + 1)b); a source's reads are numbered in this order.
-    Global: one stream, whatever the grids, each change of ``plan`` in phase with it (its tree
-    at the stream's position, not from 0); step t reads
+    Global: one stream, whatever the grids, each change of ``plan`` carrying every node's
+    phase (:func:`reference_global`); step t reads
     the stream's next B = W·b positions, rank r its micro-batch (r + t) mod W; a source's reads
     are numbered in the stream's order."""
     if layout == "global":
@@ -106,25 +106,66 @@ def reference_reads(
 
 
 def reference_global(sizes: list[int], plan: list, grids: list[tuple[int, int, int]]) -> list:
-    """:func:`reference_reads` of the global layout."""
-    counts, out, step, n, starts = [0] * len(sizes), [], 0, 0, {}
-    total = sum(W * b * steps for W, b, steps in grids)
+    """:func:`reference_reads` of the global layout, simulated position by position: one tree
+    shape for the whole schedule (the first weights' Huffman tree; the sources of weight 0 there
+    paired, round after round, under a node beside it). In a piece of the schedule a node gives
+    its left child ``ℓ(m) = ⌊(2m·a + θ)/2s⌋`` of its first ``m`` positions (``a``, ``s`` its
+    children's weights scaled up to about 2**30); at a change its residual ``((2m·a + θ) mod
+    2s)/2s`` becomes the next piece's ``θ/2s``, rounded (a fresh node: ``θ = s``)."""
+    units = [MixtureSampler(sizes, w, 1, 1, 0).units[0] for _, w in plan]
+    root = reference_tree(units[0])  # (weight, id, k or (left, right))
+    zeros = [(0, k, k) for k in range(len(sizes)) if units[0][k] == 0]
+    while len(zeros) > 1:
+        odd = zeros[len(zeros) - len(zeros) % 2 :]
+        zeros = [(0, -1, (x, y)) for x, y in zip(zeros[::2], zeros[1::2])] + odd
+    root = (0, -1, (root, zeros[0])) if zeros else root
+    inner, todo = [], [root]
+    while todo:
+        v = todo.pop()
+        if isinstance(v[2], tuple):
+            inner.append(v)
+            todo += list(v[2])
+
+    def weight(v: tuple, u: list[int]) -> int:
+        return u[v[2]] if not isinstance(v[2], tuple) else weight(v[2][0], u) + weight(v[2][1], u)
+
+    state = {id(v): [(1, 2), 0, None] for v in inner}  # φ, positions in the piece, (a, s, θ)
+
+    def enter(g: int) -> None:  # each node's piece g: its φ from the last piece's end
+        for v in inner:
+            st = state[id(v)]
+            if st[2] is not None:
+                a2, s2, th = st[2]
+                st[0] = ((2 * st[1] * a2 + th) % (2 * s2), 2 * s2)
+            a, s = weight(v[2][0], units[g]), weight(v[2][0], units[g]) + weight(v[2][1], units[g])
+            M, (R, D) = max(1, 2**30 // max(s, 1)), st[0]
+            st[1], st[2] = 0, (a * M, s * M, min((4 * R * s * M + D) // (2 * D), 2 * s * M - 1)) if s else None
+
+    def source() -> int:  # the next position, down the nodes
+        v = root
+        while isinstance(v[2], tuple):
+            st = state[id(v)]
+            (a2, s2, th), m = st[2], st[1]
+            left = (2 * (m + 1) * a2 + th) // (2 * s2) > (2 * m * a2 + th) // (2 * s2)
+            st[1] += 1
+            v = v[2][0] if left else v[2][1]
+        return v[2]
+
+    counts, out, step, piece = [0] * len(sizes), [], 0, None
     for W, b, steps in grids:
         for t in range(step, step + steps):
             g = max(i for i, (first, _) in enumerate(plan) if first <= t)
-            if g not in starts:  # in phase: its tree's position 0 is the stream's position 0
-                units = MixtureSampler(sizes, plan[g][1], 1, 1, 0).units[0]
-                starts[g] = (0, reference_sources(reference_tree(units), total))
-            first, src = starts[g]
+            if g != piece:
+                enter(g)
+                piece = g
             items = []
-            for x in range(n, n + W * b):  # the global batch, numbered in the stream's order
-                k = src[x - first]
+            for _ in range(W * b):  # the global batch, numbered in the stream's order
+                k = source()
                 items.append((k, counts[k]))
                 counts[k] += 1
             for r in range(W):  # rank r: micro-batch (r + t) mod W
                 m = (r + t) % W
                 out += items[m * b : (m + 1) * b]
-            n += W * b
         step += steps
     return out
 
@@ -476,29 +517,34 @@ def test_when_read_finds_the_position_that_reads_a_sample(
 
 
 @given(schedule=mixture_schedules(), seed=seeds)
-def test_a_schedule_loses_and_repeats_nothing_and_each_segment_keeps_its_bound(schedule, seed):
+def test_a_schedule_loses_and_repeats_nothing_and_every_prefix_keeps_the_schedules_bound(
+    schedule, seed
+):
     """Invariant: across weight changes each source goes on from its count (items 0, 1, 2, ...,
-    so each pass is still a permutation); within each segment every prefix keeps the segment's
-    bound; a source that joins later starts at its sample of pass 0."""
+    so each pass is still a permutation); every prefix of the stream is within ``bound()`` of
+    the schedule's cumulative share (each change carries the tree's phases); a source that joins
+    later starts at its sample of pass 0."""
     sizes, plan = schedule
     s = MixtureSampler(sizes, plan, 1, 1, 0, seed=seed)
     ks, js = stream(s, 200)
     for k in set(ks):
         assert [j for kk, j in zip(ks, js) if kk == k] == list(range(ks.count(k)))
-    starts = [start for start, _ in plan] + [200]
-    for (start, weights), end in zip(plan, starts[1:]):
-        if start >= 200:
-            break
-        seg = MixtureSampler(sizes, weights, 1, 1, 0)  # in phase: its tree from position 0
-        assert ks[start:end] == seg.sources(np.arange(start, end))[0].tolist()
+    firsts = [start for start, _ in plan]
+    share, count = [Fraction(0)] * len(sizes), [0] * len(sizes)
+    for n, k in enumerate(ks):
+        units = s.units[max(i for i, first in enumerate(firsts) if first <= n)]
+        share = [x + Fraction(u, sum(units)) for x, u in zip(share, units)]
+        count[k] += 1
+        assert max(abs(c - x) for c, x in zip(count, share)) <= s.bound()
 
 
 @given(schedule=mixture_schedules(), world=elastic_world_sizes, b=mixture_batch_sizes)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_when_read_and_bound_follow_a_schedule(layout, schedule, world, b):
     """Invariant: under a schedule, when_read of the sample read at each position is that
-    position (or None for a source whose weight ends at 0 after its last read), and bound() is
-    the largest of the segments' bounds."""
+    position (or None for a source whose weight ends at 0 after its last read); per rank,
+    bound() is the largest of the segments' bounds, and the global one of a single entry is its
+    tree's (a schedule's: the prefix property of ``test_under_a_schedule_...``)."""
     M = partial(MixtureSampler, layout=layout)
     sizes, plan = schedule
     s = M(sizes, plan, b, world, 0, shuffle=False)
@@ -510,11 +556,12 @@ def test_when_read_and_bound_follow_a_schedule(layout, schedule, world, b):
     last = plan[-1][1]
     for k, w in enumerate(last):
         if w == 0:  # its first item not read before its weight fell to 0, and any later one
-            j = s._bases[-1][k]
+            j = (s._table.heads if layout == "global" else s._bases)[-1][k]
             assert s.when_read(k, j % sizes[k], j // sizes[k]) is None
             assert s.when_read(k, sizes[k] - 1, 10**6) is None
     bounds = [M(sizes, weights, 1, 1, 0).bound() for _, weights in plan]
-    assert s.bound() == max(bounds)
+    if layout == "per_rank" or len(plan) == 1:
+        assert s.bound() == max(bounds)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -677,10 +724,10 @@ def test_a_state_of_another_configuration_is_refused_naming_the_field():
     s = MixtureSampler([9, 9], [1, 1], 2, 1, 0)
     list(islice(iter(s), 10))  # 5 steps
     state = s.state_dict()
-    assert state == {"kind": "MixtureSampler", "version": 4, "sizes": [9, 9], "seed": 0,
+    assert state == {"kind": "MixtureSampler", "version": 5, "sizes": [9, 9], "seed": 0,
                      "shuffle": True, "epoch_length": 18, "layout": "global", "epoch": 0,
                      "num_replicas": 1, "batch_size": 2, "origin": 0, "step": 0, "read": [0, 0],
-                     "phase": 0, "past": [[0, ["1/2", "1/2"]]], "position": 10, "before": 0,
+                     "phase": [[1, 2]], "past": [[0, ["1/2", "1/2"]]], "position": 10, "before": 0,
                      "steps_before": 0}  # fmt: skip
     MixtureSampler([9, 9], [0.5, Fraction(1, 2)], 2, 1, 0).load_state_dict(state)
     MixtureSampler([9, 9], [1, 2], 2, 1, 0).load_state_dict(  # nothing read: any mix
@@ -700,7 +747,11 @@ def test_a_state_of_another_configuration_is_refused_naming_the_field():
          "epoch_length was 18 when saved, but is 17 now"),
         ({}, [9, 9], [1, 1], {"layout": "per_rank"}, "state does not match this sampler: "
          "layout was 'global' when saved, but is 'per_rank' now"),
-        ({"phase": -1}, [9, 9], [1, 1], {}, "phase should be >= 0, but got phase=-1"),
+        ({"phase": -1}, [9, 9], [1, 1], {}, "phase should be 1 [numerator, denominator] pairs, "
+         "0 <= numerator < denominator, one a node of the weight tree, but got phase=-1"),
+        ({"phase": [[2, 2]]}, [9, 9], [1, 1], {}, "phase should be 1 [numerator, denominator] "
+         "pairs, 0 <= numerator < denominator, one a node of the weight tree, but got "
+         "phase=[[2, 2]]"),
         ({"steps_before": -1}, [9, 9], [1, 1], {}, "steps_before should be >= 0, but got "
          "steps_before=-1"),
         ({"position": 99}, [9, 9], [1, 1], {}, "position should be in the interval [0, 18], but "
@@ -1332,7 +1383,7 @@ def test_a_foreign_or_old_state_is_refused_by_its_kind_or_version_before_any_fie
          "another sampler: kind was 'ResumableDistributedSampler' when saved, but this is a "
          "MixtureSampler"),
         ({"kind": "MixtureSampler", "version": 2}, ValueError, "state has format version=2, but "
-         "this MixtureSampler reads version=4"),
+         "this MixtureSampler reads version=5"),
     ]  # fmt: skip
     for state, error, message in refused:
         with pytest.raises(error, match=f"^{re.escape(message)}$"):

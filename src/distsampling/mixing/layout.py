@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator, Sequence
+from fractions import Fraction
 from functools import cached_property
 from itertools import pairwise
 
 import numpy as np
 import torch
 
+from .._checks import check_int
 from .state import Read
 from .tree import _count, _counts, _counts_each, _position, _route, _split
 
@@ -101,6 +103,24 @@ class _PerRankLayout:
             c = _counts_each(trees[i : i + chunk], at, K)  # (G, 2W, K)
             steps.extend(c[:, :W].sum(1) - c[:, W:].sum(1))
         return list(np.array(self._read0, np.int64) + np.cumsum(steps, axis=0))
+
+    def _bound(self) -> Fraction:
+        """The largest tree bound ``β_k / 2`` over the schedule's weights."""
+        out = Fraction(0)
+        for tree in self._trees:
+            for path in tree.paths.values():
+                if path:
+                    w = path[-1][0] if path[-1][2] else path[-1][1]
+                    out = max(out, sum((Fraction(w, a if left else b) for a, b, left in path),
+                                       Fraction(0)) / 2)  # fmt: skip
+        return out
+
+    def _phase_state(self) -> int:
+        """The grid's first phase for a state: always 0 (each rank's window from its start)."""
+        return 0
+
+    def _check_phase(self, phase: object) -> int:
+        return check_int("phase", phase, low=0)
 
     def _piece_of(self, k: int, j: int) -> int:
         """The last piece whose first step finds source ``k``'s count at ``j`` or below."""

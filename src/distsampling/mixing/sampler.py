@@ -159,7 +159,7 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
         self.epoch, self._skip, self._before = 0, 0, 0
         self._origin, self._step0 = 0, 0  # this grid's first position and training step
         self._read0 = [0] * len(self.sizes)  # each source's count at the grid's first step
-        self._phase0 = 0  # the first piece's tree position at the grid's first step
+        self._phase0: Any = None  # global: each node's phase at the grid's first position
         self._steps_before = 0  # the epoch's steps read on earlier grids (``_before`` indices)
         self._counter: _Counting | None = None
         self._place()
@@ -272,19 +272,13 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
         return self._where(k, j, p)
 
     def bound(self) -> Bound:
-        r"""The tree's prefix bound ``max_k β_k / 2`` over the schedule's weights, exact, printed
-        as a decimal. Global layout: every prefix of the stream within it of each share, every
-        global batch within twice it; per rank: every global batch and every prefix of a rank's
-        reads within twice it. Each change of a schedule may add up to twice it (global: the
-        new tree runs in phase with the stream; per rank: a new tree starts at the change)."""
-        out = Fraction(0)
-        for tree in self._trees:
-            for path in tree.paths.values():
-                if path:
-                    w = path[-1][0] if path[-1][2] else path[-1][1]
-                    out = max(out, sum((Fraction(w, a if left else b) for a, b, left in path),
-                                       Fraction(0)) / 2)  # fmt: skip
-        return Bound(out)
+        r"""How far a count strays from its cumulative share, at most, exact, printed as a
+        decimal. Global layout: every prefix of the stream within it of each source's share
+        (under a schedule too: each node's phase carries across the changes; a ramp adds its
+        total change, ``mixing/phases.py``), every global batch within twice it. Per rank:
+        every global batch and every prefix of a rank's reads within twice it; there each change
+        of a schedule starts a new tree and may add up to twice it."""
+        return Bound(self._bound())
 
     # --- epochs: DistributedSampler's contract --------------------------------------------
 
@@ -357,9 +351,9 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
             handed_out = _consumed(consumed, handed_out, "samples")
         position, b = self._skip + handed_out, self.batch_size
         reached = self._step0 + self._steps(self.epoch).start + position // b
-        return {"kind": "MixtureSampler", "version": 4, **self._identity(), "epoch": self.epoch,
+        return {"kind": "MixtureSampler", "version": 5, **self._identity(), "epoch": self.epoch,
                 "num_replicas": self.num_replicas, "batch_size": b, "origin": self._origin,
-                "step": self._step0, "read": [int(n) for n in self._read0], "phase": self._phase0,
+                "step": self._step0, "read": [int(n) for n in self._read0], "phase": self._phase_state(),
                 "past": self._past(reached, position % b > 0), "position": position,
                 "before": self._before, "steps_before": self._steps_before}  # fmt: skip
 
@@ -369,7 +363,7 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
         state must be at a step boundary: the rest is read on this grid from that step."""
         fields = ("epoch", "num_replicas", "batch_size", "origin", "step", "read", "phase",
                   "past", "position", "before", "steps_before")  # fmt: skip
-        state = _state(state, 4, self._identity(), fields)
+        state = _state(state, 5, self._identity(), fields)
         epoch, origin, step0 = (
             check_int("epoch", state["epoch"], low=0),
             check_int("origin", state["origin"], low=0),
@@ -386,7 +380,7 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
                 f"read={read!r}"
             )
         read = [check_int(f"read[{k}]", n, low=0) for k, n in enumerate(read)]
-        phase = check_int("phase", state["phase"], low=0)
+        phase = self._check_phase(state["phase"])
         saved = type(self).__new__(type(self), layout=self.layout)
         saved.__dict__.update(self.__dict__, num_replicas=W, batch_size=b, _origin=origin,
                               _step0=step0, _read0=read, _phase0=phase, _skip=0)  # fmt: skip

@@ -27,80 +27,79 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator
+from fractions import Fraction
 from functools import cached_property
 
 import numpy as np
 import torch
 
+from .phases import _bound, _Phases, _Shape
 from .state import Read
-from .tree import _counts, _counts_each, _position, _route, _route_each, _split
 
 __all__: list[str] = []
 
 
 class _GlobalLayout:
-    """The grid's pieces (a tree each, from a step on, its position 0 at the stream position
-    ``_starts[p]``), and where each rank reads: the sampler's attributes (``num_replicas``,
-    ``batch_size``, ``rank``, ``_plan``, ``_trees``, ``_origin``, ``_step0``, ``_read0``,
-    ``_phase0``: the first piece's tree position at ``_origin``) and its ``_indices``."""
+    """The grid's pieces (from a step on, the schedule's weights in use), the table of the
+    stream's carried phases over them (``phases.py``), and where each rank reads: the sampler's
+    attributes (``num_replicas``, ``batch_size``, ``rank``, ``_plan``, ``units``, ``_origin``,
+    ``_step0``, ``_read0``, ``_phase0``: each node's residual at ``_origin``, ``None`` for a
+    fresh stream) and its ``_indices``."""
+
+    @cached_property
+    def _shape(self) -> _Shape:
+        """The stream's tree shape: the schedule's first weights' (the past of every grid)."""
+        return _Shape(self.units[0])
 
     def _place(self) -> None:
-        """The pieces ``(first step, tree)`` from the grid's first step on, their first stream
-        positions, and where each one's tree has its position 0: the first piece's where the
-        grid found it, each later one's at stream position 0 (its tree runs in phase with the
-        stream, not from its own first position); their ``_bases`` are made again when asked."""
+        """The pieces ``(first step, weights)`` from the grid's first step on, their first
+        stream positions (``_heads``), and the stream's table over them: each piece's node
+        phases follow the last one's, from the grid's first position on."""
         B = self.batch_size * self.num_replicas
         g0 = max(g for g, (step, _) in enumerate(self._plan) if step <= self._step0)
         later = [(step, g) for g, (step, _) in enumerate(self._plan) if step > self._step0]
         self._pieces = [(self._step0, g0), *later]
         self._firsts = [s for s, _ in self._pieces]
         self._heads = [self._origin + (s - self._step0) * B for s in self._firsts]
-        self._starts = [self._origin - self._phase0] + [0] * len(later)
-        self.__dict__.pop("_bases", None)
-        self.__dict__.pop("_arrays", None)
-        if len(self._pieces) > 1:  # a schedule: its table now, O(changes × K), not at a read
-            self._bases  # noqa: B018
+        units = np.array([self.units[g] for _, g in self._pieces], np.int64)  # (P, K)
+        lengths = [e - h for h, e in zip(self._heads, self._heads[1:])]
+        phases = None if self._phase0 is None else [tuple(x) for x in self._phase0]
+        self._table = _Phases(self._shape, units, lengths, self._read0, phases)
+        self._firsts_array = np.array(self._firsts, np.int64)  # (P,)
+        self._heads_array = np.array(self._heads, np.int64)  # (P,)
 
-    @cached_property
-    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``_firsts``, ``_starts`` and ``_bases`` as arrays ``(P,) (P,) (P, K)``: made once."""
-        return (np.array(self._firsts, np.int64), np.array(self._starts, np.int64),
-                np.array(self._bases, np.int64).reshape(len(self._pieces), -1))  # fmt: skip
+    def _bound(self) -> Fraction:
+        """The stream's bound over the whole schedule (``phases.py``)."""
+        return _bound(self._shape, np.array(self.units, np.int64), len(self._plan))
 
-    @cached_property
-    def _bases(self) -> list[np.ndarray]:
-        """Each piece's count offset, ``(K,)`` a piece: source ``k``'s item at tree position
-        ``u`` of piece ``p`` is ``_bases[p][k] + c_k(u)``: made once for all pieces."""
-        return self._make_bases()
+    def _phase_state(self) -> list[list[int]]:
+        """The grid's first phases for a state: ``[numerator, denominator]`` a node."""
+        return [list(x) for x in self._table.carried[0]]
 
-    def _make_bases(self) -> list[np.ndarray]:
-        K, P = len(self.sizes), len(self._pieces)
-        trees = [self._trees[g] for _, g in self._pieces]  # (P,) one a piece
-        # each tree's counts at its piece's first position and at the next piece's: at once
-        ends = [*self._heads[1:], self._heads[-1]]
-        at = np.array([[h - s, e - s] for h, e, s in zip(self._heads, ends, self._starts)])
-        c = _counts_each(trees, at.reshape(P, 2), K)  # (P, 2, K)
-        out, count = [], np.array(self._read0, np.int64)  # each source's count at the head
-        self._at_heads = []
-        for p in range(P):
-            self._at_heads.append(count)
-            out.append(count - c[p, 0])
-            count = out[-1] + c[p, 1]
-        return out
+    def _check_phase(self, phase: object) -> list[tuple[int, int]]:
+        """A state's ``phase``: one ``[numerator, denominator]`` a node, ``0 <= n < d``."""
+        n_in = self._shape.inner
+        ok = isinstance(phase, (list, tuple)) and len(phase) == n_in and all(
+            isinstance(x, (list, tuple)) and len(x) == 2 and all(type(y) is int for y in x)
+            and 0 <= x[0] < x[1] for x in phase)  # fmt: skip
+        if not ok:
+            raise ValueError(
+                f"phase should be {n_in} [numerator, denominator] pairs, 0 <= numerator < "
+                f"denominator, one a node of the weight tree, but got phase={phase!r}"
+            )
+        return [(int(x[0]), int(x[1])) for x in phase]
 
     def _piece_of(self, k: int, j: int) -> int:
-        """The last piece whose first position finds source ``k``'s count at ``j`` or below."""
-        self._bases  # noqa: B018  (its counts at the heads with it)
-        return max(p for p in range(len(self._pieces)) if self._at_heads[p][k] <= j)
+        """The last piece whose head finds source ``k``'s count at ``j`` or below."""
+        return int(np.searchsorted(self._table.heads[:, k], j, side="right")) - 1
 
-    def _resume_at(self, step: int) -> tuple[list[int], int]:
-        """``(each source's count, the tree position)`` at ``step``'s first stream position:
+    def _resume_at(self, step: int) -> tuple[list[int], list[tuple[int, int]]]:
+        """``(each source's count, each node's phase)`` at ``step``'s first stream position:
         where a new grid starting at ``step`` goes on (the same stream)."""
         B = self.batch_size * self.num_replicas
         p = bisect.bisect_right(self._firsts, step) - 1
-        at = self._origin + (step - self._step0) * B - self._starts[p]  # its tree position
-        tree, K = self._trees[self._pieces[p][1]], len(self.sizes)
-        return (self._bases[p] + _counts(tree, np.array([at]), K)[0]).tolist(), at
+        m = self._origin + (step - self._step0) * B - self._heads[p]  # after its head
+        return self._table.counts(p, np.array([m]))[0].tolist(), self._table.state(p, m)
 
     def _read_of(self, n: int) -> Read:
         """Where stream position ``n`` is read: its step, rank and slot."""
@@ -120,25 +119,13 @@ class _GlobalLayout:
 
     def _sources(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(source, item number overall)`` at stream ``positions`` (int64), each ``(P,)``."""
-        ks, js = np.empty(len(positions), np.int64), np.empty(len(positions), np.int64)
         steps = self._step0 + (positions - self._origin) // (self.batch_size * self.num_replicas)
-        piece = np.searchsorted(self._arrays[0], steps, side="right") - 1  # (P,)
-        present = np.flatnonzero(np.bincount(piece))
-        if len(present) > 8:  # a schedule changing every few steps: every tree at once
-            trees = [self._trees[self._pieces[p][1]] for p in present.tolist()]
-            which = np.searchsorted(present, piece)  # (P,) its tree among them
-            k, c = _route_each(trees, which, positions - self._arrays[1][piece])
-            return k, self._arrays[2][piece, k] + c
-        for p in present.tolist():
-            at = np.flatnonzero(piece == p)
-            k, c = _route(self._trees[self._pieces[p][1]], positions[at] - self._starts[p])
-            ks[at], js[at] = k, self._bases[p][k] + c
-        return ks, js
+        piece = np.searchsorted(self._firsts_array, steps, side="right") - 1  # (P,)
+        return self._table.route(piece, positions - self._heads_array[piece])
 
     def _where(self, k: int, j: int, p: int) -> Read:
-        """Where source ``k``'s item ``j`` is read, in piece ``p``: up its tree's path."""
-        u = _position(self._trees[self._pieces[p][1]], k, j - int(self._bases[p][k]))
-        return self._read_of(self._starts[p] + u)
+        """Where source ``k``'s item ``j`` is read, in piece ``p``: up the table's path."""
+        return self._read_of(self._heads[p] + self._table.position(p, k, j))
 
     def _few(self, positions: list[int]) -> list[int]:
         """``_indices(*_sources(positions))`` of a few positions of one step, down one path
@@ -146,14 +133,7 @@ class _GlobalLayout:
         out, B = [], self.batch_size * self.num_replicas
         for n in positions:
             p = bisect.bisect_right(self._firsts, self._step0 + (n - self._origin) // B) - 1
-            tree = self._trees[self._pieces[p][1]]
-            (a, b_, left, right), node, c = tree.nodes, tree.root, n - self._starts[p]
-            while node >= len(self.sizes):  # down the tree
-                n_left, is_left = _split(a[node], b_[node], c)
-                node, c = (left[node], n_left) if is_left else (right[node], c - n_left)
-            k = node
-            fresh = p == 0 and self._phase0 == 0  # the first piece from its start: no array
-            j = (self._read0[k] if fresh else int(self._bases[p][k])) + c
+            k, j = self._table.route_one(p, n - self._heads[p])
             out.append(self._item(k, j))  # type: ignore[attr-defined]
         return out
 
