@@ -356,3 +356,14 @@ def test_without_step_it_prints_step_0_and_the_help_lists_the_command(capsys):
         main(["--help"])
     listed = " ".join(capsys.readouterr().out.split())
     assert "mixture print what each rank reads at one step of a mixture" in listed
+
+
+def test_the_global_layout_prints_the_schedules_own_bound_with_changes_included(capsys):
+    """Invariant: under --change the global layout prints ``bound()`` of the whole schedule (its
+    node phases carried across the changes), not a bound plus a cost a change."""
+    main([*TASK, "--step", "7", "--change", "5:1,1,1"])
+    line = capsys.readouterr().out.splitlines()[1]
+    plan = [(0, [0.5, 0.3, 0.2]), (5, [1, 1, 1])]
+    bound = MixtureSampler([60000, 6000, 600], plan, 8, 8, 0).bound()
+    assert f"every prefix of the stream within {float(bound):g}" in line
+    assert line.endswith("(the proven bound, changes included)")

@@ -5,6 +5,7 @@ ported."""
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections import Counter
 from fractions import Fraction
@@ -234,3 +235,53 @@ def test_an_epoch_past_2_to_the_60_is_read_in_ints_through_growing_blocks():
     s.set_epoch(1)
     got = list(islice(iter(s), 80))
     assert got == [s.batch_at(2**60 + t)[0][0] for t in range(80)]
+
+
+@given(
+    start=st.lists(st.integers(0, 9), min_size=2, max_size=5).filter(any),
+    end=st.lists(st.integers(0, 9), min_size=5, max_size=5),
+    steps=st.integers(2, 60), world=elastic_world_sizes, b=mixture_batch_sizes,
+)  # fmt: skip
+def test_a_ramp_changing_every_step_keeps_every_prefix_of_the_stream_within_bound(
+    start, end, steps, world, b
+):
+    """Invariant: weights moved linearly from ``start`` to ``end``, a change at every step, keep
+    every prefix of the global stream within ``bound()`` of the schedule's cumulative share
+    (every node's phase carried across the changes), and ``bound()`` of a ramp is at most the
+    fixed weights' bound of its shape plus what the shares' total change adds (it stays below 3
+    for the ramps of a mixture's tutorial)."""
+    K = len(start)
+    end = end[:K] if any(end[:K]) else start
+    plan = [(t, [Fraction(a * (steps - t) + z * t, steps) for a, z in zip(start, end)])
+            for t in range(steps)]  # fmt: skip
+    plan = [(t, w) for t, w in plan if any(w)]
+    s = MixtureSampler([10**6] * K, plan, b, world, 0)
+    B = world * b
+    ks = s.sources(np.arange((steps + 1) * B))[0].tolist()
+    counts, target = [0] * K, [Fraction(0)] * K
+    firsts = [t for t, _ in plan]
+    for n, k in enumerate(ks):
+        units = s.units[bisect.bisect_right(firsts, n // B) - 1]
+        target = [x + Fraction(u, sum(units)) for x, u in zip(target, units)]
+        counts[k] += 1
+        assert max(abs(c - x) for c, x in zip(counts, target)) <= s.bound()
+
+
+def test_the_tutorials_ramp_keeps_the_stream_within_3_and_its_state_continues_it():
+    """Invariant: 4 sources from .6/.25/.1/.05 to .3/.3/.2/.2, a change every step for 1,000
+    steps: ``bound()`` is below 3, and a state saved at step 1,100 (its node phases with it)
+    loads into a grid of other ranks and micro-batch that reads the same stream on."""
+    a, z = np.array([0.6, 0.25, 0.1, 0.05]), np.array([0.3, 0.3, 0.2, 0.2])
+    plan = [(t, [round(float(x), 6) for x in a + (z - a) * t / 1000]) for t in range(1000)]
+    s = MixtureSampler([10**6] * 4, plan, 4, 8, 0, epoch_length=10**9)
+    assert s.bound() < 3
+    it = iter(s)
+    for _ in range(4 * 1100):  # rank 0's 1,100 steps
+        next(it)
+    state = s.state_dict()
+    other = MixtureSampler([10**6] * 4, plan, 2, 4, 0, epoch_length=10**9)
+    other.load_state_dict(state)
+    assert other.state_dict()["phase"] != s.state_dict()["phase"]  # carried: not the fresh one
+    ks_one = s.sources(np.arange(1100 * 32, 1120 * 32))[0].tolist()
+    ks_two = other.sources(np.arange(1100 * 32, 1120 * 32))[0].tolist()
+    assert ks_one == ks_two

@@ -9,11 +9,11 @@ source's pass (``samples.py``): computed from its position alone, no index, no r
 
 Schedules and resume. ``[(0, w), (s1, w1), ...]`` changes the weights at training steps; each
 source goes on from its count, so nothing is lost or read twice within its pass. The global
-layout runs each new tree in phase with the stream (its position ``n`` at stream position
-``n``); the per-rank layout starts a new tree at the change. Each change may add up to
-``2·bound()``. A ``state_dict`` holds what was read: the grid (``W``, ``b``) and its first step,
-each source's count there and the tree position there (``phase``), and the schedule up to the
-saved step, as shares. It loads into any schedule that agrees with that past: a change at the
+layout keeps one tree shape and carries every node's phase across a change (``phases.py``):
+``bound()`` holds for the whole schedule; the per-rank layout starts a new tree at the change,
+which may add up to ``2·bound()``. A ``state_dict`` holds what was read: the grid (``W``,
+``b``) and its first step, each source's count there and each node's phase there (``phase``),
+and the schedule up to the saved step, as shares. It loads into any schedule that agrees with that past: a change at the
 saved step or later continues exactly as that schedule's uninterrupted run; on another grid (an
 elastic resume, at a step boundary) the global layout reads the same stream on, the per-rank one
 starts its trees at that step.

@@ -1,26 +1,29 @@
 r"""The global layout (the default): one stream of the weight tree, whatever the grid, its
 micro-batches dealt to the ranks in rotation.
 
-Stream position ``n`` is the tree's position ``n`` (from the schedule's entry in use on). Training
-step ``s`` reads the stream's positions ``[s·B, (s+1)·B)``, ``B = W·b``, as Megatron's global
+Stream position ``n`` is the position ``n`` of the schedule's stream (``phases.py``: one tree
+shape, every node's phase carried across a change; with fixed weights the tree's position ``n``).
+Training step ``s`` reads the stream's positions ``[s·B, (s+1)·B)``, ``B = W·b``, as Megatron's global
 batch does; its ``m``-th micro-batch ``[s·B + m·b, s·B + (m+1)·b)`` goes to rank ``(m - s) mod W``,
 so rank ``r`` reads micro-batch ``(r + s) mod W``. So
 
-- every prefix of the stream, and so every run's count after ``S`` steps, is within ``β_k / 2``
-  of its share (``bound()``), whatever ``W`` and ``b``: the stream does not depend on them;
+- every prefix of the stream, and so every run's count after ``S`` steps, is within ``bound()``
+  of its cumulative share (``β_k / 2`` with fixed weights), whatever ``W`` and ``b``: the
+  stream does not depend on them;
 - every global batch is a window of the tree: within ``β_k`` of ``B·w_k``;
 - a rank's reads are ``W``-strided micro-batches of the stream; the rotation deals every rank
   every offset of the grid in turn (no rank is stuck at an offset a light source never
   reaches), but only the per-rank layout (``layout.py``) bounds a rank by a constant.
 
 An elastic resume (another ``W`` or ``b``, at a step boundary) goes on at the stream position
-reached: the run reads the stream the uninterrupted run would have read, global batch after
+reached, each node at its count and phase there: the run reads the stream the uninterrupted run would have read, global batch after
 global batch where ``B`` stays. Source ``k``'s item number at ``n`` is its count in the stream
 before ``n``.
 
 References:
     megatron/core/datasets/blended_dataset.py (the global stream of ranks' micro-batches)
     distsampling/mixing/tree.py (the weight tree and its bound)
+    distsampling/mixing/phases.py (a schedule's stream: the phases carried across changes)
 """
 
 from __future__ import annotations

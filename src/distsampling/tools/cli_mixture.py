@@ -184,7 +184,10 @@ def mixture_lines(args: argparse.Namespace) -> Iterator[str]:
         if layout == "global"
         else f"every global batch and every rank's reads within {two}"
     ) + " of a sample of each share (the proven bound"
-    proven += f"; each change may add up to {two} more)" if args.change else ")"
+    if args.change and layout == "global":  # the phases carried: bound() is the schedule's
+        proven += ", changes included)"
+    else:
+        proven += f"; each change may add up to {two} more)" if args.change else ")"
     exact = [[w if isinstance(w, Fraction) else Fraction(repr(w)) for w in ws] for _, ws in plan]
     shares = [", ".join(_decimal(w / sum(ws)) for w in ws) for ws in exact]
     head = [
