@@ -94,6 +94,7 @@ MODULES: dict[str, tuple[list[str], bool]] = {
         ["tests/test_mixture.py", "tests/test_mixture_global.py", "tests/test_mixture_pinned.py"],
         False,
     ),
+    "mixing/phases": (["tests/test_phases.py"], False),
     "mixing/stream": (
         ["tests/test_mixture.py", "tests/test_mixture_global.py", "tests/test_mixture_pinned.py"],
         False,

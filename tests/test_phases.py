@@ -1,0 +1,153 @@
+"""A schedule's stream in one tree shape, every node's phase carried (``mixing/phases.py``):
+its table against the position-by-position rule, its inverse, its counts, its resume state and
+its bound."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distsampling.mixing.phases import _bound, _Phases, _Shape
+from distsampling.mixing.tree import _tree
+from strategies import changing_weights
+
+
+def one_by_one(shape: _Shape, units: list[list[int]], lengths: list[int]) -> list[int]:
+    """The stream's sources, position by position: each node's left child gets ``ℓ(m) = ⌊(2m·a
+    + θ)/2s⌋`` of its first ``m`` positions of a piece (``a``, ``s`` scaled up to 2**30; a fresh
+    node ``θ = s``), and at a change the residual ``((2m·a + θ) mod 2s)/2s`` is the next
+    ``θ/2s``, to the nearest ``1/2s`` below ``2s``; a node of weight 0 keeps its residual."""
+    K, phi, out = shape.K, [(1, 2)] * shape.inner, []
+    for u, n in zip(units, lengths):
+        w = list(u) + [0] * shape.inner
+        for i, (x, y) in enumerate(zip(shape.left, shape.right)):
+            w[K + i] = w[x] + w[y]
+        table, m = {}, [0] * shape.inner
+        for i, x in enumerate(shape.left):
+            a, s = w[x], w[K + i]
+            if s:
+                M, (R, D) = max(1, 2**30 // s), phi[i]
+                table[i] = (a * M, s * M, min((4 * R * s * M + D) // (2 * D), 2 * s * M - 1))
+        for _ in range(n):
+            v = shape.root
+            while v >= K:
+                i = v - K
+                a, s, th = table[i]
+                left = (2 * (m[i] + 1) * a + th) // (2 * s) > (2 * m[i] * a + th) // (2 * s)
+                m[i] += 1
+                v = shape.left[i] if left else shape.right[i]
+            out.append(v)
+        for i, (a, s, th) in table.items():
+            phi[i] = ((2 * m[i] * a + th) % (2 * s), 2 * s)
+    return out
+
+
+def table_of(units: list[list[int]], lengths: list[int]) -> tuple[_Shape, _Phases]:
+    shape = _Shape(units[0])
+    return shape, _Phases(shape, np.array(units), lengths[:-1], [0] * len(units[0]))
+
+
+def positions_of(lengths: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """``(piece, position after its head)`` of every stream position, ``(N,)`` each."""
+    piece = np.repeat(np.arange(len(lengths)), lengths)
+    heads = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return piece, np.arange(sum(lengths)) - heads[piece]
+
+
+@given(changing_weights())
+def test_the_table_routes_every_position_as_the_one_by_one_rule_and_numbers_items_in_order(
+    case,
+):
+    """Invariant: the table's route of every position (all at once, vectorised, and one on
+    Python ints) is the source of the position-by-position rule, and each source's items are
+    numbered 0, 1, 2, ... in stream order."""
+    units, lengths = case
+    shape, table = table_of(units, lengths)
+    piece, m = positions_of(lengths)
+    ks, js = table.route(piece, m)
+    assert ks.tolist() == one_by_one(shape, units, lengths)
+    assert [table.route_one(int(p), int(x)) for p, x in zip(piece, m)] == list(
+        zip(ks.tolist(), js.tolist())
+    )
+    for k in range(len(units[0])):
+        assert js[ks == k].tolist() == list(range(int((ks == k).sum())))
+
+
+@given(changing_weights())
+def test_counts_at_any_position_are_the_routes_counts_and_position_inverts_the_route(case):
+    """Invariant: ``counts(p, m)`` is each source's count of the stream before that position,
+    and ``position(p, k, j)`` is where item ``j`` of source ``k`` was routed."""
+    units, lengths = case
+    _, table = table_of(units, lengths)
+    piece, m = positions_of(lengths)
+    ks, js = table.route(piece, m)
+    K = len(units[0])
+    before = np.zeros(K, np.int64)
+    for n, (p, x, k, j) in enumerate(zip(piece.tolist(), m.tolist(), ks.tolist(), js.tolist())):
+        assert table.counts(p, np.array([x]))[0].tolist() == before.tolist(), n
+        assert table.position(p, k, j) == x
+        before[k] += 1
+
+
+@given(changing_weights(), st.data())
+def test_a_table_started_from_the_state_at_any_position_goes_on_with_the_same_stream(case, data):
+    """Invariant: the counts and node phases at any position (``state``) start a table that
+    routes the rest of the stream as the uninterrupted one (an elastic resume's continuation)."""
+    units, lengths = case
+    shape, table = table_of(units, lengths)
+    piece, m = positions_of(lengths)
+    cut = data.draw(st.integers(0, len(piece) - 1))
+    p, x = int(piece[cut]), int(m[cut])
+    rest = [lengths[p] - x, *lengths[p + 1 :]]
+    again = _Phases(shape, np.array(units[p:]), rest[:-1],
+                    table.counts(p, np.array([x]))[0].tolist(), table.state(p, x))  # fmt: skip
+    ks, js = table.route(piece[cut:], m[cut:])
+    piece2, m2 = positions_of(rest)
+    ks2, js2 = again.route(piece2, m2)
+    assert ks2.tolist() == ks.tolist() and js2.tolist() == js.tolist()
+
+
+@given(changing_weights())
+def test_every_prefix_of_the_stream_is_within_the_bound_of_its_cumulative_share(case):
+    """Invariant: every source's count on every prefix is within ``_bound`` of the sum of its
+    shares over the positions so far, however often the weights change; with one piece the
+    bound is the tree's ``max β_k / 2``."""
+    units, lengths = case
+    shape, table = table_of(units, lengths)
+    ks = table.route(*positions_of(lengths))[0].tolist()
+    bound = _bound(shape, np.array(units), len(units))
+    K, shares = len(units[0]), [[Fraction(x, sum(u)) for x in u] for u in units]
+    count, target, n = [0] * K, [Fraction(0)] * K, 0
+    for p, length in enumerate(lengths):
+        for _ in range(length):
+            target = [t + x for t, x in zip(target, shares[p])]
+            count[ks[n]] += 1
+            n += 1
+            assert max(abs(c - t) for c, t in zip(count, target)) <= bound
+    if len(units) == 1:
+        tree, beta = _tree(units[0]), Fraction(0)
+        for k, path in tree.paths.items():
+            w = units[0][k]
+            beta = max(
+                beta, sum((Fraction(w, a if left else b) for a, b, left in path), Fraction(0)) / 2
+            )
+        assert bound == beta
+
+
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=8).filter(any))
+def test_the_shape_is_the_weight_trees_with_the_zero_sources_under_a_node_beside_it(units):
+    """Invariant: the shape's nodes over the positive sources are the weight tree's (the same
+    children, the same order); every source is a leaf, once; there are K - 1 internal nodes."""
+    shape, tree = _Shape(units), _tree(units)
+    K = len(units)
+    ours = {(x, y) for x, y in zip(shape.left, shape.right)}
+    theirs = {
+        (tree.nodes[2][v], tree.nodes[3][v]) for v in range(K, 2 * K) if tree.nodes[2][v] != v
+    }
+    assert theirs <= ours
+    leaves = [c for c in shape.left + shape.right if c < K]
+    assert sorted(leaves) == list(range(K)) if K > 1 else leaves == []
+    assert shape.inner == K - 1
