@@ -80,29 +80,87 @@ def reference_reads(
     sizes: list[int], plan: list, grids: list[tuple[int, int, int]], layout: str = "per_rank"
 ) -> list:
     """(source, item number) of every read, laid out step by step, rank by rank: grids
-    ``(W, b, steps)`` one after another. Per rank: a tree starts at tree position 0 at each
-    change of ``plan`` and at each grid's first step; rank r at step t (τ steps into the tree)
-    reads its positions [(τ + r)b, (τ + r + 1)b); a source's reads are numbered in this order.
-    Global: one stream, whatever the grids, each change of ``plan`` carrying every node's
-    phase (:func:`reference_global`); step t reads
-    the stream's next B = W·b positions, rank r its micro-batch (r + t) mod W; a source's reads
-    are numbered in the stream's order."""
+    ``(W, b, steps)`` one after another. Per rank: each rank reads its own stream, ``b``
+    positions a step (:class:`ReferenceStream`, in the tree of the grid's first weights): at the
+    grid's first step rank r's stream is that tree's from position r·b on (a fresh tree that
+    skipped r·b positions), and at each change of ``plan`` every node of every rank carries its
+    phase; a source's reads are numbered step by step, rank by rank. Global: one stream,
+    whatever the grids, each change of ``plan`` carrying every node's phase
+    (:func:`reference_global`); step t reads the stream's next B = W·b positions, rank r its
+    micro-batch (r + t) mod W; a source's reads are numbered in the stream's order."""
     if layout == "global":
         return reference_global(sizes, plan, grids)
-    counts, out, step, trees = [0] * len(sizes), [], 0, {}
+    units = [MixtureSampler(sizes, w, 1, 1, 0).units[0] for _, w in plan]
+    counts, out, step = [0] * len(sizes), [], 0
     for W, b, n in grids:
+        piece = max(i for i, (first, _) in enumerate(plan) if first <= step)
+        ranks = [ReferenceStream(units, piece) for _ in range(W)]
+        for r, rank in enumerate(ranks):  # rank r from the fresh tree's position r·b on
+            for _ in range(r * b):
+                rank.source()
         for t in range(step, step + n):
             g = max(i for i, (first, _) in enumerate(plan) if first <= t)
-            tau = t - max(plan[g][0], step)
-            if (g, step) not in trees:  # the tree's positions this grid reads of it
-                units = MixtureSampler(sizes, plan[g][1], 1, 1, 0).units[0]
-                trees[g, step] = reference_sources(reference_tree(units), (n + W) * b)
-            src = trees[g, step]
-            for u in range(tau * b, (tau + W) * b):
-                out.append((src[u], counts[src[u]]))
-                counts[src[u]] += 1
+            for rank in ranks if g != piece else []:  # a change: each node's phase carried
+                rank.enter(g)
+            piece = g
+            for rank in ranks:
+                for _ in range(b):
+                    k = rank.source()
+                    out.append((k, counts[k]))
+                    counts[k] += 1
         step += n
     return out
+
+
+class ReferenceStream:
+    """One stream of a tree shape, each node's phase carried across changes, simulated
+    position by position in Python ints: the tree of ``units[g]`` (its Huffman tree; the
+    sources of weight 0 there paired, round after round, under a node beside it), fresh at
+    piece ``g`` (every node's residual φ = 1/2). In a piece a node gives its left child
+    ``ℓ(m) = ⌊(2m·a + θ)/2s⌋`` of its first ``m`` positions (``a``, ``s`` its children's
+    weights scaled up to about 2**30); at a change its residual ``((2m·a + θ) mod 2s)/2s``
+    becomes the next piece's ``θ/2s``, rounded to the nearest (a node of weight 0 waits)."""
+
+    def __init__(self, units: list[list[int]], g: int) -> None:
+        self.units, root = units, reference_tree(units[g])
+        zeros = [(0, k, k) for k in range(len(units[g])) if units[g][k] == 0]
+        while len(zeros) > 1:
+            odd = zeros[len(zeros) - len(zeros) % 2 :]
+            zeros = [(0, -1, (x, y)) for x, y in zip(zeros[::2], zeros[1::2])] + odd
+        self.root = (0, -1, (root, zeros[0])) if zeros else root
+        self.inner, todo = [], [self.root]
+        while todo:
+            v = todo.pop()
+            if isinstance(v[2], tuple):
+                self.inner.append(v)
+                todo += list(v[2])
+        self.state = {id(v): [Fraction(1, 2), 0, None] for v in self.inner}  # φ, m, (a, s, θ)
+        self.enter(g)
+
+    def weight(self, v: tuple, g: int) -> int:
+        u = self.units[g]
+        return u[v[2]] if not isinstance(v[2], tuple) else sum(self.weight(c, g) for c in v[2])
+
+    def enter(self, g: int) -> None:
+        for v in self.inner:
+            st = self.state[id(v)]
+            if st[2] is not None:  # its φ at the last piece's end
+                a2, s2, th = st[2]
+                st[0] = Fraction((2 * st[1] * a2 + th) % (2 * s2), 2 * s2)
+            a, s = self.weight(v[2][0], g), self.weight(v[2][0], g) + self.weight(v[2][1], g)
+            M = max(1, 2**30 // max(s, 1))
+            theta = min(math.floor(st[0] * 2 * s * M + Fraction(1, 2)), 2 * s * M - 1)
+            st[1], st[2] = 0, ((a * M, s * M, theta) if s else None)
+
+    def source(self) -> int:
+        v = self.root
+        while isinstance(v[2], tuple):
+            st = self.state[id(v)]
+            (a2, s2, th), m = st[2], st[1]
+            st[1] += 1
+            left = (2 * (m + 1) * a2 + th) // (2 * s2) > (2 * m * a2 + th) // (2 * s2)
+            v = v[2][0] if left else v[2][1]
+        return v[2]
 
 
 def reference_global(sizes: list[int], plan: list, grids: list[tuple[int, int, int]]) -> list:
@@ -542,9 +600,9 @@ def test_a_schedule_loses_and_repeats_nothing_and_every_prefix_keeps_the_schedul
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_when_read_and_bound_follow_a_schedule(layout, schedule, world, b):
     """Invariant: under a schedule, when_read of the sample read at each position is that
-    position (or None for a source whose weight ends at 0 after its last read); per rank,
-    bound() is the largest of the segments' bounds, and the global one of a single entry is its
-    tree's (a schedule's: the prefix property of ``test_under_a_schedule_...``)."""
+    position (or None for a source whose weight ends at 0 after its last read); bound() of a
+    single entry is its tree's; per rank, a schedule's is the global stream's (the phases
+    carried; the prefix property of ``test_under_a_schedule_...``)."""
     M = partial(MixtureSampler, layout=layout)
     sizes, plan = schedule
     s = M(sizes, plan, b, world, 0, shuffle=False)
@@ -560,8 +618,10 @@ def test_when_read_and_bound_follow_a_schedule(layout, schedule, world, b):
             assert s.when_read(k, j % sizes[k], j // sizes[k]) is None
             assert s.when_read(k, sizes[k] - 1, 10**6) is None
     bounds = [M(sizes, weights, 1, 1, 0).bound() for _, weights in plan]
-    if layout == "per_rank" or len(plan) == 1:
+    if len(plan) == 1:
         assert s.bound() == max(bounds)
+    if layout == "per_rank":  # the schedule's phase bound: each rank's reads within twice it
+        assert s.bound() == MixtureSampler(sizes, plan, b, world, 0).bound()
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -143,7 +143,7 @@ PINNED: dict[str, tuple[int, list[str]]] = {
     'three_computed_w8': (65536, ['f2b6b02f3eec', '73d9c37dd358', '0d559d76ae99', 'afedb6dbc4ef', '5c5aad3641a0', 'b52d5d2d0426', 'cbd73c02906e', 'cfee2179900e', '70ae0d340a5d', 'c2ba1593de89', '142fddecdd1f', '526a91e033d6', 'dd3c2c316c5c', 'd4ff276c00c2', '10751bfbeaba', '1ec90912a1ad']),
     'small_sources_many_passes': (37500, ['c2b0ca60099f', 'd4bfce95a2be', '224ace408673', '154d08c32ce1', 'b6732c056033', 'ff02dc099405', '85b8f6420029', '35ee653adf0f', 'bf1ffa2caa72', '4903bf0bae78']),
     'elastic_resume': (35000, ['70d6b3dc21b6', '5ce9a846712f', '8d9e0d44fbaa', 'e697769dae5a', '37b0253a8dce', 'c00f4892841c', 'cd853d8a0e7e', '23b9bffc1fce', '09ddd3ccb5c6']),
-    'schedule_rank63': (32768, ['e0ae2531a975', '2d2b2ee9a9e8', '6104b241422e', 'a0742c5ebd0f', '725c6c87cd64', 'f31a7289a3fa', 'ca33025315ee', 'b746a2e74706']),
+    'schedule_rank63': (32768, ['30e33bd7edea', '2f8e6f3f9e8a', '7bd2686814be', 'cba1b06ff901', '5aa8a308ef1c', 'd934958ac1d5', '906a634c09d7', 'ed8659320ecc']),  # each rank's phases carried across the changes (its first 70 steps, the same)
     'batches': (24576, ['e0cdc12d1261', '2598a9a59a2f', '3e82ea8f2859', '473918611d1a', '4768fda1a7e8', '47ae36bfcfbf']),
     'sources_and_when_read': (16020, ['52414eb04aa4', '58d9b98108f7', '6a9fa90211b6', 'eac19bc3a600']),
 }  # fmt: skip

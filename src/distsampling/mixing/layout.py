@@ -1,21 +1,34 @@
-r"""The per-rank layout: every rank reads a window of the weight tree.
+r"""The per-rank layout: every rank reads its own stream of the weight tree.
 
 Reads are numbered step by step, rank by rank (global position ``s*B + r*b + i`` is rank ``r``'s
-slot ``i`` of step ``s``, ``B = b * num_replicas``). Rank ``r`` at step ``s`` reads tree positions
-``[(s + r)·b, (s + r + 1)·b)``. So
+slot ``i`` of step ``s``, ``B = b * num_replicas``). With fixed weights rank ``r`` at step ``s``
+reads tree positions ``[(s + r)·b, (s + r + 1)·b)``. So
 
 - rank ``r``'s reads are the tree's window ``[r·b, r·b + m)``: on every prefix, each source is
-  within ``β_k`` of its share (``< 2·bound()``), whatever ``W``, ``b`` and the weights' periods;
+  within ``β_k`` of its share (``2·bound()``), whatever ``W``, ``b`` and the weights' periods;
 - step ``s``'s ``W`` micro-batches are the tree's window ``[s·b, s·b + B)``: every global batch
   within ``β_k`` of ``B·w_k``, as with Megatron's layout;
 - the run's count after ``S`` steps is the sum of its ranks', within ``W·β_k`` (a light source,
   below one a micro-batch, is read by the ranks in turn, on ``W`` consecutive steps).
 
 Source ``k``'s reads are numbered ``j = 0, 1, 2, ...`` step by step, rank by rank (item ``j`` is
-in the steps before ``s`` iff ``j < C_k(s) = Σ_{x<W} c_k((s+x)·b) - c_k(x·b)``).
+in the steps before ``s`` iff ``j < C_k(s) = Σ_{x<W} c_k((s+x)·b) - c_k(x·b)``): a block of steps
+routes the window of tree positions its ranks read once (``_Window``).
+
+Under a schedule (a grid of several pieces) each rank's stream goes on in phase: rank ``r``'s
+stream is the tree's from position ``r·b`` on, in the tree shape of the grid's first weights, and
+at each change every node of every rank carries its rounding (``rank_phases.py``). So each rank's
+reads stay within ``2·bound()`` of the schedule's cumulative share over its steps, however many
+changes (``bound()``: the global stream's phase bound, ``phases.py``); a global batch, the ranks'
+micro-batches of phases no longer one window, within ``2·W·bound()``; the run's count within
+``2·W·bound()``. The table is every rank's phases and counts at each change, ``O(W × changes ×
+K)``; a read is numbered from the ranks' counts at its step's ends, ``O(W·K)`` a step. An elastic
+resume (another grid) starts the new grid's ranks afresh at its first step, each source going on
+from its count.
 
 References:
     distsampling/mixing/tree.py (the weight tree and its bound)
+    distsampling/mixing/rank_phases.py (each rank's phases carried across a schedule's changes)
 """
 
 from __future__ import annotations
@@ -30,8 +43,11 @@ import numpy as np
 import torch
 
 from .._checks import check_int
+from .phases import _bound as _phase_bound
+from .phases import _Shape
+from .rank_phases import _RankPhases
 from .state import Read
-from .tree import _count, _counts, _counts_each, _position, _route, _split
+from .tree import _count, _counts, _position, _route, _split
 
 __all__: list[str] = []
 
@@ -75,7 +91,13 @@ class _PerRankLayout:
         self._pieces = [(self._step0, g0), *later]
         self._firsts = [s for s, _ in self._pieces]
         self.__dict__.pop("_bases", None)
-        if len(self._pieces) > 1:  # a schedule: its table now, O(changes × K), not at a read
+        self._firsts_array = np.array(self._firsts, np.int64)  # (P,)
+        self._ranks: _RankPhases | None = None  # one piece: the tree's windows (below)
+        if len(self._pieces) > 1:  # a schedule: every rank's phases now, not at a read
+            units = np.array([self.units[g] for _, g in self._pieces], np.int64)  # (P, K)
+            steps = [b - a for a, b in pairwise(self._firsts)]
+            self._ranks = _RankPhases(_Shape(self.units[g0]), units, steps,
+                                      self.num_replicas, self.batch_size)  # fmt: skip
             self._bases  # noqa: B018
 
     @cached_property
@@ -85,35 +107,15 @@ class _PerRankLayout:
         return self._make_bases()
 
     def _make_bases(self) -> list[np.ndarray]:
-        # C(τ) of each piece over its steps, all pieces at once: Σ_{x<W} c((τ+x)·b) - c(x·b),
-        # in chunks of pieces that keep the (pieces, 2K, 2W) counts within about 2**22
-        W, b, K = self.num_replicas, self.batch_size, len(self.sizes)
-        trees = [self._trees[g] for _, g in self._pieces[:-1]]
-        taus = np.array([s2 - s for (s, _), (s2, _) in pairwise(self._pieces)], np.int64)
-        x = np.arange(W, dtype=np.int64) * b  # (W,)
-        steps = [np.zeros(K, np.int64)]
-        chunk = max(1, (1 << 22) // (4 * K * W))
-        for i in range(0, len(trees), chunk):
-            at = np.hstack(
-                [
-                    taus[i : i + chunk, None] * b + x,
-                    np.broadcast_to(x, (len(taus[i : i + chunk]), W)),
-                ]
-            )
-            c = _counts_each(trees[i : i + chunk], at, K)  # (G, 2W, K)
-            steps.extend(c[:, :W].sum(1) - c[:, W:].sum(1))
-        return list(np.array(self._read0, np.int64) + np.cumsum(steps, axis=0))
+        read0 = np.array(self._read0, np.int64)  # (K,)
+        return [read0] if self._ranks is None else list(read0 + self._ranks.sums)
 
     def _bound(self) -> Fraction:
-        """The largest tree bound ``β_k / 2`` over the schedule's weights."""
-        out = Fraction(0)
-        for tree in self._trees:
-            for path in tree.paths.values():
-                if path:
-                    w = path[-1][0] if path[-1][2] else path[-1][1]
-                    out = max(out, sum((Fraction(w, a if left else b) for a, b, left in path),
-                                       Fraction(0)) / 2)  # fmt: skip
-        return out
+        """The grid's schedule's phase bound (``phases.py``, the tree of its first weights): each
+        rank's reads within twice it (``rank_phases.py``); with one weight, the tree's
+        ``β_k / 2``."""
+        units = np.array([self.units[g] for _, g in self._pieces], np.int64)  # (P, K)
+        return _phase_bound(_Shape(self.units[self._pieces[0][1]]), units, len(units))
 
     def _phase_state(self) -> int:
         """The grid's first phase for a state: always 0 (each rank's window from its start)."""
@@ -176,12 +178,17 @@ class _PerRankLayout:
         trees there."""
         p = bisect.bisect_right(self._firsts, step) - 1
         tau = step - self._firsts[p]
-        at = self._bases[p] + (self._before_step(self._pieces[p][1], [tau])[0] if tau else 0)
+        if self._ranks is not None:  # every rank's count at the step: their sum
+            at = self._read0 + self._ends(np.array([p]), np.array([tau]))[0].sum(0)
+        else:
+            at = self._bases[p] + (self._before_step(self._pieces[p][1], [tau])[0] if tau else 0)
         return [int(n) for n in at], 0
 
     def _where(self, k: int, j: int, p: int) -> Read:
         """Where source ``k``'s item ``j`` is read, in piece ``p``: the last step ``τ`` with
         ``C(τ) <= j``, searched, then up its tree's path."""
+        if self._ranks is not None:
+            return self._rank_where(k, j, p)
         j -= int(self._bases[p][k])
         b, tree = self.batch_size, self._trees[self._pieces[p][1]]
         x = np.arange(self.num_replicas, dtype=np.int64) * b  # (W,) the ranks' first positions
@@ -210,6 +217,8 @@ class _PerRankLayout:
 
     def _sources(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(source, item number overall)`` at global ``positions`` (int64), each ``(P,)``."""
+        if self._ranks is not None:
+            return self._rank_sources(positions)
         ks, js = np.empty(len(positions), np.int64), np.empty(len(positions), np.int64)
         piece, tau, u = self._locate(positions)
         for p in np.flatnonzero(np.bincount(piece)).tolist():
@@ -227,6 +236,8 @@ class _PerRankLayout:
     def _few(self, positions: list[int]) -> list[int]:
         """``_indices(*_sources(positions))`` of a few positions of one step, down one path
         each, on Python ints: the first index at once."""
+        if self._ranks is not None:  # a schedule: W counts down the table, as arrays
+            return self._indices(*self._rank_sources(np.array(positions, np.int64))).tolist()
         out, W, b, B = [], self.num_replicas, self.batch_size, self.batch_size * self.num_replicas
         for n in positions:
             step, within = divmod(n - self._origin, B)
@@ -261,6 +272,9 @@ class _PerRankLayout:
             if len(head) > 1:
                 yield self._few(list(head[1:]))
             first = head.stop
+        if self._ranks is not None:  # a schedule: blocks of steps, every rank's counts each
+            yield from self._rank_blocks(s, steps.stop, first)
+            return
         s, stop = s + self._step0, steps.stop + self._step0
         every = np.arange(K)
         for p, (start, g) in enumerate(self._pieces):
@@ -303,3 +317,88 @@ class _PerRankLayout:
                 yield torch.from_numpy(self._indices(k[keep], j[keep]))
                 ks, cs = ks[T * b :], cs[T * b :]  # what the next block no longer needs
                 tau, size = tau + T, min(2 * size, max(1, (1 << 14) // b))
+
+    # --- a schedule: every rank's own stream, phases carried (rank_phases.py) ---------------
+
+    def _ends(self, piece: np.ndarray, tau: np.ndarray) -> np.ndarray:
+        """Every rank's count of each source at the first position of step ``tau`` of its
+        ``piece`` (each ``(T,)``), ``(T, W, K)``: ``W`` counts down the table a step."""
+        W, b, T = self.num_replicas, self.batch_size, len(tau)
+        m = np.repeat(np.asarray(tau, np.int64) * b, W)  # (T W,) rank by rank
+        ranks = np.tile(np.arange(W, dtype=np.int64), T)
+        return self._ranks.counts(np.repeat(piece, W), ranks, m).reshape(T, W, -1)
+
+    def _rank_sources(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``_sources`` under a schedule: each position down its rank's table; its item number
+        ``read0 + Σ_{r'<r} c_{r'}((τ+1)·b) + Σ_{r'>r} c_{r'}(τ·b)`` and its rank's own count
+        before it. The steps' counts in chunks of about 2**20 values."""
+        W, b, K = self.num_replicas, self.batch_size, len(self.sizes)
+        t, within = np.divmod(positions - self._origin, b * W)
+        rank, slot = np.divmod(within, b)  # (P,) each
+        steps = self._step0 + t
+        piece = np.searchsorted(self._firsts_array, steps, side="right") - 1
+        tau = steps - self._firsts_array[piece]
+        ks, own = self._ranks.route(piece, rank, tau * b + slot)  # (P,) each
+        uniq, which = np.unique(steps, return_inverse=True)
+        which = which.reshape(-1)
+        js = np.empty(len(positions), np.int64)
+        chunk = max(1, (1 << 20) // (2 * W * K))
+        for lo in range(0, len(uniq), chunk):  # steps lo .. hi: their ranks' counts
+            u = np.arange(lo, min(lo + chunk, len(uniq)))
+            at = np.flatnonzero((which >= u[0]) & (which <= u[-1]))
+            first = np.zeros(len(u), np.int64)
+            first[which[at] - u[0]] = at  # a position of each step
+            pc, tc = piece[first], tau[first]
+            start, end = np.split(self._ends(np.tile(pc, 2), np.concatenate([tc, tc + 1])), 2)
+            # the others before rank r: ranks below at the step's end, those above at its start
+            below = np.cumsum(end, 1) - end  # (U, W, K) exclusive
+            above = start.sum(1, keepdims=True) - np.cumsum(start, 1)  # (U, W, K)
+            w = which[at] - u[0]
+            js[at] = (below + above)[w, rank[at], ks[at]] + own[at]
+        return ks, js + np.array(self._read0, np.int64)[ks]
+
+    def _rank_where(self, k: int, j: int, p: int) -> Read:
+        """``_where`` under a schedule: the last step ``τ`` of piece ``p`` whose ranks read fewer
+        than ``j`` of source ``k`` before it (searched: by x16, then sixteenths, the ranks'
+        counts at 15 steps a call), the rank whose reads of that step hold ``j``, up its path."""
+        W, b, first = self.num_replicas, self.batch_size, self._firsts[p]
+        length = self._firsts[p + 1] - first if p + 1 < len(self._firsts) else None
+
+        def before(taus: list[int]) -> list[int]:  # reads of k before step τ of piece p
+            ends = self._ends(np.full(len(taus), p), np.array(taus, np.int64))  # (T, W, K)
+            return (ends[:, :, k].sum(1) + self._read0[k]).tolist()
+
+        lo, hi = 0, 1  # the last τ with before(τ) <= j (before(length) > j: the next piece's)
+        while (length is None or hi < length) and before([hi])[0] <= j:
+            lo, hi = hi, 16 * hi if length is None else min(16 * hi, length)
+        while hi - lo > 1:
+            taus = sorted({lo + (hi - lo) * i // 16 for i in range(1, 16)} - {lo})
+            counts = before(taus)
+            lo = max([x for x, c in zip(taus, counts) if c <= j], default=lo)
+            hi = min([x for x, c in zip(taus, counts) if c > j], default=hi)
+        start, end = self._ends(np.array([p, p]), np.array([lo, lo + 1]))[:, :, k]  # (W,) each
+        # reads of k before rank r's at step τ: ranks below at its end, the rest at its start
+        ahead = self._read0[k] + np.cumsum(end) - end + start.sum() - np.cumsum(start) + start
+        r = int(np.flatnonzero(ahead <= j)[-1])
+        m = self._ranks.position(p, r, k, int(start[r]) + j - int(ahead[r]))
+        step = first + lo
+        n = self._origin + (step - self._step0) * b * W + r * b + m - lo * b
+        return Read(n, step, r, m - lo * b)
+
+    def _rank_blocks(self, s: int, stop: int, first: int) -> Iterator[torch.Tensor]:
+        """``_blocks`` under a schedule from grid step ``s`` (global positions from ``first``):
+        blocks of steps doubling up to about 2**14 indices (and 2**18 counts of the ranks)."""
+        W, b, K = self.num_replicas, self.batch_size, len(self.sizes)
+        most = max(1, min((1 << 14) // b, (1 << 18) // (W * K)))
+        size = 1
+        while s < stop:
+            T = min(size, stop - s)
+            pos = (
+                self._origin
+                + np.arange(s, s + T, dtype=np.int64)[:, None] * (W * b)
+                + self.rank * b
+                + np.arange(b)
+            ).ravel()  # (T b,) fmt: skip
+            pos = pos[pos >= first]
+            yield torch.from_numpy(self._indices(*self._rank_sources(pos)))
+            s, size = s + T, min(2 * size, most)

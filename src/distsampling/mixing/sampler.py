@@ -10,8 +10,9 @@ source's pass (``samples.py``): computed from its position alone, no index, no r
 Schedules and resume. ``[(0, w), (s1, w1), ...]`` changes the weights at training steps; each
 source goes on from its count, so nothing is lost or read twice within its pass. The global
 layout keeps one tree shape and carries every node's phase across a change (``phases.py``):
-``bound()`` holds for the whole schedule; the per-rank layout starts a new tree at the change,
-which may add up to ``2·bound()``. A ``state_dict`` holds what was read: the grid (``W``,
+``bound()`` holds for the whole schedule; per rank, each rank's stream carries its own nodes'
+phases (``rank_phases.py``): each rank's reads within ``2·bound()``, changes included.
+A ``state_dict`` holds what was read: the grid (``W``,
 ``b``) and its first step, each source's count there and each node's phase there (``phase``),
 and the schedule up to the saved step, as shares. It loads into any schedule that agrees with that past: a change at the
 saved step or later continues exactly as that schedule's uninterrupted run; on another grid (an
@@ -276,8 +277,9 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
         decimal. Global layout: every prefix of the stream within it of each source's share
         (under a schedule too: each node's phase carries across the changes; a ramp adds its
         total change, ``mixing/phases.py``), every global batch within twice it. Per rank:
-        every global batch and every prefix of a rank's reads within twice it; there each change
-        of a schedule starts a new tree and may add up to twice it."""
+        every prefix of a rank's reads within twice it (under a schedule too: each rank's phases
+        carried, ``mixing/rank_phases.py``), every global batch within twice it with fixed
+        weights, ``2·num_replicas`` times it under a schedule."""
         return Bound(self._bound())
 
     # --- epochs: DistributedSampler's contract --------------------------------------------

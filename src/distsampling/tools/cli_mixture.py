@@ -182,12 +182,11 @@ def mixture_lines(args: argparse.Namespace) -> Iterator[str]:
     proven = (  # the layout's bound: the stream's prefixes, or each rank's reads
         f"every prefix of the stream within {one} and every global batch within {two}"
         if layout == "global"
+        else f"every rank's reads within {two}"  # a change: each rank's phases carried
+        if args.change
         else f"every global batch and every rank's reads within {two}"
     ) + " of a sample of each share (the proven bound"
-    if args.change and layout == "global":  # the phases carried: bound() is the schedule's
-        proven += ", changes included)"
-    else:
-        proven += f"; each change may add up to {two} more)" if args.change else ")"
+    proven += ", changes included)" if args.change else ")"  # bound() is the schedule's
     exact = [[w if isinstance(w, Fraction) else Fraction(repr(w)) for w in ws] for _, ws in plan]
     shares = [", ".join(_decimal(w / sum(ws)) for w in ws) for ws in exact]
     head = [

@@ -1,0 +1,58 @@
+"""Every rank's own stream of the weight tree, each node's phase carried across a schedule's
+changes (``mixing/rank_phases.py``): each rank's table against the one-stream rule started
+``r·b`` positions in, its counts and its inverse."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from distsampling.mixing.phases import _Shape
+from distsampling.mixing.rank_phases import _RankPhases, _rescale
+from strategies import changing_weights, elastic_world_sizes, mixture_batch_sizes
+from test_phases import one_by_one
+
+
+@given(changing_weights(), elastic_world_sizes, mixture_batch_sizes)
+def test_each_ranks_stream_is_the_one_stream_rule_started_r_b_positions_in(weighted, W, b):
+    """Invariant: rank ``r``'s stream in the table (pieces of ``steps`` steps, ``b`` positions a
+    step) is, source for source, the one-stream rule (``phases.py``, position by position) whose
+    first piece is ``r·b`` positions longer, from its position ``r·b`` on; its count before each
+    read, and ``counts`` at every position up to a piece's end, are the running counts of those
+    sources; ``position`` finds each read back."""
+    units, steps = weighted
+    K, shape = len(units[0]), _Shape(units[0])
+    table = _RankPhases(shape, np.array(units, np.int64), steps[:-1], W, b)
+    piece = np.repeat(np.arange(len(steps)), np.array(steps) * b)  # (N,) each rank position's
+    heads = np.concatenate([[0], np.cumsum(steps)[:-1]]) * b
+    m = np.arange(sum(steps) * b) - heads[piece]  # (N,) its position after its piece's head
+    for r in range(W):
+        lengths = [(steps[0] + r) * b] + [x * b for x in steps[1:]]
+        want = one_by_one(shape, units, lengths)[r * b :]
+        ranks = np.full(len(m), r, np.int64)
+        ks, cs = table.route(piece, ranks, m)
+        assert ks.tolist() == want
+        running = np.zeros(K, np.int64)
+        for n, (k, c) in enumerate(zip(ks.tolist(), cs.tolist())):
+            assert c == running[k]
+            assert table.counts(piece[n : n + 1], ranks[:1], m[n : n + 1])[0].tolist() == (
+                running.tolist()
+            )
+            assert table.position(int(piece[n]), r, k, c) == m[n]
+            running[k] += 1
+            if n + 1 == len(m) or piece[n + 1] != piece[n]:  # a piece's end: the next head
+                end = table.counts(piece[n : n + 1], ranks[:1], m[n : n + 1] + 1)[0]
+                assert end.tolist() == running.tolist()
+
+
+@given(st.integers(1, 2**31), st.integers(1, 2**31), st.data())
+def test_a_residual_is_rescaled_to_the_nearest_step_of_the_new_scale_in_int64(half, S, data):
+    """Invariant: ``_rescale`` (int64, its product split in two) is ``min(⌊(4R·S + D)/2D⌋,
+    2S - 1)`` in Python ints for every residual ``R < D`` (``D`` even, up to 2**32) and scale
+    ``S`` up to 2**31."""
+    D = 2 * half
+    R = data.draw(st.integers(0, D - 1) | st.sampled_from([0, D - 1]))
+    want = min((4 * R * S + D) // (2 * D), 2 * S - 1)
+    got = _rescale(np.array([R], np.int64), np.array([D], np.int64), np.array([S], np.int64))
+    assert got.tolist() == [want]
