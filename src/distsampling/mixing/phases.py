@@ -87,37 +87,42 @@ class _Phases:
                  counts: list[int], phases: list[tuple[int, int]] | None = None) -> None:  # fmt: skip
         P, K, n_in = len(units), shape.K, shape.inner
         self.shape, self.P = shape, P
-        wa, wb = (x.tolist() for x in shape.weights(np.asarray(units, np.int64)))
-        self.a, self.s, self.theta = (np.zeros((P, n_in), np.int64) for _ in range(3))
-        self.s[:] = 1  # a node of weight 0 in a piece: no position comes to it
-        self.heads = np.zeros((P, K + n_in), np.int64)  # (P, 2K - 1) each node's count at a head
+        wa, wb = shape.weights(np.asarray(units, np.int64))  # (P, K - 1) each
+        s = wa + wb
+        M = np.maximum(1, SCALE // np.maximum(s, 1))  # (P, K - 1) each node's scale
+        self.a = np.where(s > 0, wa * M, 0)  # a node of weight 0 in a piece: no position
+        self.s = np.where(s > 0, s * M, 1)  # comes to it (a = 0, s = 1, θ = 0)
+        present = (s > 0).tolist()
+        a2s, s2s = self.a.tolist(), self.s.tolist()  # Python ints: the loop below is scalar
+        thetas = [[0] * n_in for _ in range(P)]
+        heads = []  # (P, 2K - 1) each node's count at a head
         self.carried: list[list[tuple[int, int]]] = []  # (P, K - 1) each node's φ at a head
         n = list(counts) + [0] * n_in  # each node's count at the current head
         for i, (x, y) in enumerate(zip(shape.left, shape.right)):
             n[K + i] = n[x] + n[y]
         phi = list(phases) if phases is not None else [(1, 2)] * n_in
+        order = list(reversed(range(n_in)))  # parents before children
         for p in range(P):
-            self.heads[p] = n
+            heads.append(n)
             self.carried.append(list(phi))
-            for i in range(n_in):  # each node's scaled weights and phase in this piece
-                a, s = wa[p][i], wa[p][i] + wb[p][i]
-                if s:
-                    M = max(1, SCALE // s)
-                    R, D = phi[i]  # θ/2s' = φ, to the nearest 1/2s', below 2s'
-                    theta = min((4 * R * s * M + D) // (2 * D), 2 * s * M - 1)
-                    self.a[p, i], self.s[p, i], self.theta[p, i] = a * M, s * M, theta
+            theta, a2, s2 = thetas[p], a2s[p], s2s[p]
+            for i in range(n_in):  # each node's phase in this piece: θ/2s' = φ, to the nearest
+                if present[p][i]:  # 1/2s', below 2s'
+                    R, D = phi[i]
+                    theta[i] = min((4 * R * s2[i] + D) // (2 * D), 2 * s2[i] - 1)
             if p + 1 == P:
                 break
             m = [0] * (K + n_in)  # each node's positions in this piece, root first
             m[shape.root] = lengths[p]
-            for i in reversed(range(n_in)):  # parents before children
-                if wa[p][i] + wb[p][i] == 0:  # no position came: its phase waits
+            for i in order:
+                if not present[p][i]:  # no position came: its phase waits
                     continue
-                a2, s2, th = int(self.a[p, i]), int(self.s[p, i]), int(self.theta[p, i])
-                left, r = divmod(2 * m[K + i] * a2 + th, 2 * s2)
+                left, r = divmod(2 * m[K + i] * a2[i] + theta[i], 2 * s2[i])
                 m[shape.left[i]], m[shape.right[i]] = left, m[K + i] - left
-                phi[i] = (r, 2 * s2)
+                phi[i] = (r, 2 * s2[i])
             n = [x + y for x, y in zip(n, m)]
+        self.theta = np.array(thetas, np.int64).reshape(P, n_in)  # (P, K - 1)
+        self.heads = np.array(heads, np.int64).reshape(P, K + n_in)  # (P, 2K - 1)
 
     def route(self, piece: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(source, its item number)`` of the positions ``m`` after the heads of their
