@@ -179,7 +179,7 @@ class _PerRankLayout:
         p = bisect.bisect_right(self._firsts, step) - 1
         tau = step - self._firsts[p]
         if self._ranks is not None:  # every rank's count at the step: their sum
-            at = self._read0 + self._ends(np.array([p]), np.array([tau]))[0].sum(0)
+            at = self._read0 + self._ends(np.array([step], np.int64))[0].sum(0)
         else:
             at = self._bases[p] + (self._before_step(self._pieces[p][1], [tau])[0] if tau else 0)
         return [int(n) for n in at], 0
@@ -320,18 +320,20 @@ class _PerRankLayout:
 
     # --- a schedule: every rank's own stream, phases carried (rank_phases.py) ---------------
 
-    def _ends(self, piece: np.ndarray, tau: np.ndarray) -> np.ndarray:
-        """Every rank's count of each source at the first position of step ``tau`` of its
-        ``piece`` (each ``(T,)``), ``(T, W, K)``: ``W`` counts down the table a step."""
-        W, b, T = self.num_replicas, self.batch_size, len(tau)
-        m = np.repeat(np.asarray(tau, np.int64) * b, W)  # (T W,) rank by rank
+    def _ends(self, steps: np.ndarray) -> np.ndarray:
+        """Every rank's count of each source before training ``steps`` ``(T,)`` (their first
+        positions), ``(T, W, K)``: ``W`` counts down the table a step (at a change: its head)."""
+        W, b, T = self.num_replicas, self.batch_size, len(steps)
+        piece = np.searchsorted(self._firsts_array, steps, side="right") - 1  # (T,)
+        m = np.repeat((steps - self._firsts_array[piece]) * b, W)  # (T W,) rank by rank
         ranks = np.tile(np.arange(W, dtype=np.int64), T)
         return self._ranks.counts(np.repeat(piece, W), ranks, m).reshape(T, W, -1)
 
     def _rank_sources(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``_sources`` under a schedule: each position down its rank's table; its item number
-        ``read0 + Σ_{r'<r} c_{r'}((τ+1)·b) + Σ_{r'>r} c_{r'}(τ·b)`` and its rank's own count
-        before it. The steps' counts in chunks of about 2**20 values."""
+        ``read0 + Σ_{r'<r} c_{r'}((τ+1)·b) + Σ_{r'>r} c_{r'}(τ·b)`` (the others' counts at its
+        step's two ends) plus its rank's own count before it. The steps' ends in chunks of
+        about 2**19 counts."""
         W, b, K = self.num_replicas, self.batch_size, len(self.sizes)
         t, within = np.divmod(positions - self._origin, b * W)
         rank, slot = np.divmod(within, b)  # (P,) each
@@ -339,23 +341,21 @@ class _PerRankLayout:
         piece = np.searchsorted(self._firsts_array, steps, side="right") - 1
         tau = steps - self._firsts_array[piece]
         ks, own = self._ranks.route(piece, rank, tau * b + slot)  # (P,) each
-        uniq, which = np.unique(steps, return_inverse=True)
+        uniq, which = np.unique(steps, return_inverse=True)  # (U,) the steps, (P,) each's
         which = which.reshape(-1)
-        js = np.empty(len(positions), np.int64)
-        chunk = max(1, (1 << 20) // (2 * W * K))
-        for lo in range(0, len(uniq), chunk):  # steps lo .. hi: their ranks' counts
-            u = np.arange(lo, min(lo + chunk, len(uniq)))
-            at = np.flatnonzero((which >= u[0]) & (which <= u[-1]))
-            first = np.zeros(len(u), np.int64)
-            first[which[at] - u[0]] = at  # a position of each step
-            pc, tc = piece[first], tau[first]
-            start, end = np.split(self._ends(np.tile(pc, 2), np.concatenate([tc, tc + 1])), 2)
+        js = own + np.array(self._read0, np.int64)[ks]
+        chunk = max(1, (1 << 19) // (2 * W * K))
+        for lo in range(0, len(uniq), chunk):  # steps lo .. lo + chunk: their ends at once
+            u = uniq[lo : lo + chunk]
+            at = slice(None) if len(u) == len(uniq) else (which >= lo) & (which < lo + len(u))
+            ends = np.union1d(u, u + 1)  # (E,) the steps' first positions and the next's
+            count = self._ends(ends)  # (E, W, K)
+            start, end = count[np.searchsorted(ends, u)], count[np.searchsorted(ends, u + 1)]
             # the others before rank r: ranks below at the step's end, those above at its start
-            below = np.cumsum(end, 1) - end  # (U, W, K) exclusive
+            below = np.cumsum(end, 1) - end  # (U, W, K)
             above = start.sum(1, keepdims=True) - np.cumsum(start, 1)  # (U, W, K)
-            w = which[at] - u[0]
-            js[at] = (below + above)[w, rank[at], ks[at]] + own[at]
-        return ks, js + np.array(self._read0, np.int64)[ks]
+            js[at] += (below + above)[which[at] - lo, rank[at], ks[at]]
+        return ks, js
 
     def _rank_where(self, k: int, j: int, p: int) -> Read:
         """``_where`` under a schedule: the last step ``τ`` of piece ``p`` whose ranks read fewer
@@ -365,7 +365,7 @@ class _PerRankLayout:
         length = self._firsts[p + 1] - first if p + 1 < len(self._firsts) else None
 
         def before(taus: list[int]) -> list[int]:  # reads of k before step τ of piece p
-            ends = self._ends(np.full(len(taus), p), np.array(taus, np.int64))  # (T, W, K)
+            ends = self._ends(first + np.array(taus, np.int64))  # (T, W, K)
             return (ends[:, :, k].sum(1) + self._read0[k]).tolist()
 
         lo, hi = 0, 1  # the last τ with before(τ) <= j (before(length) > j: the next piece's)
@@ -376,7 +376,7 @@ class _PerRankLayout:
             counts = before(taus)
             lo = max([x for x, c in zip(taus, counts) if c <= j], default=lo)
             hi = min([x for x, c in zip(taus, counts) if c > j], default=hi)
-        start, end = self._ends(np.array([p, p]), np.array([lo, lo + 1]))[:, :, k]  # (W,) each
+        start, end = self._ends(first + np.array([lo, lo + 1]))[:, :, k]  # (W,) each
         # reads of k before rank r's at step τ: ranks below at its end, the rest at its start
         ahead = self._read0[k] + np.cumsum(end) - end + start.sum() - np.cumsum(start) + start
         r = int(np.flatnonzero(ahead <= j)[-1])

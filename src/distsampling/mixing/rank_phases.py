@@ -109,35 +109,47 @@ class _RankPhases:
 
     def route(self, piece: np.ndarray, rank: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, ...]:
         """``(source, rank's count of it before)`` at position ``m`` after the head of ``piece``
-        of ``rank``'s stream, ``(N,)`` each: every position down its own table at once."""
-        K = self.K
+        of ``rank``'s stream, ``(N,)`` each: every position down its own table at once (the
+        tables flat: a node's row ``piece·(K-1)``, its phase's ``(piece·W + rank)·(K-1)``)."""
+        K, n_in = self.K, self.shape.inner
+        A, S, TH = self.a.ravel(), self.s.ravel(), self.theta.ravel()
+        row, th_row = piece * n_in, (piece * self.W + rank) * n_in  # (N,) each
         node = np.full(len(m), self.shape.root, np.int64)
         m = np.asarray(m, np.int64).copy()
         at = np.flatnonzero(node >= K)  # (N',) those still above a leaf
         while len(at):
-            g, i, x = piece[at], node[at] - K, m[at]
-            a, s, th = self.a[g, i], self.s[g, i], self.theta[g, rank[at], i]
+            i, x = node[at] - K, m[at]
+            a, s, th = A[row[at] + i], S[row[at] + i], TH[th_row[at] + i]
             q, rho = np.divmod(x, s)
             left_n, r = np.divmod(2 * rho * a + th, 2 * s)
             left_n += q * a
             is_left = r + 2 * a >= 2 * s  # ℓ(x + 1) > ℓ(x): position x is the left's
-            node[at] = np.where(is_left, self.left[i], self.right[i])
+            node[at] = down = np.where(is_left, self.left[i], self.right[i])
             m[at] = np.where(is_left, left_n, x - left_n)
-            at = at[node[at] >= K]
+            at = at[down >= K]
         return node, self.heads[piece, rank, node] + m
 
     def counts(self, piece: np.ndarray, rank: np.ndarray, m: np.ndarray) -> np.ndarray:
         """Each source's count in ``rank``'s stream at ``m`` positions after ``piece``'s head,
-        ``(N, K)`` (``m`` up to the piece's length: the next head)."""
+        ``(N, K)`` (``m`` up to the piece's length: the next head); at a head (``m = 0``) the
+        table's counts, the others down the nodes."""
         K, n_in = self.K, self.shape.inner
-        cnt = np.zeros((K + n_in, len(m)), np.int64)
-        cnt[self.shape.root] = m
+        out = self.heads[piece, rank]  # (N, K) a copy
+        live = np.flatnonzero(m)
+        if not len(live):
+            return out
+        piece, rank = piece[live], rank[live]
+        cnt = np.zeros((K + n_in, len(live)), np.int64)
+        cnt[self.shape.root] = m[live]
+        A, S, TH = self.a.ravel(), self.s.ravel(), self.theta.ravel()
+        row, th_row = piece * n_in, (piece * self.W + rank) * n_in  # (N',) each
         for i in reversed(range(n_in)):  # parents before children
-            a, s, th = self.a[piece, i], self.s[piece, i], self.theta[piece, rank, i]
+            a, s, th = A[row + i], S[row + i], TH[th_row + i]
             q, rho = np.divmod(cnt[K + i], s)
             left = q * a + (2 * rho * a + th) // (2 * s)
             cnt[self.left[i]], cnt[self.right[i]] = left, cnt[K + i] - left
-        return cnt[:K].T + self.heads[piece, rank]
+        out[live] += cnt[:K].T
+        return out
 
     def position(self, p: int, r: int, k: int, c: int) -> int:
         """The position after piece ``p``'s head in rank ``r``'s stream of its ``c``-th read of
