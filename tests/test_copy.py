@@ -388,3 +388,21 @@ def test_a_reference_file_imports_only_the_checks_and_the_split_and_watches_no_f
     text = (SRC / f"{module}.py").read_text()
     found = [word for word in NEVER if word.lower() in text.lower()]
     assert not found, f"{module}.py: {found}"
+
+
+def test_every_tutorials_import_line_names_a_copied_module_that_defines_the_name():
+    """Invariant: each "Then `from yourproject.sampling.<path> import <Name>`" of a tutorial
+    names a module of the package by its folder (``detection.infinite``: the file
+    ``detection/infinite.py``) that defines ``<Name>``: a reader who copies the files and types
+    that line gets the class."""
+    found = 0
+    for page in TUTORIALS:
+        for path, name in re.findall(r"from yourproject\.sampling\.([a-z_.]+) import (\w+)",
+                                     page.read_text()):  # fmt: skip
+            module = SRC / (path.replace(".", "/") + ".py")
+            assert module.is_file(), (page.name, path)
+            tree = ast.parse(module.read_text())
+            defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+            assert name in defined, (page.name, path, name)
+            found += 1
+    assert found >= 10
