@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from itertools import count, islice
 
+import numpy as np
 from torch.utils.data import DataLoader, IterableDataset
 
 from distsampling import MixtureSampler, ShardedMixtureDataset
@@ -113,6 +114,59 @@ def elastic_at_step(timer) -> dict[str, float]:
     timer.start()
     new.load_state_dict([state])
     timer.stop()
+
+
+OVERLAP_CASES = 400
+
+
+def _overlap(sources: list[int], ks: np.ndarray, samples: np.ndarray, step: int) -> int:
+    """The overlap of two passes (``peers_sharded_mixture.pass_overlap``): at each step boundary
+    (``step`` samples a step) and for each source, ``Σ max(0, reads - P - 1)`` over its samples,
+    ``P`` the fewest reads of any; the most."""
+    worst = 0
+    for k, T in enumerate(sources):
+        reads = np.zeros(T, np.int64)  # (T,) each sample's reads so far
+        for s in range(0, len(ks), step):
+            np.add.at(reads, samples[s : s + step][ks[s : s + step] == k], 1)
+            worst = max(worst, int(np.maximum(0, reads - reads.min() - 1).sum()))
+    return worst
+
+
+def overlap_random(timer) -> dict[str, float]:
+    """Random topologies (seeded): ranks 1-8, workers 1-4, micro-batch 1-4, 2-6 sources of 20-200
+    samples in 1-4 shards, weights from a millionth up, one in three a schedule that changes the
+    mix at a random step; 100-600 steps read by every rank's every worker. The worst overlap of
+    two passes over all step boundaries, divided by ``readers × micro-batch``."""
+    rng = np.random.default_rng(0)
+    worst, worst_b1 = 0.0, 0.0
+    timer.start()
+    for _ in range(OVERLAP_CASES):
+        W, nw, b, K = (int(rng.integers(1, x + 1)) for x in (8, 4, 4, 6))
+        K += K == 1
+        totals = rng.integers(20, 201, K).tolist()
+        sources = []
+        for k, T in enumerate(totals):
+            cuts = np.sort(rng.integers(0, T + 1, int(rng.integers(0, 4))))
+            sizes = np.diff(np.concatenate([[0], cuts, [T]])).tolist()
+            sources.append((list(range(len(sizes))), sizes,
+                            lambda shard, k=k, sizes=sizes: ((k, sum(sizes[:shard]) + i)
+                                                             for i in range(sizes[shard]))))  # fmt: skip
+        weights = (rng.choice([1e-6, 1e-3, 0.1, 1, 3], K) * rng.random(K) + 1e-6).tolist()
+        steps = int(rng.integers(100, 601))
+        if rng.random() < 1 / 3:
+            weights = [(0, weights), (int(rng.integers(1, steps)), rng.random(K).tolist())]
+        ranks = [ShardedMixtureDataset(sources, weights, b, num_replicas=W, rank=r,
+                                       num_workers=nw, epoch_length=steps * W * b)
+                 for r in range(W)]  # fmt: skip
+        per = [[list(ds.iter_worker(w, nw)) for w in range(nw)] for ds in ranks]  # [rank][worker]
+        read = [x for s in range(steps) for r in range(W)
+                for x in per[r][s % nw][(s // nw) * b : (s // nw + 1) * b]]  # fmt: skip
+        ks, samples = (np.array(x, np.int64) for x in zip(*read))
+        ratio = _overlap(totals, ks, samples, W * b) / (W * nw * b)
+        worst = max(worst, ratio)
+        worst_b1 = max(worst_b1, ratio) if b == 1 else worst_b1
+    timer.stop()
+    return {"overlap/(R·b)": worst, "overlap/(R·b), b = 1": worst_b1, "cases": OVERLAP_CASES}
 
 
 def _sources():
@@ -202,6 +256,16 @@ def suite(large: bool) -> list[Comparison]:
             baseline="MixtureSampler.batch_at",
             note="goal: <= 100 ms each, at any step (closed forms, nothing replayed)",
             columns=("time_s", "peak_MiB"),
+        ),
+        Comparison(
+            title=f"The overlap of two passes: {OVERLAP_CASES} random topologies, read through",
+            contenders={"ShardedMixtureDataset": "bench_sharded_mixture:overlap_random"},
+            baseline="ShardedMixtureDataset",
+            note="the worst over every step boundary of every case, divided by readers x "
+            "micro-batch (the bound asked: at most 1; 0 is no overlap)",
+            columns=("overlap/(R·b)", "overlap/(R·b), b = 1", "cases", "time_s"),
+            ratios=(),
+            runs=1,
         ),
         Comparison(
             title=f"{TOTAL:,} samples in 10 sources of long-tail shards, read from ready lists",

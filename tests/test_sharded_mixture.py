@@ -7,6 +7,7 @@ StatefulDataLoader check the claims that need them.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
@@ -25,6 +26,8 @@ from torch.utils.data import DataLoader
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from distsampling import MixtureSampler, ShardedMixtureDataset, loader_dataset_states, run_nodes
+from distsampling.mixing.tree import _route
+from distsampling.streaming.mixture_readers import own_steps
 from strategies import (
     elastic_world_sizes,
     flags,
@@ -607,27 +610,38 @@ def test_consumed_in_the_main_process_of_a_plain_loader_resumes_its_workers_exac
         loader()[0].state_dict(consumed=2 * len(whole) + 1)
 
 
-@given(args, st.data())
-def test_while_a_pass_is_unfinished_later_passes_are_read_at_most_r_minus_1_times_spread_plus_1(
-    a, data
+def overlap(shards, steps: list[list]) -> int:
+    """The overlap of two passes (``benchmarks/peers_sharded_mixture.py``'s): at each step
+    boundary of ``steps`` (a step: every sample every reader read in it), for each source,
+    ``Σ max(0, reads - P - 1)`` over its samples, ``P`` the fewest reads of any; the most."""
+    reads = [np.zeros(sum(s), np.int64) for s in shards]  # (T_k,) each sample's reads so far
+    worst = 0
+    for step in steps:
+        for k, shard, o in step:
+            reads[k][pass_offset(shards, k, shard, o)] += 1
+        for r in reads:
+            if len(r):
+                worst = max(worst, int(np.maximum(0, r - r.min() - 1).sum()))
+    return worst
+
+
+@given(args, st.integers(1, 1000))
+def test_at_every_step_of_a_long_run_the_overlap_of_two_passes_is_0_at_most_readers_times_b(
+    a, steps
 ):
-    """Invariant (the module docstring's bound): at a step, let D be the spread (max - min) of
-    the R readers' counts of source k (counts_at); while the lowest unfinished pass P has an
-    unread sample, the readers have read at most (R - 1)(D + 1) samples of passes after P."""
+    """Invariant: over ``steps`` (up to 1,000) steps read by every rank's every worker, at every
+    step boundary the overlap of two passes of any source (``Σ max(0, reads - P - 1)``, ``P``
+    the fewest reads of a sample) is at most ``readers × b``, whatever ``W``, ``b``,
+    ``num_workers``, the weights and the schedule (it is 0: the reads of a source are the
+    first draws of its global order, each reader's segment of a pass its draws there)."""
     shards, weights = a["mix"]
-    nw = max(1, a["workers"])
-    ds = make(shards, weights, a["b"], a["world"], 0, seed=a["seed"], num_workers=nw)
-    R = a["world"] * nw
-    step = data.draw(st.integers(0, 40))
-    counts = [c for rank in ds.counts_at(step) for c in rank]  # [reader][k], reader r * nw + w
-    for k, T in enumerate(ds.totals):
-        if not T:
-            continue
-        passes = [[ds._draw(k, q, R, c)[0] for c in range(counts[q][k] + 1)] for q in range(R)]
-        lowest = min(p[-1] for p in passes)  # the pass of every reader's next draw: P
-        later = sum(sum(p > lowest for p in ps[:-1]) for ps in passes)
-        spread = max(c[k] for c in counts) - min(c[k] for c in counts)
-        assert later <= (R - 1) * (spread + 1)
+    nw, b, W = a["workers"], a["b"], a["world"]
+    ranks = [make(shards, weights, b, W, r, seed=a["seed"], epoch_length=steps * W * b,
+                  num_workers=max(1, nw), seekable=a["seekable"]) for r in range(W)]  # fmt: skip
+    batches = [rank_batches(ds, nw) for ds in ranks]  # [rank][step] -> b samples
+    assert {len(x) for x in batches} == {steps}
+    read = [[x for rank in batches for x in rank[s]] for s in range(steps)]
+    assert overlap(shards, read) == 0 <= W * max(1, nw) * b
 
 
 @pytest.fixture
@@ -1740,13 +1754,14 @@ def _stretches(weights) -> int:
     return len(_entries(weights))
 
 
-@given(args, st.integers(0, 5000))
-def test_at_any_step_the_readers_spread_and_the_pass_boundary_overlap_stay_bounded(a, step):
-    """Invariant: at any step (thousands, counted in closed form by counts_at, nothing read),
-    the readers' counts of a source differ by at most ``D = stretches × (b + 4·bound())`` (each
-    reader within ``β_k <= 2·bound()`` of its share on its own window of the tree, their own
-    steps one apart at most), and while a pass of a source is unfinished the readers have read
-    at most ``(R - 1)·D`` samples of later passes: it does not grow with the steps."""
+@given(args, st.integers(0, 20_000))
+def test_at_any_step_the_readers_spread_is_bounded_and_overlap_is_at_most_readers_times_b(a, step):
+    """Invariant: at any step (up to 20,000, counted in closed form by counts_at, nothing read)
+    the readers' counts of a source differ by at most ``D = stretches × (b + 4·bound())``, and
+    no reader has read into a segment of a source that another reader has not finished (every
+    reader's last draw is in a segment at or before the one every reader's next draw is in):
+    the reads are passes read whole and one pass read in part, so the overlap of two passes
+    (``Σ max(0, reads - P - 1)``) is 0, at most ``readers × b``, whatever the spread."""
     shards, weights = a["mix"]
     nw = max(1, a["workers"])
     ds = make(shards, weights, a["b"], a["world"], num_workers=nw, shuffle=False)
@@ -1754,17 +1769,17 @@ def test_at_any_step_the_readers_spread_and_the_pass_boundary_overlap_stay_bound
     bound = MixtureSampler(totals, weights, a["b"], a["world"], 0, layout="per_rank").bound()
     D = _stretches(weights) * (a["b"] + 4 * bound)
     counts = np.array(ds.counts_at(step)).reshape(-1, len(shards))  # (R, K)
-    R, q = len(counts), np.arange(len(counts))
     for k, T in enumerate(totals):
         c = counts[:, k]
         assert c.max() - c.min() <= D
         if not T:
             continue
-        x = T * q // R + c  # each reader's next virtual position: its pass and segment
-        passes = ((x + 1) * R + T - 1) // T - 1 - q
-        P = int(passes.min())  # the lowest unfinished pass
-        end = T * (q + P + 1) // R - T * q // R  # where each reader's segment of P ends
-        assert np.maximum(0, c - end).sum() <= (R - 1) * D
+        last = [ds._draw(k, q, x - 1)[0] for q, x in enumerate(c.tolist()) if x]
+        ahead = []  # the pass of each reader's next draw (none where it never draws again)
+        for q, x in enumerate(c.tolist()):
+            with contextlib.suppress(IndexError):
+                ahead.append(ds._draw(k, q, x)[0])
+        assert max(last, default=-1) <= min(ahead, default=max(last, default=-1))
 
 
 def test_the_spread_of_the_aliasing_topologies_stays_what_it_was_at_step_400():
@@ -2017,3 +2032,41 @@ def test_a_ranks_own_readers_counted_alone_are_its_row_of_counts_at_with_64_work
     the tree point by point, not by routing the span between them)."""
     ds = make(SHARDS, [1, 3, 2], 2, 5, 2, num_workers=64)
     assert ds._counts(step, [2])[0] == ds.counts_at(step)[2].tolist()
+
+
+@given(args, st.integers(0, 3000), st.sampled_from([1, 5, 1 << 16]), st.data())
+def test_reach_is_each_readers_share_of_the_first_g_draws_of_a_stretchs_global_order(
+    a, G, near, data
+):
+    """Invariant: ``reach(k, p, G)`` (where a reader's segment of a pass begins and ends) is,
+    for every reader, how many of the first ``G`` draws of source ``k`` in stretch ``p`` it
+    makes, the draws in the global order (step by step from the stretch's first step, its
+    tree taken on past its end; a step's ranks in order; a rank's slots in order), counted
+    here one draw at a time; also when the steps about the line are found by closed-form
+    probes (``near``: the steps counted one by one, at most)."""
+    shards, weights = a["mix"]
+    nw = max(1, a["workers"])
+    ds = make(shards, weights, a["b"], a["world"], num_workers=nw)
+    grid = ds._grid
+    grid.near = near
+    p = data.draw(st.integers(0, len(grid.pieces) - 1))
+    lo, _, tree = grid.pieces[p]
+    for k in range(len(shards)):
+        if k not in tree.paths:
+            assert not grid.reach(k, p, G).any()
+            continue
+        path = tree.paths[k]
+        w = (path[-1][0] if path[-1][2] else path[-1][1]) / (path[0][0] + path[0][1]) if path else 1
+        g = min(G, int(w * grid.W * grid.b * 2000))  # at most about 2,000 steps to count
+        want, left, s = np.zeros(grid.W * nw, np.int64), g, lo
+        while left:  # step s: rank r's slots are the tree's window m + ρW + r
+            rho = s % nw
+            m = own_steps(lo, s, rho, nw)
+            u = (m + rho * grid.W) * grid.b + np.arange(grid.W * grid.b)
+            ks = _route(tree, u)[0].reshape(grid.W, grid.b)
+            for r in range(grid.W):
+                take = min(left, int((ks[r] == k).sum()))
+                want[r * nw + rho] += take
+                left -= take
+            s += 1
+        assert grid.reach(k, p, g).tolist() == want.tolist()

@@ -23,21 +23,37 @@ reads, at its ``m``-th own step of a tree's stretch, tree positions ``[(m + o_q)
 A schedule ``[(0, w), (s1, w1), ...]`` starts a new tree at step ``s1`` (each reader at its own
 step 0 of the new stretch), as does a new grid (an elastic resume) at its first step.
 
-Which sample: pass ``P`` of source ``k`` (``T`` samples, shards in an order drawn from ``(seed,
-k, P)``) is cut into ``R`` contiguous segments; reader ``q`` reads segment ``(q + P) mod R``.
-Its ``c``-th draw of ``k`` is the virtual position ``x = ⌊T·q/R⌋ + c`` of the passes laid end to
-end (after its part of what an earlier grid left unread, the *lead*)::
+Which sample: the draws of source ``k`` in a stretch (a schedule's entry, from the grid's first
+step) have a *global order*: step by step, a step's ranks in order, a rank's slots in order. The
+stretch's first ``L`` draws of ``k`` read its *lead* (what was left unread when it began: by an
+earlier stretch, or an earlier grid; ``L = 0`` at the start of a run), its draws ``[L + j·T, L +
+(j + 1)·T)`` pass ``first + j`` (``T`` samples, shards in an order drawn from ``(seed, k, P)``):
+segment ``j`` of the stretch (``-1`` the lead). Reader ``q``'s part of segment ``j`` is its own
+draws among those, ``a_q = n_q(B_j)`` to ``z_q = n_q(B_{j+1})`` with ``n_q(G)`` its draws among
+the stretch's first ``G`` (:meth:`ReaderGrid.reach`, the stretch's tree taken on past its end,
+so nothing of a later mix places what is read before it). The readers' parts are laid end to
+end in the pass in reader order rotated by ``j`` (a reader's starts at ``at_q``, the sum of the
+parts before it): each reader reads one run of consecutive samples a pass (one open shard a
+source), and the parts tile the pass, each sample once. Where the next stretch begins, the
+unread rest of the segment in flight (``[at_q + c_q - a_q, at_q + z_q - a_q)`` a reader) is its
+lead, as at an elastic resume.
 
-    v = ⌈(x + 1)·R / T⌉ - 1,   pass P = v - q,   offset ⌊T·(v mod R)/R⌋ + x - ⌊T·v/R⌋
+``n_q(G)``: the step ``σ`` holding draw ``G`` is the last with ``C(σ) <= G`` (``C`` every
+reader's draws in the stretch before a step, a sum of closed forms, ``O(R·depth)``). One count at
+``s0`` on the line ``lo + G/(w_k·W·b)`` is within ``R·β_k`` draws of ``G``; the steps' draws about
+it (``O(depth)`` a step, a doubling stretch of them, closed-form probes and a bisection where
+they are many) find ``σ``; then every reader's count at ``σ`` and step ``σ``'s ranks before
+``G``. A few ``O(R·depth)`` counts a pass edge, at any step.
 
-A reader thus reads one run of consecutive samples a pass (one open shard a source).
-
-The overlap at a pass boundary, bounded. Reader ``q`` has finished pass ``P`` once its count
-``c_q >= E_q(P) = ⌊T(q+P+1)/R⌋ - ⌊Tq/R⌋`` (``|E_q(P) - (P+1)·T/R| < 1``). While some reader
-``q0`` has not, any reader ``q`` has read ``c_q - E_q(P) <= c_q - c_q0`` samples past ``P``: at
-most the spread ``D``. So while a pass is unfinished, at most ``(R - 1)·D`` samples of later
-passes are read, ``D < ⌈b·w_k⌉ + 2·β_k`` (a stretch): bounded at every step, whatever ``W``,
-``b``, ``n`` and the weights.
+No overlap at a pass boundary. At a step boundary ``s`` the readers have drawn the first
+``C = C_k(s)`` draws of the global order (every step before ``s``, whole), so with ``B_j <= C <
+B_{j+1}`` each reader has ``n_q(B_j) <= c_q <= n_q(B_{j+1})``: it has read its part of every
+segment before ``j`` whole and none after ``j``. Every sample of the passes before is read once
+each, those of the pass in flight once more or not: ``Σ max(0, reads - P - 1) = 0`` at every
+step, whatever ``W``, ``b``, ``n``, the weights and the schedule: at most ``readers × b``,
+whatever the readers' spread (above) is. An elastic resume at a step
+boundary hands the unread rest of segment ``j`` to the new grid as its lead, read first, in the
+new grid's global order: the bound holds across it.
 
 References:
     distsampling/mixing/tree.py (the weight tree: c_k, its inverse, its bound)
@@ -57,6 +73,7 @@ import numpy as np
 import torch
 
 from ..mixing.tree import _count, _counts, _integer_mix, _route
+from .mixture_sources import _lead_pieces, _merge
 
 __all__: list[str] = []
 
@@ -105,6 +122,9 @@ class ReaderGrid:
         his = los[1:] + [None]
         self.pieces = [(lo, hi, t) for lo, hi, (_, t) in zip(los, his, trees[first:])]
         self._bases: dict[int, np.ndarray] = {}  # stretch -> every reader's c(o·b), (R, K)
+        self._kbases: dict[tuple[int, int], np.ndarray] = {}  # (stretch, k) -> c_k(o·b), (R,)
+        self._every = self.offsets(np.arange(self.W * self.n, dtype=np.int64))  # (ρ, o), (R,) each
+        self.near = 1 << 16  # reach: the steps about a pass's edge counted one by one, at most
 
     def _piece(self, step: int) -> int:
         """The stretch holding ``step`` (the last that starts at or before it)."""
@@ -148,6 +168,120 @@ class ReaderGrid:
         np.cumsum(per.reshape(hi - lo, self.K), 0, out=cum[1:])  # (span + 1, K)
         return cum[t - lo] + _counts(tree, np.array([lo * self.b]), self.K)  # (len(t), K)
 
+    def _base(self, p: int, k: int) -> np.ndarray:
+        """``(R,)``: every reader's ``c_k(o·b)`` in stretch ``p``, made once."""
+        if (p, k) not in self._kbases:
+            self._kbases[p, k] = _count(self.pieces[p][2], k, self._every[1] * self.b)
+        return self._kbases[p, k]
+
+    def reader_counts(self, k: int, step: int) -> np.ndarray:
+        """``(R,)``: every reader's draws of source ``k`` before ``step``, ``O(R·depth)`` a
+        stretch (readers ``q = r·n + ρ``)."""
+        rho, o = self._every  # (R,) each
+        out = np.zeros(self.W * self.n, np.int64)
+        for p, (lo, hi, tree) in enumerate(self.pieces):
+            if lo >= step:
+                break
+            m = own_steps(lo, step if hi is None else min(step, hi), rho, self.n)  # (R,)
+            out += _count(tree, k, (m + o) * self.b) - self._base(p, k)
+        return out
+
+    def in_stretch(self, k: int, p: int, steps: Any) -> np.ndarray:
+        """``(..., R)``: every reader's draws of source ``k`` in stretch ``p`` before each of
+        ``steps``, the stretch's tree taken on past its end (as if the mix did not change)."""
+        rho, o = self._every  # (R,) each
+        m = own_steps(self.pieces[p][0], np.asarray(steps, np.int64)[..., None], rho, self.n)
+        return _count(self.pieces[p][2], k, (m + o) * self.b) - self._base(p, k)
+
+    def _edges(self, k: int, p: int, steps: np.ndarray, ranks: Any) -> np.ndarray:
+        """``(S, len(ranks))``: source ``k``'s count in stretch ``p``'s tree before the window
+        of each of ``ranks`` at each step (a step's windows are consecutive: rank ``r``'s from
+        edge ``r``, ``r = W`` the step's end)."""
+        rho = steps % self.n
+        m = own_steps(self.pieces[p][0], steps, rho, self.n)  # (S,) its readers' own steps
+        first = (m + rho * self.W) * self.b  # (S,) rank 0's window
+        return _count(self.pieces[p][2], k, first[:, None] + np.asarray(ranks) * self.b)
+
+    def _step_draws(self, k: int, p: int, a: int, z: int) -> np.ndarray:
+        """``(z - a,)``: every rank's draws of source ``k`` at each step of ``[a, z)`` in
+        stretch ``p`` (its tree taken on): the count across each step's ``W`` windows."""
+        return np.diff(self._edges(k, p, np.arange(a, z, dtype=np.int64), [0, self.W]))[:, 0]
+
+    def reach(self, k: int, p: int, G: int) -> np.ndarray:
+        r"""``(R,)``: how many of stretch ``p``'s first ``G`` draws of source ``k`` each reader
+        makes (its tree taken on past its end), the draws in the *global order*: step by step,
+        a step's ranks in order, a rank's slots in order.
+
+        The step ``σ`` holding draw ``G`` is the last with ``C(σ) <= G`` (``C`` every reader's
+        draws from the stretch's start, a sum of closed forms): a count at ``s0``, on the line
+        ``lo + G/(w·W·b)`` (each reader within ``β_k < 4`` of its share ``w``, so ``C(s0)`` is
+        within ``R·β_k`` of ``G``), then the steps' draws from there, a doubling stretch of them
+        (closed-form probes and a bisection past ``near`` steps); then every reader's count at
+        ``σ`` and the ranks of step ``σ`` before draw ``G``.
+
+        Examples:
+            >>> from fractions import Fraction as F
+            >>> g = ReaderGrid(schedule_trees([(0, [F(1, 2), F(1, 2)])]), 0, 2, 2, 1, 2)
+            >>> g.reach(0, 0, 3).tolist()  # 3 draws of 0: rank 0 at step 0, rank 1, rank 0 at 1
+            [2, 1]
+        """
+        lo, _, tree = self.pieces[p]
+        if k not in tree.paths:  # no weight: no draw
+            return np.zeros(self.W * self.n, np.int64)
+        path = tree.paths[k]
+        w = (
+            (path[-1][0] if path[-1][2] else path[-1][1]) / (path[0][0] + path[0][1])
+            if path
+            else 1.0
+        )
+        rate = w * self.W * self.b  # draws of k a step, on average
+        s0 = lo + int(G / rate)  # on the line: C(s0) is within R·β_k of G
+        at = self.in_stretch(k, p, s0)  # (R,) every reader's count there
+        c0 = int(at.sum())
+        width = abs(int((G - c0) / rate)) + 64  # the steps between, about
+        C = lambda s: int(self.in_stretch(k, p, s).sum())  # noqa: E731 (closed form, O(R))
+        near = self.near  # steps counted one by one (their draws, O(depth) a step) up to this
+        a, ca, z, cz = s0, c0, s0, c0  # forward: C(a) = ca <= G; back: C(z) = cz > G
+        while True:  # a stretch of steps about s0 that doubles, until it holds sigma
+            if c0 <= G and width <= near:  # the first step t from a with C(t + 1) > G
+                d = self._step_draws(k, p, a, a + width)  # (width,)
+                past = np.cumsum(d) + ca > G
+                if past.any():
+                    sigma = a + int(past.argmax())
+                    break
+                a, ca = a + width, ca + int(d.sum())
+            elif c0 > G and min(width, z - lo) <= near:  # the last t before z with C(t) <= G
+                a = max(lo, z - width)
+                d = self._step_draws(k, p, a, z)  # (z - a,)
+                fits = cz - np.cumsum(d[::-1])[::-1] <= G  # (z - a,) C(t) <= G, t = a ..
+                if fits.any():
+                    sigma = a + int(np.count_nonzero(fits)) - 1
+                    break
+                z, cz = a, cz - int(d.sum())
+            else:  # far (a light source): closed-form probes, then a bisection
+                t = a + width if c0 <= G else max(lo, z - width)
+                ct = C(t)
+                if (ct <= G) == (c0 <= G):  # not there yet
+                    a, ca, z, cz = (t, ct, z, cz) if ct <= G else (a, ca, t, ct)
+                else:
+                    a, ca, z = (a, ca, t) if ct > G else (t, ct, z)
+                    while z - a > near:  # C(a) <= G < C(z)
+                        mid = (a + z) // 2
+                        cm = C(mid)
+                        a, ca, z = (mid, cm, z) if cm <= G else (a, ca, mid)
+                    past = np.cumsum(self._step_draws(k, p, a, z)) + ca > G  # (z - a,)
+                    sigma = a + int(past.argmax())
+                    break
+            width *= 2
+        out = at if sigma == s0 else self.in_stretch(k, p, sigma)
+        left = G - int(out.sum())  # draws of step sigma before G: its first ranks', in order
+        if left > 0:
+            x = np.diff(self._edges(k, p, np.array([sigma]), np.arange(self.W + 1))[0])  # (W,)
+            out[np.arange(self.W) * self.n + sigma % self.n] += np.clip(
+                left - np.cumsum(x) + x, 0, x
+            )
+        return out
+
     def step_sources(self, step: int) -> np.ndarray:
         """``(W, b)``: every rank's sources at ``step``, routed at once (the step's windows are
         consecutive: ``m + ρ·W + r``, ``r < W``)."""
@@ -157,15 +291,7 @@ class ReaderGrid:
 
     def total(self, k: int, step: int) -> int:
         """``C_k(step)``: every reader's draws of source ``k`` before ``step``, down its path."""
-        q = np.arange(self.W * self.n, dtype=np.int64)
-        rho, o = self.offsets(q)
-        out = 0
-        for lo, hi, tree in self.pieces:
-            if lo >= step:
-                break
-            m = own_steps(lo, step if hi is None else min(step, hi), rho, self.n)
-            out += int((_count(tree, k, (m + o) * self.b) - _count(tree, k, o * self.b)).sum())
-        return out
+        return int(self.reader_counts(k, step).sum())
 
     def weighs(self, k: int, step: int) -> bool:
         """Whether source ``k`` is drawn at all from ``step`` on (a positive weight after it)."""
@@ -212,25 +338,115 @@ class _Runs:
             self._layouts[k, pass_] = order, list(accumulate((sizes[i] for i in order), initial=0))
         return self._layouts[k, pass_]
 
-    def _draw(self, k: int, q: int, R: int, c: int) -> tuple[int, int, int]:
-        """``(pass, offset in it, n)`` of reader ``q`` of ``R``'s ``c``-th draw of source ``k``:
-        first its part of the passes left over by an earlier topology, then its segments. Its
-        draws ``c .. c + n - 1`` are that pass's offsets from there on, one after another."""
-        T, starts = self.totals[k], self._lead_starts[k]
-        L = int(starts[-1])
-        lo, hi = L * q // R, L * (q + 1) // R
-        if c < hi - lo:
-            i = int(np.searchsorted(starts, lo + c, "right")) - 1
-            p, a, _ = self._gen["lead"][k][i].tolist()
-            s0, s1 = int(starts[i]), int(starts[i + 1])
-            return p, a + lo + c - s0, min(hi, s1) - lo - c  # to the piece's end
-        x = T * q // R + c - (hi - lo)  # its virtual position in the passes laid end to end
-        v = ((x + 1) * R + T - 1) // T - 1  # the segment holding it: pass v - q
-        return (
-            self._gen["first"][k] + v - q,
-            T * (v % R) // R + x - T * v // R,
-            T * (v + 1) // R - x,
-        )
+    def _before(self, k: int, p: int) -> np.ndarray:
+        """``(R,)``: every reader's draws of source ``k`` before stretch ``p`` (kept)."""
+        key = (self._grid.n, k, "before", p)
+        if key not in self._plans:
+            self._plans[key] = self._grid.reader_counts(k, self._grid.pieces[p][0])
+        return self._plans[key]
+
+    def _plan(self, k: int, p: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(lead, starts, first)`` of source ``k`` at stretch ``p``'s first step: the
+        leftovers ``[pass, from, to]`` (``(N, 3)``), where each starts among them (``(N + 1,)``)
+        and the first fresh pass. Stretch 0's are the grid's; each next one's, the unread rest
+        of the segment the last one left in flight (:meth:`_rest`), as an elastic resume's."""
+        done = max([p0 for p0 in range(p + 1) if (self._grid.n, k, p0) in self._plans] or [-1])
+        for p0 in range(done + 1, p + 1):
+            if p0 == 0:
+                lead, first = self._gen["lead"][k], self._gen["first"][k]
+            else:
+                lead, first = self._rest(k, p0 - 1, self._before(k, p0) - self._before(k, p0 - 1))
+            starts = np.concatenate([[0], np.cumsum(lead[:, 2] - lead[:, 1])])
+            self._plans[self._grid.n, k, p0] = lead, starts, first
+        return self._plans[self._grid.n, k, p]
+
+    def _rest(self, k: int, p: int, c: np.ndarray) -> tuple[np.ndarray, int]:
+        """``(lead, first)`` once the readers drew ``c`` (``(R,)``) of source ``k`` in stretch
+        ``p``: the first ``C = Σ c`` of its global order, so every reader is within the segment
+        ``j`` that holds draw ``C``; its unread rest ``[at + c - a, at + z - a)`` a reader, and
+        what no reader draws (a stretch that does not weigh ``k``), are the leftovers."""
+        lead, starts, first = self._plan(k, p)
+        L, T, C = int(starts[-1]), self.totals[k], int(c.sum())
+        if T == 0 or (C >= L and (C - L) % T == 0):  # no segment begun and unfinished
+            return np.zeros((0, 3), np.int64), first + max(0, C - L) // max(T, 1)
+        j = -1 if C < L else (C - L) // T  # the segment in flight: every reader is in it
+        a, z, at = self._segments(k, p, j)  # (R,) each
+        x = np.append(at + c - a, (z - a).sum())  # (R + 1,) from: each reader's, the rest's
+        y = np.append(at + z - a, L if j < 0 else T)  # (R + 1,) to
+        if j < 0:  # within the leftovers: their unread rest, then every fresh pass
+            return _merge(_lead_pieces(lead, starts, x[x < y], y[x < y])), first
+        return _merge(np.stack([np.full(len(x), first + j), x, y], 1)), first + j + 1
+
+    def _segments(self, k: int, p: int, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(a, z, at)``, ``(R,)`` each: segment ``j`` of source ``k`` in stretch ``p`` (``-1``:
+        its leftovers, ``j >= 0``: pass ``first + j``) holds the stretch's global draws ``[B_j,
+        B_{j+1})``; reader ``q`` reads its draws ``a[q] .. z[q] - 1`` of ``k`` (counted from
+        the stretch's start) there, from ``at[q]`` on in it: the readers' parts laid end to
+        end, in reader order rotated by ``j``."""
+        key = (self._grid.n, k, p, j)
+        if key not in self._segs:
+            L, T = int(self._plan(k, p)[1][-1]), self.totals[k]
+            a, z = (self._reach(k, p, G) for G in ((0, L) if j < 0 else (L + j * T, L + j * T + T)))
+            R = len(a)
+            lens = np.roll(z - a, max(j, 0))  # (R,) by place: reader (place - j) mod R
+            at = np.concatenate([[0], np.cumsum(lens)])[(np.arange(R) + max(j, 0)) % R]
+            if len(self._segs) > 4 * len(self.sources) + 8:
+                self._segs.pop(next(iter(self._segs)))
+            self._segs[key] = a, z, at
+        return self._segs[key]
+
+    def _reach(self, k: int, p: int, G: int) -> np.ndarray:
+        """:meth:`ReaderGrid.reach` of this grid, kept: each pass's edge serves two passes."""
+        key = (self._grid.n, k, p, G)
+        if key not in self._reaches:
+            if len(self._reaches) > 4 * len(self.sources) + 8:
+                self._reaches.pop(next(iter(self._reaches)))
+            self._reaches[key] = self._grid.reach(k, p, G)
+        return self._reaches[key]
+
+    def _segment(self, k: int, p: int, q: int, c: int) -> int:
+        """The segment of stretch ``p`` holding reader ``q``'s ``c``-th draw of source ``k`` in
+        it: the leftovers (``-1``) while ``c`` is short of its part of them, else the first
+        pass ``j`` whose end it has not reached; from ``c·R`` (the readers draw alike) by a
+        gallop, then a bisection."""
+        L, T = int(self._plan(k, p)[1][-1]), self.totals[k]
+        if L and c < self._reach(k, p, L)[q]:
+            return -1
+        ends = lambda j: c < self._reach(k, p, L + (j + 1) * T)[q]  # noqa: E731
+        j = max(0, (c * self._grid.W * self._grid.n - L) // T)  # about: the readers draw alike
+        if j == 0 or not ends(j - 1):  # at or after the guess (its edges first: most are)
+            lo, hi, step = j - 1, j, 1  # lo = -1: the leftovers, or a pass it is past
+            while not ends(hi):
+                lo, hi, step = hi, hi + step, 2 * step
+        else:  # before it
+            lo, hi, step = j - 2, j - 1, 1
+            while lo >= 0 and ends(lo):
+                lo, hi, step = max(-1, lo - step), lo, 2 * step
+        while hi - lo > 1:  # ends(hi), not ends(lo) (or lo = -1)
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if ends(mid) else (mid, hi)
+        return hi
+
+    def _draw(self, k: int, q: int, c: int) -> tuple[int, int, int]:
+        """``(pass, offset in it, n)`` of reader ``q``'s ``c``-th draw of source ``k``: in the
+        stretch it is drawn in, first its part of the leftovers, then its part of each pass.
+        Its draws ``c .. c + n - 1`` are that pass's offsets from there on, one after another."""
+        pieces = self._grid.pieces
+        p = max((i for i in range(len(pieces))
+                 if k in pieces[i][2].paths and self._before(k, i)[q] <= c), default=None)  # fmt: skip
+        end = None if p is None or p + 1 == len(pieces) else int(self._before(k, p + 1)[q])
+        if p is None or (end is not None and c >= end):
+            raise IndexError(f"reader {q} never draws source {k} a {c + 1}-th time")
+        c0 = c - int(self._before(k, p)[q])  # its draws in the stretch before this one
+        j = self._segment(k, p, q, c0)
+        a, z, at = self._segments(k, p, j)
+        lead, starts, first = self._plan(k, p)
+        o, n = int(at[q]) + c0 - int(a[q]), int(z[q]) - c0  # its place in the segment, run left
+        n = n if end is None else min(n, end - c)
+        if j >= 0:
+            return first + j, o, n
+        i = int(np.searchsorted(starts, o, "right")) - 1
+        return int(lead[i, 0]), int(lead[i, 1]) + o - int(starts[i]), min(n, int(starts[i + 1]) - o)
 
     def _where(self, k: int, pass_: int, offset: int) -> tuple[int, int]:
         """``(shard index, offset in the shard)`` of a pass's ``offset``."""

@@ -27,7 +27,7 @@ import numpy as np
 
 from .._checks import check_int
 from ..resume.state import check_consumed
-from .mixture_sources import _merge, _mismatch
+from .mixture_sources import _mismatch
 
 __all__: list[str] = []
 
@@ -189,32 +189,13 @@ class _Resume:
                         f"mixture gives {counts[s['rank'], q].tolist()} at step {S}: a state of "
                         "another run"
                     )
-        R, q = W * nw, np.arange(W * nw, dtype=np.int64)
+        # every source's unread rest of its segment in flight (within the step's stretch)
+        p, R = self._grid._piece(S), W * nw
         lead, first = [], []
-        for k, T in enumerate(self.totals):
-            L, old = int(self._lead_starts[k][-1]), g["first"][k]
-            if T == 0:
-                lead.append([]), first.append(old)
-                continue
-            c = counts.reshape(R, -1)[:, k]  # (R,) each old reader's draws of k
-            lo, hi = L * q // R, L * (q + 1) // R  # (R,) its part of the old leftovers
-            a = lo + np.minimum(c, hi - lo)  # its unread part of them: [a, hi)
-            pieces = [self._lead_pieces(k, a[a < hi], hi[a < hi])]
-            m, x0 = c - np.minimum(c, hi - lo), T * q // R  # its draws of fresh passes
-            seg = lambda x, T=T: ((x + 1) * R + T - 1) // T - 1  # noqa: E731 (the segment of x)
-            ends, nexts = x0 + m, old + seg(x0 + m) - q  # (R,) (R,)
-            lasts = (old + seg(x0 + m - 1) - q)[m > 0]
-            # fresh passes start after the last one a reader began (at old if none did); before
-            # min(nexts), every reader is past its segment: those passes were read whole
-            lo_pass = int(nexts.min())
-            new_first = int(lasts.max()) + 1 if len(lasts) else old
-            P = np.arange(lo_pass, new_first, dtype=np.int64)[None, :]  # (1, passes)
-            v = q[:, None] + P - old  # (R, passes) each reader's segment of each pass
-            x, y = np.maximum(T * v // R, ends[:, None]), T * (v + 1) // R
-            base = T * (v % R) // R - T * v // R  # virtual -> pass offset
-            pieces.append(np.stack(np.broadcast_arrays(P, x + base, y + base), -1).reshape(-1, 3))
-            lead.append(_merge(np.concatenate(pieces)))
-            first.append(new_first)
+        for k in range(len(self.sources)):
+            c = counts.reshape(R, -1)[:, k] - self._before(k, p)  # (R,) drawn in the stretch
+            rest, nxt = self._rest(k, p, c)
+            lead.append(rest), first.append(nxt)
         drawn = counts.reshape(-1, len(self.sources)).sum(0)  # (K,) C_k(S)
         read = [int(x) + int(y) for x, y in zip(g["read"], drawn)]
         origin = g["origin"] + (S - g["start"]) * W * b
@@ -227,19 +208,3 @@ class _Resume:
                               "batch_size": self.batch_size})  # fmt: skip
         self._loaded, self._progress = None, None
         self._begin = (self.epoch, S, 0)
-
-    def _lead_pieces(self, k: int, a: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """``(N, 3)`` ``[pass, from, to]``: ranges ``[a, hi)`` of source ``k``'s leftovers
-        (disjoint, increasing) mapped through the leftovers' intervals, each range cut where an
-        interval ends."""
-        starts = self._lead_starts[k]  # (I + 1,)
-        if len(starts) == 1 or not len(a):
-            return np.zeros((0, 3), np.int64)
-        lead = self._gen["lead"][k]  # (I, 3)
-        i0 = np.searchsorted(starts, a, "right") - 1  # (N,) the interval each range starts in
-        n = np.searchsorted(starts, hi, "left") - i0  # (N,) the intervals it covers
-        first = np.repeat(np.cumsum(n) - n, n)
-        i = np.repeat(i0, n) + np.arange(int(n.sum())) - first  # (M,) each piece's interval
-        s0, s1 = starts[i], starts[i + 1]
-        lo, up = np.maximum(np.repeat(a, n), s0), np.minimum(np.repeat(hi, n), s1)
-        return np.stack([lead[i, 0], lead[i, 1] + lo - s0, lead[i, 1] + up - s0], 1)

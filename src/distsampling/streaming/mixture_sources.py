@@ -153,3 +153,18 @@ def _merge(pieces: Any) -> np.ndarray:
     heads = np.flatnonzero(begins)
     ends = np.append(heads[1:], len(x)) - 1  # each run's last interval
     return np.stack([x[heads, 0], x[heads, 1], x[ends, 2]], 1)
+
+
+def _lead_pieces(lead: np.ndarray, starts: np.ndarray, a: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``(N, 3)`` ``[pass, from, to]``: ranges ``[a, hi)`` of leftovers ``lead`` (``(I, 3)``
+    intervals, each starting at ``starts``, ``(I + 1,)``) (disjoint, increasing) mapped
+    through the intervals, each range cut where an interval ends."""
+    if len(starts) == 1 or not len(a):
+        return np.zeros((0, 3), np.int64)
+    i0 = np.searchsorted(starts, a, "right") - 1  # (N,) the interval each range starts in
+    n = np.searchsorted(starts, hi, "left") - i0  # (N,) the intervals it covers
+    first = np.repeat(np.cumsum(n) - n, n)
+    i = np.repeat(i0, n) + np.arange(int(n.sum())) - first  # (M,) each piece's interval
+    s0, s1 = starts[i], starts[i + 1]
+    lo, up = np.maximum(np.repeat(a, n), s0), np.minimum(np.repeat(hi, n), s1)
+    return np.stack([lead[i, 0], lead[i, 1] + lo - s0, lead[i, 1] + up - s0], 1)

@@ -12,12 +12,13 @@ each global batch too (a step's windows are consecutive), and with one reader a 
 are ``MixtureSampler(..., layout="per_rank")``'s. A reader's count of each source before any step
 is a closed form, so ``counts_at``, ``batch_at`` and an elastic resume cost the same at any step.
 
-Which sample: each pass of a source lists its shards in an order drawn from ``(seed, k, P)`` and
-is cut into ``R`` segments; a reader's draws of the source are its segment of each pass, front to
-back (``mixture_readers.py``): one open shard a source, a shard's head dropped only where a
-segment starts inside it (none with ``seekable``: at most ``1 + R·(largest shard - 1)/T`` drawn
-per sample yielded, a pass; a source with fewer shards than readers warns). The readers' counts
-differ by a bounded spread at every step, so the overlap of two passes is bounded too.
+Which sample: each pass of a source lists its shards in an order drawn from ``(seed, k, P)``;
+the source's draws have one global order (step by step, ranks in order), pass ``P`` is its
+draws ``P·T .. (P + 1)·T - 1``, and a reader's segment of it is its own draws among them, laid
+end to end with the others' (``mixture_readers.py``): one open shard a source, a shard's head
+dropped only where a segment starts inside it (none with ``seekable``: at most ``1 + R·(largest
+shard - 1)/T`` drawn per sample yielded, a pass; a source with fewer shards than readers warns).
+At every step boundary the reads are passes read whole and a part of one: no two passes overlap.
 
 Readers per rank are the loader's ``num_workers``: pass it to the dataset, and the main process
 (``num_workers=0``) reads every reader's steps in step order, exactly what the loader's workers
@@ -217,6 +218,12 @@ class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
         self._lead_starts = [np.concatenate([[0], np.cumsum(lead[:, 2] - lead[:, 1])])
                              for lead in gen["lead"]]  # fmt: skip
         self._ends: dict[int, int] = {}  # until_exhausted: epoch -> its last step boundary
+        # kept on this grid, by readers a rank n: each source's plan at a stretch (n, k, p),
+        # its readers' counts before it (n, k, "before", p), a segment's parts (n, k, p, j), the
+        # readers' counts at a draw of its global order (n, k, p, G)
+        self._plans: dict[tuple[Any, ...], Any] = {}
+        self._segs: dict[tuple[int, ...], tuple[np.ndarray, ...]] = {}
+        self._reaches: dict[tuple[int, ...], np.ndarray] = {}
 
     @property
     def _grid(self) -> ReaderGrid:
@@ -300,7 +307,7 @@ class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
         for r in range(W):
             c, row = counts[r], []
             for k in sources[r]:
-                p, o, _ = self._draw(k, r * nw + step % nw, W * nw, c[k])
+                p, o, _ = self._draw(k, r * nw + step % nw, c[k])
                 row.append((k, *self._where(k, p, o)))
                 c[k] += 1
             out.append(row)
@@ -432,7 +439,7 @@ class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
             s, size = block[-1] + inc, min(2 * size, 1024)
 
     def _read(self, nw: int, stop: int, progress: dict[str, Any]) -> Iterator[Any]:
-        W, readers = self._gen["num_replicas"], progress["readers"]
+        readers = progress["readers"]
         self._open = {q: [None] * len(self.sources) for q in readers}
         slot, inc = progress["slot"], 1 if len(readers) == nw else nw
         # per reader and source, the draws ahead in one run of a pass: [pass, next offset, left]
@@ -454,7 +461,7 @@ class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
                         p, o = run[0], run[1]
                         run[1], run[2] = o + 1, run[2] - 1
                     else:
-                        p, o, n = self._draw(k, q, W * nw, counts[k])
+                        p, o, n = self._draw(k, q, counts[k])
                         run_of[k] = [p, o + 1, n - 1]
                     st = opened[k]
                     if st is not None and st[0] == p and st[1] == o and o + 1 < st[2]:
