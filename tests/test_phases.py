@@ -5,6 +5,7 @@ its bound."""
 from __future__ import annotations
 
 from fractions import Fraction
+from itertools import pairwise
 
 import numpy as np
 from hypothesis import given
@@ -151,3 +152,39 @@ def test_the_shape_is_the_weight_trees_with_the_zero_sources_under_a_node_beside
     leaves = [c for c in shape.left + shape.right if c < K]
     assert sorted(leaves) == list(range(K)) if K > 1 else leaves == []
     assert shape.inner == K - 1
+
+
+@given(changing_weights())
+def test_the_bound_is_each_sources_sum_down_its_path_of_half_a_split_times_the_shares_swing(
+    case,
+):
+    """Invariant: ``_bound`` is ``max_k E_k``, ``E`` summed from the root down source ``k``'s
+    path: at a node that splits in some piece, ``E_child = 1/2 + E_parent·(max share + total
+    change of the share) + (pieces - 1)·2**-30``; one that never splits adds no 1/2 (its child
+    gets all or none of its positions)."""
+    units, _ = case
+    shape = _Shape(units[0])
+    K, P = len(units[0]), len(units)
+
+    def weight(v: int, u: list[int]) -> int:
+        if v < K:
+            return u[v]
+        return weight(shape.left[v - K], u) + weight(shape.right[v - K], u)
+
+    want = Fraction(0)
+    for k in range(K):
+        if not any(u[k] for u in units):
+            continue
+        path, v = [], k
+        while v != shape.root:
+            path.append(v)
+            v = shape.parent[v]
+        e, up = Fraction(0), shape.root
+        for v in reversed(path):  # from the root's child down to k
+            shares = [Fraction(weight(v, u), weight(up, u)) for u in units if weight(up, u)]
+            swing = sum((abs(x - y) for x, y in pairwise(shares)), Fraction(0))
+            half = Fraction(1, 2) if any(0 < x < 1 for x in shares) else Fraction(0)
+            e = half + e * (max(shares) + swing) + Fraction(P - 1, 2**30)
+            up = v
+        want = max(want, e)
+    assert _bound(shape, np.array(units), P) == want
