@@ -1782,6 +1782,39 @@ def test_at_any_step_the_readers_spread_is_bounded_and_overlap_is_at_most_reader
         assert max(last, default=-1) <= min(ahead, default=max(last, default=-1))
 
 
+@given(args, st.integers(1, 300), st.integers(0, 300), st.data())
+def test_across_an_elastic_resume_the_overlap_of_two_passes_is_0_at_most_readers_times_b(
+    a, before, after, data
+):
+    """Invariant: a run read for ``before`` steps on ``W`` ranks × ``n`` workers, resumed
+    elastically at that step boundary on ``W'`` × ``n'`` (micro-batch ``b'``) and read for
+    ``after`` steps more, has at every step boundary an overlap of two passes of 0, at most
+    ``readers × b`` on either grid: the new grid reads the unread rest of the pass in flight
+    first, in its own global order, then the next passes."""
+    shards, weights = a["mix"]
+    nw, b, W = a["workers"], a["b"], a["world"]
+    W2, nw2, b2 = (
+        data.draw(st.integers(1, 4)),
+        data.draw(mixture_worker_counts),
+        data.draw(mixture_batch_sizes),
+    )
+    L = before * W * b + after * W2 * b2  # positions of the epoch: both parts, as global batches
+    old = [make(shards, weights, b, W, r, epoch_length=L, num_workers=max(1, nw)) for r in range(W)]
+    n = max(1, nw)  # worker w yields steps w, w + n, ...: each one's below `before`
+    per = [[list(islice(ds.iter_worker(w, nw), len(range(w, before, n)) * b)) for w in range(n)]
+           for ds in old]  # fmt: skip
+    steps = [[x for r in range(W) for x in per[r][s % n][s // n * b : (s // n + 1) * b]]
+             for s in range(before)]  # fmt: skip
+    states = _states_at(old[0], nw, before)
+    new = [make(shards, weights, b2, W2, r, epoch_length=L, num_workers=max(1, nw2))
+           for r in range(W2)]  # fmt: skip
+    for ds in new:
+        ds.load_state_dict(states)
+    rest = [rank_batches(ds, nw2) for ds in new]
+    steps += [[x for rank in rest for x in rank[s]] for s in range(min(map(len, rest)))]
+    assert overlap(shards, steps) == 0 <= min(W * max(1, nw) * b, W2 * max(1, nw2) * b2)
+
+
 def test_the_spread_of_the_aliasing_topologies_stays_what_it_was_at_step_400():
     """Invariant: in the topologies where workers reading every n-th step aliased with the
     tree's periods (the spread grew 8x from step 400 to step 3,200), the readers' spread at

@@ -122,7 +122,6 @@ class ReaderGrid:
         his = los[1:] + [None]
         self.pieces = [(lo, hi, t) for lo, hi, (_, t) in zip(los, his, trees[first:])]
         self._bases: dict[int, np.ndarray] = {}  # stretch -> every reader's c(o·b), (R, K)
-        self._kbases: dict[tuple[int, int], np.ndarray] = {}  # (stretch, k) -> c_k(o·b), (R,)
         self._every = self.offsets(np.arange(self.W * self.n, dtype=np.int64))  # (ρ, o), (R,) each
         self.near = 1 << 16  # reach: the steps about a pass's edge counted one by one, at most
 
@@ -169,10 +168,11 @@ class ReaderGrid:
         return cum[t - lo] + _counts(tree, np.array([lo * self.b]), self.K)  # (len(t), K)
 
     def _base(self, p: int, k: int) -> np.ndarray:
-        """``(R,)``: every reader's ``c_k(o·b)`` in stretch ``p``, made once."""
-        if (p, k) not in self._kbases:
-            self._kbases[p, k] = _count(self.pieces[p][2], k, self._every[1] * self.b)
-        return self._kbases[p, k]
+        """``(R,)``: every reader's ``c_k(o·b)`` in stretch ``p``: every source's made at once
+        (the readers' windows are consecutive: routed once), once a stretch."""
+        if p not in self._bases:
+            self._bases[p] = self._at(self.pieces[p][2], self._every[1])
+        return self._bases[p][:, k]
 
     def reader_counts(self, k: int, step: int) -> np.ndarray:
         """``(R,)``: every reader's draws of source ``k`` before ``step``, ``O(R·depth)`` a
