@@ -188,3 +188,21 @@ def test_the_bound_is_each_sources_sum_down_its_path_of_half_a_split_times_the_s
             up = v
         want = max(want, e)
     assert _bound(shape, np.array(units), P) == want
+
+
+@given(changing_weights(), st.integers(0, 2**40), st.data())
+def test_far_into_a_piece_the_route_is_where_the_counts_step_and_position_inverts_it(
+    case, far, data
+):
+    """Invariant: at any position of a piece, however far past its head (past the scaled
+    weights' ``2**30``), the route's source is the one whose count steps there, its item number
+    is that count, and ``position`` finds it again."""
+    units, lengths = case
+    _, table = table_of(units, lengths)
+    p = data.draw(st.integers(0, len(units) - 1))
+    at = table.counts(p, np.array([far, far + 1]))  # (2, K)
+    k, j = table.route(np.array([p]), np.array([far]))
+    (k, j) = (int(k[0]), int(j[0]))
+    assert (at[1] - at[0]).tolist() == [int(x == k) for x in range(len(units[0]))]
+    assert j == at[0][k] and table.route_one(p, far) == (k, j)
+    assert table.position(p, k, j) == far
