@@ -559,3 +559,15 @@ def changing_weights(draw: st.DrawFn) -> tuple[list[list[int]], list[int]]:
     piece = st.lists(st.integers(0, 9), min_size=K, max_size=K).filter(any)
     units = draw(st.lists(piece, min_size=1, max_size=30))
     return units, draw(st.lists(st.integers(1, 12), min_size=len(units), max_size=len(units)))
+
+
+@st.composite
+def large_changing_weights(draw: st.DrawFn) -> tuple[list[list[int]], list[int]]:
+    """:func:`changing_weights` at the largest scale: 1 to 8 pieces of up to 4 sources' integer
+    weights up to ``2**29`` each (a node's sum up to ``2**31``, where its scale is 1: float
+    weights are rounded to ``2**31`` units), and each piece's length, 1 to 6."""
+    K = draw(st.integers(1, 4))
+    weight = st.integers(0, 2**29) | st.sampled_from([0, 1, 2**29])
+    units = draw(st.lists(st.lists(weight, min_size=K, max_size=K).filter(any),
+                          min_size=1, max_size=8))  # fmt: skip
+    return units, draw(st.lists(st.integers(1, 6), min_size=len(units), max_size=len(units)))

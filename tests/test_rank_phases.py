@@ -8,19 +8,25 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distsampling.mixing.phases import _Shape
+from distsampling.mixing.phases import _Phases, _Shape
 from distsampling.mixing.rank_phases import _RankPhases, _rescale
-from strategies import changing_weights, elastic_world_sizes, mixture_batch_sizes
+from strategies import (
+    changing_weights,
+    elastic_world_sizes,
+    large_changing_weights,
+    mixture_batch_sizes,
+)
 from test_phases import one_by_one
 
 
-@given(changing_weights(), elastic_world_sizes, mixture_batch_sizes)
+@given(changing_weights() | large_changing_weights(), elastic_world_sizes, mixture_batch_sizes)
 def test_each_ranks_stream_is_the_one_stream_rule_started_r_b_positions_in(weighted, W, b):
     """Invariant: rank ``r``'s stream in the table (pieces of ``steps`` steps, ``b`` positions a
-    step) is, source for source, the one-stream rule (``phases.py``, position by position) whose
-    first piece is ``r·b`` positions longer, from its position ``r·b`` on; its count before each
-    read, and ``counts`` at every position up to a piece's end, are the running counts of those
-    sources; ``position`` finds each read back."""
+    step) is, source for source, the one-stream rule (``phases.py``, position by position, in
+    Python ints) whose first piece is ``r·b`` positions longer, from its position ``r·b`` on; its
+    count before each read, and ``counts`` at every position up to a piece's end, are the running
+    counts of those sources, in int64; ``position`` finds each read back. Weights up to ``2**31``
+    a node too (scale 1: every product within int64)."""
     units, steps = weighted
     K, shape = len(units[0]), _Shape(units[0])
     table = _RankPhases(shape, np.array(units, np.int64), steps[:-1], W, b)
@@ -32,13 +38,12 @@ def test_each_ranks_stream_is_the_one_stream_rule_started_r_b_positions_in(weigh
         want = one_by_one(shape, units, lengths)[r * b :]
         ranks = np.full(len(m), r, np.int64)
         ks, cs = table.route(piece, ranks, m)
-        assert ks.tolist() == want
+        assert ks.tolist() == want and cs.dtype == np.int64
         running = np.zeros(K, np.int64)
         for n, (k, c) in enumerate(zip(ks.tolist(), cs.tolist())):
             assert c == running[k]
-            assert table.counts(piece[n : n + 1], ranks[:1], m[n : n + 1])[0].tolist() == (
-                running.tolist()
-            )
+            at = table.counts(piece[n : n + 1], ranks[:1], m[n : n + 1])
+            assert at[0].tolist() == running.tolist() and at.dtype == np.int64
             assert table.position(int(piece[n]), r, k, c) == m[n]
             running[k] += 1
             if n + 1 == len(m) or piece[n + 1] != piece[n]:  # a piece's end: the next head
@@ -56,3 +61,24 @@ def test_a_residual_is_rescaled_to_the_nearest_step_of_the_new_scale_in_int64(ha
     want = min((4 * R * S + D) // (2 * D), 2 * S - 1)
     got = _rescale(np.array([R], np.int64), np.array([D], np.int64), np.array([S], np.int64))
     assert got.tolist() == [want]
+
+
+@given(changing_weights() | large_changing_weights(), elastic_world_sizes, mixture_batch_sizes)
+def test_each_ranks_table_is_the_global_streams_started_r_b_positions_in(weighted, W, b):
+    """Invariant: the table holds, in int64, the global stream's scaled weights (``phases.py``)
+    and, from the first change on, rank ``r``'s node phases and counts are those of the global
+    stream whose first piece is ``r·b`` positions longer, less its counts at ``r·b`` (a node of
+    weight 0 in a piece: no phase to compare); ``sums`` adds the ranks' counts."""
+    units, steps = weighted
+    K, shape = len(units[0]), _Shape(units[0])
+    table = _RankPhases(shape, np.array(units, np.int64), steps[:-1], W, b)
+    assert {x.dtype for x in (table.a, table.s, table.theta, table.heads)} == {np.dtype(np.int64)}
+    for r in range(W):
+        lengths = [(steps[0] + r) * b] + [x * b for x in steps[1:-1]]
+        one = _Phases(shape, np.array(units, np.int64), lengths, [0] * K)
+        assert table.a.tolist() == one.a.tolist() and table.s.tolist() == one.s.tolist()
+        on = table.s[1:] > 1  # (P - 1, K - 1) the nodes of positive weight after the first piece
+        assert table.theta[1:, r][on].tolist() == one.theta[1:][on].tolist()
+        skipped = one.counts(0, np.array([r * b]))[0]  # (K,) the global stream's first r·b
+        assert (table.heads[1:, r] + skipped).tolist() == one.heads[1:, :K].tolist()
+    assert table.sums.tolist() == table.heads.sum(1).tolist()

@@ -64,32 +64,28 @@ class _RankPhases:
 
     def __init__(self, shape: _Shape, units: np.ndarray, steps: list[int], W: int, b: int):
         P, K, n_in = len(units), shape.K, shape.inner
-        self.shape, self.W, self.b, self.K = shape, W, b, K
-        self.left, self.right = np.array(shape.left, np.int64), np.array(shape.right, np.int64)
-        wa, wb = shape.weights(np.asarray(units, np.int64))  # (P, K - 1) each
+        self.shape, self.W, self.K = shape, W, K
+        self.left, self.right = np.array(shape.left), np.array(shape.right)  # (K - 1,) each
+        wa, wb = shape.weights(units)  # (P, K - 1) each
         on = wa + wb > 0  # (P, K - 1) the nodes some position comes to
-        M = np.maximum(1, SCALE // np.maximum(wa + wb, 1))
-        self.a, self.s = np.where(on, wa * M, 0), np.where(on, (wa + wb) * M, 1)
+        M = np.maximum(1, SCALE // np.where(on, wa + wb, 1))  # (P, K - 1) scaled to ~2**30
+        self.a, self.s = wa * M, np.where(on, (wa + wb) * M, 1)  # weight 0: a = 0, s = 1
         self.theta = np.zeros((P, W, n_in), np.int64)
         self.heads = np.zeros((P, W, K), np.int64)
-        # each rank's start: the fresh tree (θ = s) of the first piece after r·b positions
-        fresh = np.broadcast_to(np.where(on[0], self.s[0], 0), (W, n_in))
-        _, R = self._advance(0, np.arange(W, dtype=np.int64) * b, fresh)  # (n_in, W)
-        D = 2 * self.s[0][:, None] + 0 * R  # (n_in, W) each node's φ = R / D
-        R = np.where(on[0][:, None], R, 1)  # a node of weight 0 waits at φ = 1/2
-        D = np.where(on[0][:, None], D, 2)
-        theta = np.where(on[0], R.T, 0)  # (W, n_in): the first piece's own scale
-        n = np.zeros((W, K), np.int64)
+        # each rank's start: the fresh tree (θ = s) of the first piece after r·b positions. Its
+        # residual R there is its θ in that piece, its φ = R / 2s (weight 0: R = 1 of 2, φ = 1/2)
+        _, R = self._advance(0, np.arange(W) * b, np.broadcast_to(self.s[0], (W, n_in)))
+        D = 2 * self.s[0][:, None]  # (K - 1, 1) each node's φ = R / D
+        theta, n = R.T, np.zeros((W, K), np.int64)  # (W, K - 1), (W, K)
         for p in range(P):
             self.theta[p], self.heads[p] = theta, n
             if p + 1 == P:
                 break
-            counts, r = self._advance(p, np.full(W, steps[p] * b, np.int64), theta)
+            counts, r = self._advance(p, np.full(W, steps[p] * b), theta)
             n = n + counts.T  # (W, K)
             R = np.where(on[p][:, None], r, R)  # a node of weight 0 here: its phase waits
             D = np.where(on[p][:, None], 2 * self.s[p][:, None], D)
-            S = self.s[p + 1][:, None]  # (n_in, 1) the next piece's scaled sums
-            theta = np.where(on[p + 1][:, None], _rescale(R, D, S), 0).T  # (W, n_in)
+            theta = _rescale(R, D, self.s[p + 1][:, None]).T  # (W, K - 1) in the next scale
         self.sums = self.heads.sum(1)  # (P, K)
 
     def _advance(self, p: int, m: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
