@@ -79,13 +79,17 @@ class _Window:
 
 
 class _PerRankLayout:
-    """The grid's pieces (a tree each, from a step on), and where each rank reads: the
-    sampler's attributes (``num_replicas``, ``batch_size``, ``_plan``, ``_trees``, ``_origin``,
-    ``_step0``, ``_read0``) and its ``_indices``."""
+    """The grid's pieces (from a step on, the schedule's weights in use) and where each rank
+    reads: with one piece, windows of its tree; with several, each rank's own stream, phases
+    carried (``_ranks``, ``rank_phases.py``). The sampler's attributes (``num_replicas``,
+    ``batch_size``, ``rank``, ``_plan``, ``units``, ``_trees``, ``_origin``, ``_step0``,
+    ``_read0``) and its ``_indices``."""
 
     def _place(self) -> None:
-        """The pieces ``(first step, tree)`` from the grid's first step on; their ``_bases``
-        are made again when next asked for."""
+        """The pieces ``(first step, weights)`` from the grid's first step on; under a
+        schedule every rank's table over them, in the tree shape of the grid's first weights,
+        each rank starting at its position ``r·b`` (made now, not at a read); their ``_bases``
+        made again when next asked for."""
         g0 = max(g for g, (step, _) in enumerate(self._plan) if step <= self._step0)
         later = [(step, g) for g, (step, _) in enumerate(self._plan) if step > self._step0]
         self._pieces = [(self._step0, g0), *later]
@@ -93,7 +97,7 @@ class _PerRankLayout:
         self.__dict__.pop("_bases", None)
         self._firsts_array = np.array(self._firsts, np.int64)  # (P,)
         self._ranks: _RankPhases | None = None  # one piece: the tree's windows (below)
-        if len(self._pieces) > 1:  # a schedule: every rank's phases now, not at a read
+        if len(self._pieces) > 1:
             units = np.array([self.units[g] for _, g in self._pieces], np.int64)  # (P, K)
             steps = [b - a for a, b in pairwise(self._firsts)]
             self._ranks = _RankPhases(_Shape(self.units[g0]), units, steps,
@@ -102,8 +106,8 @@ class _PerRankLayout:
 
     @cached_property
     def _bases(self) -> list[np.ndarray]:
-        """Each source's count at each piece's first step, ``(K,)`` a piece (the first piece's
-        is ``_read0``: the first index reads that list, with no array made): made once."""
+        """Each source's count at each piece's first step, ``(K,)`` a piece: ``_read0`` and
+        the ranks' counts there (``rank_phases.py``), made once."""
         return self._make_bases()
 
     def _make_bases(self) -> list[np.ndarray]:
@@ -358,9 +362,10 @@ class _PerRankLayout:
         return ks, js
 
     def _rank_where(self, k: int, j: int, p: int) -> Read:
-        """``_where`` under a schedule: the last step ``τ`` of piece ``p`` whose ranks read fewer
-        than ``j`` of source ``k`` before it (searched: by x16, then sixteenths, the ranks'
-        counts at 15 steps a call), the rank whose reads of that step hold ``j``, up its path."""
+        """``_where`` under a schedule: the last step ``τ`` of piece ``p`` before which the
+        ranks read at most ``j`` of source ``k`` (searched: by x16, then sixteenths, the ranks'
+        counts at 15 steps a call), the rank whose reads of that step hold ``j``, then up its
+        table's path."""
         W, b, first = self.num_replicas, self.batch_size, self._firsts[p]
         length = self._firsts[p + 1] - first if p + 1 < len(self._firsts) else None
 
@@ -398,7 +403,7 @@ class _PerRankLayout:
                 + np.arange(s, s + T, dtype=np.int64)[:, None] * (W * b)
                 + self.rank * b
                 + np.arange(b)
-            ).ravel()  # (T b,) fmt: skip
+            ).ravel()  # (T b,) this rank's global positions
             pos = pos[pos >= first]
             yield torch.from_numpy(self._indices(*self._rank_sources(pos)))
             s, size = s + T, min(2 * size, most)
