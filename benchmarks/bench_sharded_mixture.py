@@ -259,8 +259,10 @@ def suite(large: bool) -> list[Comparison]:
         ),
         Comparison(
             title=f"The overlap of two passes: {OVERLAP_CASES} random topologies, read through",
-            contenders={"ShardedMixtureDataset": "bench_sharded_mixture:overlap_random"},
-            baseline="ShardedMixtureDataset",
+            contenders={
+                "ShardedMixtureDataset, random topologies": "bench_sharded_mixture:overlap_random"
+            },
+            baseline="ShardedMixtureDataset, random topologies",
             note="the worst over every step boundary of every case, divided by readers x "
             "micro-batch (the bound asked: at most 1; 0 is no overlap)",
             columns=("overlap/(R·b)", "overlap/(R·b), b = 1", "cases", "time_s"),

@@ -320,8 +320,10 @@ class ReaderGrid:
 
 class _Runs:
     """Which run of which pass a reader's draws read: the dataset's ``sources``, ``totals``,
-    ``seed``, ``shuffle``, its generation (``_gen``: the leftovers ``lead`` of an earlier grid
-    and the first fresh pass ``first``, per source; ``_lead_starts``) and a cache ``_layouts``."""
+    ``seed``, ``shuffle``, its grid (``_grid``), its generation (``_gen``: the leftovers
+    ``lead`` of an earlier grid and the first fresh pass ``first``, per source) and its caches
+    (``_layouts``: a pass's shards; ``_plans``: a stretch's leftovers; ``_segs``: a segment's
+    parts; ``_reaches``: the readers' counts at a draw of the global order)."""
 
     def _layout(self, k: int, pass_: int) -> tuple[list[int], list[int]]:
         """Pass ``pass_`` of source ``k``: its shards in order, and where each starts."""

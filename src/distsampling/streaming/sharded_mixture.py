@@ -213,10 +213,8 @@ class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
         W, b = gen.get("num_replicas", self.num_replicas), gen.get("batch_size", self.batch_size)
         gen["num_replicas"], gen["batch_size"] = W, b
         self._origin, self._grids = gen["origin"], {}
-        # the leftovers as (N, 3) arrays [pass, from, to]; where each starts among them, (N + 1,)
+        # the leftovers as (N, 3) arrays [pass, from, to]
         gen["lead"] = [np.asarray(lead, np.int64).reshape(-1, 3) for lead in gen["lead"]]
-        self._lead_starts = [np.concatenate([[0], np.cumsum(lead[:, 2] - lead[:, 1])])
-                             for lead in gen["lead"]]  # fmt: skip
         self._ends: dict[int, int] = {}  # until_exhausted: epoch -> its last step boundary
         # kept on this grid, by readers a rank n: each source's plan at a stretch (n, k, p),
         # its readers' counts before it (n, k, "before", p), a segment's parts (n, k, p, j), the
