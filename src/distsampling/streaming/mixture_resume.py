@@ -4,14 +4,16 @@ A worker's state is its step, its slot in it and its count per source (``O(K)``)
 reads for, the grid (its generation: first step and position, the leftovers of an earlier grid,
 each source's count before it) and the mix read before the step (``past``). A load refuses
 weights that disagree with that past, naming the step and both mixes (``MixtureSampler``'s
-words); a change at the saved step or later is taken, and the run goes on exactly: a reader's
-runs follow its own counts, nothing later.
+words); a change at the saved step or later is taken, and the run goes on exactly: where a
+reader's runs lie follows the mix up to the change only (a stretch's segments are laid as if its
+mix went on; at a change the unread rest of each segment in flight is read first).
 
 Another grid (``num_replicas``, ``batch_size`` or ``num_workers``): every worker's state of one
 rank, at a step boundary. Every old reader's counts at that step are a closed form
-(``mixture_readers.py``), checked against the states; the unread rest of every pass in flight
-(``O(K × old readers)`` intervals, numpy at once) is handed to the new readers as leftovers, and
-the new grid's trees start at that step.
+(``mixture_readers.py``), checked against the states; at that step the reads of each source are
+the first of its global order, so one segment is in flight: its unread rest (``O(K × old
+readers)`` intervals, numpy at once) is handed to the new readers as leftovers, read first in the
+new grid's global order, and the new grid's trees start at that step.
 
 References:
     distsampling/mixing/sampler.py (MixtureSampler's past, and its refusal of another)
