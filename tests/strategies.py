@@ -553,10 +553,12 @@ traceback_texts = short_tracebacks | deep_tracebacks
 @st.composite
 def changing_weights(draw: st.DrawFn) -> tuple[list[list[int]], list[int]]:
     """``(units, lengths)``: 1 to 30 pieces of a schedule's integer weights over 1 to 5 sources
-    (zeros among them, a positive sum a piece; the first piece's zeros wait under a node of
+    (small ones, or up to ``2**28`` so that a node weighs past ``2**30``; zeros among them, a
+    positive sum a piece; the first piece's zeros wait under a node of
     weight 0), and each piece's stream positions, 1 to 12 (the last piece's: read past it)."""
     K = draw(st.integers(1, 5))
-    piece = st.lists(st.integers(0, 9), min_size=K, max_size=K).filter(any)
+    unit = st.one_of(st.integers(0, 9), st.integers(0, 2**28))  # small, or past 2**30 a node
+    piece = st.lists(unit, min_size=K, max_size=K).filter(any)
     units = draw(st.lists(piece, min_size=1, max_size=30))
     return units, draw(st.lists(st.integers(1, 12), min_size=len(units), max_size=len(units)))
 

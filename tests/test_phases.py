@@ -201,6 +201,7 @@ def test_far_into_a_piece_the_route_is_where_the_counts_step_and_position_invert
     _, table = table_of(units, lengths)
     p = data.draw(st.integers(0, len(units) - 1))
     at = table.counts(p, np.array([far, far + 1]))  # (2, K)
+    assert at.dtype == np.int64  # exact at any count: no float on the way
     k, j = table.route(np.array([p]), np.array([far]))
     (k, j) = (int(k[0]), int(j[0]))
     assert (at[1] - at[0]).tolist() == [int(x == k) for x in range(len(units[0]))]
