@@ -82,3 +82,23 @@ def test_each_ranks_table_is_the_global_streams_started_r_b_positions_in(weighte
         skipped = one.counts(0, np.array([r * b]))[0]  # (K,) the global stream's first r·b
         assert (table.heads[1:, r] + skipped).tolist() == one.heads[1:, :K].tolist()
     assert table.sums.tolist() == table.heads.sum(1).tolist()
+
+
+@given(
+    changing_weights() | large_changing_weights(), elastic_world_sizes, mixture_batch_sizes,
+    st.integers(0, 2**50),
+)  # fmt: skip
+def test_far_into_a_piece_a_position_reads_the_source_whose_count_rises(weighted, W, b, far):
+    """Invariant: at any position of a piece, far past a node's scaled weights (``m = q·s + ρ``,
+    ``q > 0``), ``route`` names the one source whose ``counts`` rise from ``m`` to ``m + 1``, its
+    count before the read the one at ``m``; the counts add up to the head's plus ``m``."""
+    units, steps = weighted
+    K = len(units[0])
+    table = _RankPhases(_Shape(units[0]), np.array(units, np.int64), steps[:-1], W, b)
+    for p in range(len(units)):
+        for r in range(W):
+            piece, rank = np.array([p, p]), np.array([r, r])
+            before, after = table.counts(piece, rank, np.array([far, far + 1]))
+            k, c = table.route(piece[:1], rank[:1], np.array([far]))
+            assert (after - before).tolist() == np.eye(K, dtype=np.int64)[k[0]].tolist()
+            assert c.tolist() == [before[k[0]]] and before.sum() == table.heads[p, r].sum() + far
