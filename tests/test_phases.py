@@ -8,7 +8,7 @@ from fractions import Fraction
 from itertools import pairwise
 
 import numpy as np
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from distsampling.mixing.phases import _bound, _Phases, _Shape
@@ -155,6 +155,7 @@ def test_the_shape_is_the_weight_trees_with_the_zero_sources_under_a_node_beside
 
 
 @given(changing_weights())
+@example(([[1, 0], [0, 1]], [3, 3]))  # a node that never splits: all, then none, to a child
 def test_the_bound_is_each_sources_sum_down_its_path_of_half_a_split_times_the_shares_swing(
     case,
 ):
@@ -207,3 +208,28 @@ def test_far_into_a_piece_the_route_is_where_the_counts_step_and_position_invert
     assert (at[1] - at[0]).tolist() == [int(x == k) for x in range(len(units[0]))]
     assert j == at[0][k] and table.route_one(p, far) == (k, j)
     assert table.position(p, k, j) == far
+
+
+def test_a_residual_just_below_a_whole_sample_rounds_below_it_never_to_the_next():
+    """Invariant: a node whose residual ends a piece at ``(D - 1)/D``, carried into weights whose
+    scaled ``2s`` is under ``D/2``, starts the next piece at ``θ = 2s - 1`` (the nearest below a
+    whole sample): its count at the piece's head is its count there, not one more."""
+    s = 2**31 - 1  # one node: 1 and 2**31 - 2, scaled by 1
+    units = [[1, s - 1], [1, 2]]
+    table = _Phases(_Shape(units[0]), np.array(units), [(s - 1) // 2], [0, 0])
+    assert table.carried[1] == [(2 * s - 1, 2 * s)]  # (2L·a + s) mod 2s, L = (s - 1)/2
+    assert int(table.theta[1, 0]) == 2 * int(table.s[1, 0]) - 1
+    assert table.counts(1, np.array([0]))[0].tolist() == table.heads[1].tolist()
+
+
+def test_the_table_and_every_answer_are_int64():
+    """Invariant: the table's weights, phases and counts, a route's sources and item numbers
+    and the counts are int64: exact at any count (no float on the way)."""
+    units = [[3, 0, 5], [2**28, 7, 1], [0, 4, 4]]
+    shape, table = table_of(units, [5, 9, 3])
+    assert shape.weights(np.array(units))[0].dtype == np.int64
+    for array in (table.a, table.s, table.theta, table.heads):
+        assert array.dtype == np.int64
+    ks, js = table.route(np.array([0, 1, 2]), np.array([1, 2**40, 3]))
+    assert ks.dtype == js.dtype == np.int64
+    assert table.counts(1, np.array([2**40])).dtype == np.int64

@@ -20,7 +20,7 @@ of the schedule's cumulative share (summation by parts over the pieces). With fi
 is the tree's ``β_k / 2``; a ramp adds its small total change; a schedule that swings shares back
 and forth pays in proportion to the swing.
 
-Per piece and node the table holds ``(a, s, θ)`` scaled and each node's count at the piece's
+Per piece and node the table holds ``(a, s, θ)`` scaled, and each source's count at the piece's
 head: ``O(pieces × K)``, made once, in order (each piece's ``θ`` follows the last one's end).
 A position then descends in O(depth) int64 steps, and an item climbs back by the inverse.
 
@@ -78,8 +78,8 @@ class _Shape:
 
 class _Phases:
     """The table of a schedule's pieces (``P``): per internal node ``(a, s, θ)`` scaled, ``(P,
-    K - 1)`` each, its carried residual ``φ`` at the piece's head, and every node's count there,
-    ``(P, 2K - 1)``. Piece ``p`` holds the ``lengths[p]`` root positions after its head (the last
+    K - 1)`` each, its carried residual ``φ`` at the piece's head, and each source's count there,
+    ``(P, K)``. Piece ``p`` holds the ``lengths[p]`` root positions after its head (the last
     one: all the rest); ``counts`` and ``phases``: each source's count and each node's ``φ`` as
     ``(numerator, denominator)`` at the first head (a fresh stream: zeros and ``(1, 2)``)."""
 
@@ -95,11 +95,9 @@ class _Phases:
         present = (s > 0).tolist()
         a2s, s2s = self.a.tolist(), self.s.tolist()  # Python ints: the loop below is scalar
         thetas = [[0] * n_in for _ in range(P)]
-        heads = []  # (P, 2K - 1) each node's count at a head
+        heads = []  # (P, K) each source's count at a head
         self.carried: list[list[tuple[int, int]]] = []  # (P, K - 1) each node's φ at a head
-        n = list(counts) + [0] * n_in  # each node's count at the current head
-        for i, (x, y) in enumerate(zip(shape.left, shape.right)):
-            n[K + i] = n[x] + n[y]
+        n = list(counts)  # each source's count at the current head
         phi = list(phases) if phases is not None else [(1, 2)] * n_in
         order = list(reversed(range(n_in)))  # parents before children
         for p in range(P):
@@ -120,9 +118,9 @@ class _Phases:
                 left, r = divmod(2 * m[K + i] * a2[i] + theta[i], 2 * s2[i])
                 m[shape.left[i]], m[shape.right[i]] = left, m[K + i] - left
                 phi[i] = (r, 2 * s2[i])
-            n = [x + y for x, y in zip(n, m)]
+            n = [x + y for x, y in zip(n, m)]  # (K,) the leaves' counts on
         self.theta = np.array(thetas, np.int64).reshape(P, n_in)  # (P, K - 1)
-        self.heads = np.array(heads, np.int64).reshape(P, K + n_in)  # (P, 2K - 1)
+        self.heads = np.array(heads, np.int64).reshape(P, K)  # (P, K)
 
     def route(self, piece: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(source, its item number)`` of the positions ``m`` after the heads of their
@@ -168,7 +166,7 @@ class _Phases:
             q, rho = np.divmod(cnt[K + i], s)
             left = q * a + (2 * rho * a + th) // (2 * s)
             cnt[self.shape.left[i]], cnt[self.shape.right[i]] = left, cnt[K + i] - left
-        return (cnt[:K] + self.heads[p, :K, None]).T
+        return (cnt[:K] + self.heads[p, :, None]).T
 
     def state(self, p: int, m: int) -> list[tuple[int, int]]:
         """Each node's residual ``φ`` as ``(numerator, denominator)`` at ``m`` positions after
