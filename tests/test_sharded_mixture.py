@@ -1810,9 +1810,34 @@ def test_across_an_elastic_resume_the_overlap_of_two_passes_is_0_at_most_readers
            for r in range(W2)]  # fmt: skip
     for ds in new:
         ds.load_state_dict(states)
+    assert all(y > x for lead in new[0]._gen["lead"] for _, x, y in lead.tolist())
     rest = [rank_batches(ds, nw2) for ds in new]
     steps += [[x for rank in rest for x in rank[s]] for s in range(min(map(len, rest)))]
     assert overlap(shards, steps) == 0 <= min(W * max(1, nw) * b, W2 * max(1, nw2) * b2)
+
+
+@given(args, st.integers(1, 60), st.integers(0, 4000), st.data())
+def test_what_a_stretch_leaves_at_any_draw_is_every_draw_counted_once(a, before, G, data):
+    """Invariant: on a grid whose leftovers ``L`` came from an elastic resume, once the readers
+    have made the first ``G`` draws of source ``k``'s global order (``reach``), the leftovers
+    and first fresh pass they leave (``_rest``, what a schedule's change or another resume
+    carries on) account for every draw once: ``first'·T - L' = first·T - L + G``, the
+    leftovers one pass's non-empty intervals (none at a segment's edge, ``G - L ≡ 0 mod T``)."""
+    shards, weights = a["mix"]
+    nw = max(1, a["workers"])
+    old = make(shards, weights, a["b"], a["world"], num_workers=nw, epoch_length=10**6)
+    states = _states_at(old, a["workers"], before)
+    new = make(shards, weights, data.draw(mixture_batch_sizes), data.draw(st.integers(1, 4)),
+               num_workers=data.draw(st.integers(1, 3)), epoch_length=10**6)  # fmt: skip
+    new.load_state_dict(states)
+    for k, T in enumerate(new.totals):
+        _, starts, first = new._plan(k, 0)
+        if not T or k not in new._grid.pieces[0][2].paths:
+            continue
+        g = G if data.draw(st.booleans()) else int(starts[-1]) + (G // T) * T  # an edge, or not
+        left, nxt = new._rest(k, 0, new._grid.reach(k, 0, g))
+        assert nxt * T - int((left[:, 2] - left[:, 1]).sum()) == first * T - int(starts[-1]) + g
+        assert (left[:, 2] > left[:, 1]).all() and len(set(left[:, 0].tolist())) <= 1
 
 
 def test_the_spread_of_the_aliasing_topologies_stays_what_it_was_at_step_400():
