@@ -102,3 +102,18 @@ def test_far_into_a_piece_a_position_reads_the_source_whose_count_rises(weighted
             k, c = table.route(piece[:1], rank[:1], np.array([far]))
             assert (after - before).tolist() == np.eye(K, dtype=np.int64)[k[0]].tolist()
             assert c.tolist() == [before[k[0]]] and before.sum() == table.heads[p, r].sum() + far
+
+
+@given(changing_weights(), elastic_world_sizes, mixture_batch_sizes, st.integers(2**53, 2**55))
+def test_changes_far_apart_keep_every_count_at_a_head_exact(weighted, W, b, far):
+    """Invariant: with pieces of more than ``2**53`` steps (no float holds such counts exactly),
+    each rank's counts at a piece's head are its counts at the last piece's end, to the sample,
+    and add up to every position read before it."""
+    units, steps = weighted
+    steps = [far + x for x in steps]
+    table = _RankPhases(_Shape(units[0]), np.array(units, np.int64), steps[:-1], W, b)
+    for p in range(len(units) - 1):
+        for r in range(W):
+            end = table.counts(np.array([p]), np.array([r]), np.array([steps[p] * b]))[0]
+            assert table.heads[p + 1, r].tolist() == end.tolist()
+            assert int(table.heads[p + 1, r].sum()) == sum(steps[: p + 1]) * b

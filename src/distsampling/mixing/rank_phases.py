@@ -53,7 +53,7 @@ def _rescale(R: np.ndarray, D: np.ndarray, S: np.ndarray) -> np.ndarray:
     2**54). ``D`` is even, so this is ``⌊(2R·S + D/2) / D⌋``."""
     hi, lo = R >> 20, R & ((1 << 20) - 1)
     q, rest = np.divmod(2 * hi * S, D)
-    out = (q << 20) + ((rest << 20) + 2 * lo * S + D // 2) // D
+    out = (q << 20) + ((rest << 20) + 2 * lo * S + (D >> 1)) // D
     return np.minimum(out, 2 * S - 1)
 
 
