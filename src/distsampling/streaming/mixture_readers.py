@@ -17,11 +17,14 @@ reads, at its ``m``-th own step of a tree's stretch, tree positions ``[(m + o_q)
   not grow with the steps;
 - step ``s``'s ``W`` micro-batches are the tree's windows ``m + ρ·W + r``, ``r < W``: consecutive,
   so every global batch is within ``β_k`` of ``B·w_k``;
-- with one reader a rank (``n = 1``), rank ``r`` at step ``s`` reads window ``s + r``:
-  ``MixtureSampler(..., layout="per_rank")``'s sources, position by position.
+- with one reader a rank (``n = 1``), rank ``r`` at step ``s`` reads window ``s + r``: with fixed
+  weights, ``MixtureSampler(..., layout="per_rank")``'s sources, position by position.
 
 A schedule ``[(0, w), (s1, w1), ...]`` starts a new tree at step ``s1`` (each reader at its own
-step 0 of the new stretch), as does a new grid (an elastic resume) at its first step.
+step 0 of the new stretch), as does a new grid (an elastic resume) at its first step: a change
+may add up to ``2·β_k`` to a reader. (``MixtureSampler`` instead carries each node's phase across
+a change, ``mixing/phases.py``, one table a rank; one a reader would be ``O(readers × changes ×
+K)``: so under a schedule the readers' sources are not the sampler's.)
 
 Which sample: the draws of source ``k`` in a stretch (a schedule's entry, from the grid's first
 step) have a *global order*: step by step, a step's ranks in order, a rank's slots in order. The

@@ -8,8 +8,9 @@ dataset's: another is refused at the first batch).
 Which source: every reader reads a window of ``MixtureSampler``'s weight tree
 (``mixture_readers.py``): reader ``ρ`` of rank ``r``, at its ``m``-th own step, reads the tree's
 window ``m + ρ·W + r``. Each reader stays within the tree's bound of its share on every prefix,
-each global batch too (a step's windows are consecutive), and with one reader a rank the sources
-are ``MixtureSampler(..., layout="per_rank")``'s. A reader's count of each source before any step
+each global batch too (a step's windows are consecutive), and with one reader a rank and fixed
+weights the sources are ``MixtureSampler(..., layout="per_rank")``'s (a schedule starts a new
+tree at each change). A reader's count of each source before any step
 is a closed form, so ``counts_at``, ``batch_at`` and an elastic resume cost the same at any step.
 
 Which sample: each pass of a source lists its shards in an order drawn from ``(seed, k, P)``;
