@@ -197,7 +197,8 @@ def reference_global(sizes: list[int], plan: list, grids: list[tuple[int, int, i
                 st[0] = ((2 * st[1] * a2 + th) % (2 * s2), 2 * s2)
             a, s = weight(v[2][0], units[g]), weight(v[2][0], units[g]) + weight(v[2][1], units[g])
             M, (R, D) = max(1, 2**30 // max(s, 1)), st[0]
-            st[1], st[2] = 0, (a * M, s * M, min((4 * R * s * M + D) // (2 * D), 2 * s * M - 1)) if s else None
+            theta = min((4 * R * s * M + D) // (2 * D), 2 * s * M - 1)
+            st[1], st[2] = 0, (a * M, s * M, theta) if s else None
 
     def source() -> int:  # the next position, down the nodes
         v = root
