@@ -336,3 +336,18 @@ def test_per_rank_a_schedule_of_equal_entries_reads_the_fixed_weights_windows(
         for k in range(3):
             for i in range(7):
                 assert s.when_read(k, i, 1) == fixed.when_read(k, i, 1)
+
+
+def test_a_state_whose_grid_starts_at_a_phase_of_0_loads_and_goes_on():
+    """Invariant: a node's phase may be 0 (``[1, 1]`` after one position: its rounding at a
+    whole sample): a state of a grid that started there, after an elastic resume, loads into
+    another sampler and reads on as the first grid's sampler does."""
+    s = MixtureSampler([9, 9], [1, 1], 1, 1, 0)
+    next(iter(s))
+    wide = MixtureSampler([9, 9], [1, 1], 2, 1, 0)
+    wide.load_state_dict(s.state_dict())  # another micro-batch at step 1: a new grid
+    state = wide.state_dict()
+    assert state["phase"][0][0] == 0
+    again = MixtureSampler([9, 9], [1, 1], 2, 1, 0)
+    again.load_state_dict(state)
+    assert list(again) == list(wide)

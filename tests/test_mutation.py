@@ -35,7 +35,8 @@ def test_every_mutated_module_has_its_source_and_same_stem_tests():
     """Invariant: MODULES is every module of src/distsampling/ and its family folders, keyed
     ``folder/stem``, but the tools that are no sampler (the launcher, the command line, the demo
     and its text rendering) and the growing package (a folder of its own), each tested by its
-    same-stem tests/test_<stem>.py; the reference's helpers (``_checks``, ``_split``) and the
+    same-stem tests/test_<stem>.py (a module split out of a larger one without a file of its
+    own: the larger one's); the reference's helpers (``_checks``, ``_split``) and the
     framework guards (``guards``) by tests/test_validate.py."""
     run = driver()
     src = ROOT / "src" / "distsampling"
@@ -46,8 +47,10 @@ def test_every_mutated_module_has_its_source_and_same_stem_tests():
     helpers = {"_checks", "_split", "guards"}
     for module, (tests, _multiprocess) in run.MODULES.items():
         stem = "validate" if module in helpers else module.rsplit("/", 1)[-1]
-        # a module split out of a larger one keeps that one's tests (mixing/tree: test_mixture)
-        stem = SPLIT_FROM.get(module, SPLIT_FROM.get(module.split("/")[0], stem))
+        # a module split out of a larger one keeps that one's tests (mixing/tree: test_mixture),
+        # unless it has its own same-stem file (mixing/phases: test_phases)
+        if not (ROOT / f"tests/test_{stem}.py").is_file():
+            stem = SPLIT_FROM.get(module, SPLIT_FROM.get(module.split("/")[0], stem))
         assert f"tests/test_{stem}.py" in tests, (module, tests)
         assert all((ROOT / t).is_file() for t in tests)
 

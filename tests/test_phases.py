@@ -8,6 +8,7 @@ from fractions import Fraction
 from itertools import pairwise
 
 import numpy as np
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -236,24 +237,33 @@ def test_the_table_and_every_answer_are_int64():
     assert table.counts(1, np.array([2**40])).dtype == np.int64
 
 
-def test_a_node_of_weight_0_in_a_piece_keeps_its_phase_for_the_piece_it_returns_in():
+@pytest.mark.parametrize(
+    ("units", "lengths"),
+    [
+        ([[1, 1, 1], [0, 0, 1], [1, 2, 1]], [1, 2, 7]),  # the waiting node below the root
+        ([[1, 1, 1, 1], [1, 1, 0, 0], [1, 2, 3, 1]], [3, 3, 6]),  # a node after it goes on
+    ],
+)
+def test_a_node_of_weight_0_in_a_piece_keeps_its_phase_for_the_piece_it_returns_in(units, lengths):
     """Invariant: a node whose sources all weigh 0 in a piece gets no position there and keeps
-    the phase it had (``(0, 1, 1)``: the node over sources 0 and 1 reads one position, so its
-    phase is 0, not the fresh 1/2, then waits a piece): the table routes as the one-by-one rule,
-    numbers each source's items in order, and a state taken inside the waiting piece goes on as
-    the uninterrupted stream, the waiting phase with it."""
-    units, lengths = [[1, 1, 1], [0, 0, 1], [1, 2, 1]], [1, 2, 7]
+    the phase it had (the node over the sources of weight 0 in the second piece reads a
+    position or three in the first, so its phase is not the fresh 1/2, then waits a piece),
+    while the nodes beside it go on: the table routes as the one-by-one rule, numbers each
+    source's items in order, and a state taken inside the waiting piece goes on as the
+    uninterrupted stream, the waiting phase with it."""
     shape, table = table_of(units, lengths)
     piece, m = positions_of(lengths)
     ks, js = table.route(piece, m)
     assert ks.tolist() == one_by_one(shape, units, lengths)
     for k in range(3):
         assert js[ks == k].tolist() == list(range(int((ks == k).sum())))
-    waiting = shape.parent[0] - shape.K  # the node over sources 0 and 1
+    waiting = shape.parent[units[1].index(0)] - shape.K  # over the sources of weight 0
     assert table.carried[1][waiting] == table.carried[2][waiting] != (1, 2)
     state = table.state(1, 1)
     assert state[waiting] == table.carried[1][waiting]
-    again = _Phases(shape, np.array(units[1:]), [1], table.counts(1, np.array([1]))[0].tolist(),
-                    state)  # fmt: skip
-    rest_ks, rest_js = again.route(*positions_of([1, 7]))
-    assert rest_ks.tolist() == ks[2:].tolist() and rest_js.tolist() == js[2:].tolist()
+    rest = [lengths[1] - 1, lengths[2]]
+    again = _Phases(shape, np.array(units[1:]), rest[:1],
+                    table.counts(1, np.array([1]))[0].tolist(), state)  # fmt: skip
+    rest_ks, rest_js = again.route(*positions_of(rest))
+    cut = lengths[0] + 1
+    assert rest_ks.tolist() == ks[cut:].tolist() and rest_js.tolist() == js[cut:].tolist()
