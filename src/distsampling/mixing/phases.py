@@ -188,17 +188,26 @@ class _Phases:
         """The position after piece ``p``'s head of source ``k``'s item ``j`` (overall): up its
         path by the inverse of ``ℓ``: the ``j``-th left is at ``⌈(2s(j+1) - θ)/2a⌉ - 1``, the
         ``j``-th right at ``⌊(2s·j + θ)/2b⌋``."""
-        K, v, j = self.shape.K, k, j - int(self.heads[p, k])
-        while v != self.shape.root:
-            up = self.shape.parent[v]
-            i = up - K
-            a, s, th = int(self.a[p, i]), int(self.s[p, i]), int(self.theta[p, i])
-            if self.shape.left[i] == v:
-                j = -((th - 2 * s * (j + 1)) // (2 * a)) - 1
-            else:
-                j = (2 * s * j + th) // (2 * (s - a))
-            v = up
-        return j
+        return _climb(
+            self.shape, (self.a[p], self.s[p], self.theta[p]), k, j - int(self.heads[p, k])
+        )
+
+
+def _climb(shape: _Shape, table: tuple[np.ndarray, ...], k: int, j: int) -> int:
+    """The position of source ``k``'s ``j``-th item in a piece: up its path from the leaf,
+    each node's ``(a, s, θ)`` from ``table`` (three ``(K - 1,)`` rows), by the inverse of ``ℓ``."""
+    a_row, s_row, theta_row = table
+    v = k
+    while v != shape.root:
+        up = shape.parent[v]
+        i = up - shape.K
+        a, s, th = int(a_row[i]), int(s_row[i]), int(theta_row[i])
+        if shape.left[i] == v:
+            j = -((th - 2 * s * (j + 1)) // (2 * a)) - 1
+        else:
+            j = (2 * s * j + th) // (2 * (s - a))
+        v = up
+    return j
 
 
 def _bound(shape: _Shape, units: np.ndarray, pieces: int) -> Fraction:

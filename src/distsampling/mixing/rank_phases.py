@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .phases import SCALE, _Shape
+from .phases import SCALE, _climb, _Shape
 
 __all__: list[str] = []
 
@@ -152,14 +152,5 @@ class _RankPhases:
     def position(self, p: int, r: int, k: int, c: int) -> int:
         """The position after piece ``p``'s head in rank ``r``'s stream of its ``c``-th read of
         source ``k`` (counted from the grid's start): up its path by the inverse of ``ℓ``."""
-        K, v, j = self.K, k, c - int(self.heads[p, r, k])
-        while v != self.shape.root:
-            up = self.shape.parent[v]
-            i = up - K
-            a, s, th = int(self.a[p, i]), int(self.s[p, i]), int(self.theta[p, r, i])
-            if self.shape.left[i] == v:
-                j = -((th - 2 * s * (j + 1)) // (2 * a)) - 1
-            else:
-                j = (2 * s * j + th) // (2 * (s - a))
-            v = up
-        return j
+        row = (self.a[p], self.s[p], self.theta[p, r])
+        return _climb(self.shape, row, k, c - int(self.heads[p, r, k]))
