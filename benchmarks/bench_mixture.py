@@ -576,8 +576,8 @@ def suite(large: bool) -> list[Comparison]:
             {"changes": 20000},
             "batch_at(15000); each of 32,768 indices of rank 0; stream and rank: the largest "
             "gap of the global stream and of any rank from the schedule's cumulative share under "
-            "the same ramp over 1,000 steps, changed every step (global: every node's phase "
-            "carried across the changes)",
+            "the same ramp over 1,000 steps, changed every step (every node's phase carried "
+            "across the changes: global, the one stream's; per_rank, each rank's own)",
             ("first_s", "batch_at_ms", "per_index_us", "stream", "rank"),
             ("batch_at_ms", "per_index_us"),
         )
