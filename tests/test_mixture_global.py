@@ -118,25 +118,6 @@ def test_a_change_of_data_parallel_size_keeps_the_samples_megatrons_test(
         assert resumed == reference
 
 
-@given(
-    schedule=st.lists(
-        st.lists(st.integers(0, 9), min_size=4, max_size=4).filter(any), min_size=1, max_size=12
-    ),
-    n=st.lists(st.integers(0, 2**40), min_size=3, max_size=3),
-)
-def test_the_counts_of_many_trees_at_once_are_each_trees_counts(schedule, n):
-    """Invariant: the table of a schedule's changes, every tree's counts at once (stacked, a
-    tree of fewer sources padded), is each tree's own counts at the same positions."""
-    from distsampling.mixing.tree import _counts, _counts_each, _integer_mix
-    from distsampling.mixing.weights import _weights
-
-    trees = [_integer_mix(_weights("w", w, [5] * 4))[1] for w in schedule]
-    at = np.array([[x + g for x in n] for g in range(len(trees))], np.int64)  # (G, 3)
-    got = _counts_each(trees, at, 4)  # (G, 3, 4)
-    for g, tree in enumerate(trees):
-        assert got[g].tolist() == _counts(tree, at[g], 4).tolist()
-
-
 @given(weights=st.lists(st.lists(st.integers(0, 5), min_size=3, max_size=3).filter(any),
                         min_size=10, max_size=30), world=elastic_world_sizes, b=mixture_batch_sizes)  # fmt: skip
 def test_a_schedule_changing_every_step_routes_every_tree_at_once_as_one_by_one(weights, world, b):

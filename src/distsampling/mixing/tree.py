@@ -152,47 +152,6 @@ def _counts(t: _Tree, n: np.ndarray, K: int) -> np.ndarray:
     return cnt[:K].T
 
 
-def _counts_each(trees: list[_Tree], n: np.ndarray, K: int) -> np.ndarray:
-    """Each source's count in tree ``g``'s positions ``[0, n[g, m])``, ``(G, M, K)``: ``G``
-    trees (a schedule's, one a change) at once, their nodes stacked, the merged nodes counted
-    down from the last made (a parent is made after its children); a node not made is a fixed
-    point with no count. ``O(G × M × K)``: the tables of a schedule of many changes."""
-    G, M = n.shape  # (G, M)
-    ids = {id(t): i for i, t in enumerate(trees)}  # each distinct tree stacked once
-    which = np.array([ids[id(t)] for t in trees], np.int64)  # (G,)
-    stacked = np.stack([trees[i].arrays for i in sorted(set(ids.values()))])  # (D, 4, 2K)
-    order = np.searchsorted(np.array(sorted(set(ids.values()))), which)  # (G,) its row
-    a, b, left, right = stacked[order].transpose(1, 0, 2)  # (G, 2K) each
-    rows = np.arange(G)[:, None]  # (G, 1)
-    cnt = np.zeros((G, 2 * K, M), np.int64)
-    cnt[np.arange(G), [t.root for t in trees]] = n
-    for v in range(2 * K - 1, K - 1, -1):  # merged nodes, the last made first
-        m = cnt[:, v]  # (G, M)
-        c, _ = _split(a[:, v, None], b[:, v, None], m)
-        cnt[rows, left[:, v, None], np.arange(M)] = c
-        cnt[rows, right[:, v, None], np.arange(M)] = m - c
-    return cnt[:, :K].transpose(0, 2, 1)
-
-
-def _route_each(trees: list[_Tree], which: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, ...]:
-    """:func:`_route` of positions ``u`` each in its own tree ``trees[which[i]]``, ``(P,)``
-    each: the trees stacked, every position down its tree together (a schedule that changes
-    every step: a block's positions in as many trees as steps)."""
-    ids = {id(t): i for i, t in enumerate(trees)}  # each distinct tree stacked once
-    rows = sorted(set(ids.values()))
-    stacked = np.stack([trees[i].arrays for i in rows])  # (D, 4, 2K)
-    row = np.searchsorted(np.array(rows), np.array([ids[id(t)] for t in trees]))[which]  # (P,)
-    a, b, left, right = (stacked[:, i] for i in range(4))  # (D, 2K) each
-    node = np.array([t.root for t in trees], np.int64)[which]  # (P,)
-    n, K = u.copy(), trees[0].K
-    while (inner := node >= K).any():  # a leaf is a fixed point: only the inner nodes move
-        r, v = row[inner], node[inner]
-        c, is_left = _split(a[r, v], b[r, v], n[inner])
-        node[inner] = np.where(is_left, left[r, v], right[r, v])
-        n[inner] = np.where(is_left, c, n[inner] - c)
-    return node, n
-
-
 def _count(t: _Tree, k: int, n: Any) -> Any:
     """Source ``k``'s count in tree positions ``[0, n)`` (an int or an array): down its path."""
     if k not in t.paths:
