@@ -123,10 +123,17 @@ MODULES: dict[str, tuple[list[str], bool]] = {
         False,
     ),
     "streaming/sharded_mixture": (
-        ["tests/test_sharded_mixture.py", "tests/test_validate.py"],
+        [
+            "tests/test_sharded_mixture.py",
+            "tests/test_mixture_readers.py",
+            "tests/test_validate.py",
+        ],
         False,
     ),
-    "streaming/mixture_readers": (["tests/test_sharded_mixture.py"], False),
+    "streaming/mixture_readers": (
+        ["tests/test_sharded_mixture.py", "tests/test_mixture_readers.py"],
+        False,
+    ),
     "streaming/mixture_resume": (["tests/test_sharded_mixture.py"], False),
     "streaming/mixture_sources": (
         ["tests/test_sharded_mixture.py", "tests/test_validate.py"],

@@ -126,7 +126,33 @@ class ReaderGrid:
         self.pieces = [(lo, hi, t) for lo, hi, (_, t) in zip(los, his, trees[first:])]
         self._bases: dict[int, np.ndarray] = {}  # stretch -> every reader's c(o·b), (R, K)
         self._every = self.offsets(np.arange(self.W * self.n, dtype=np.int64))  # (ρ, o), (R,) each
+        self._starts = (self._every[1] * self.b).reshape(self.W, self.n)  # (W, n) each o·b
         self.near = 1 << 16  # reach: the steps about a pass's edge counted one by one, at most
+        self.table = 1 << 20  # a stretch's counts over one period tabulated if K·S is at most this
+        self._tables: dict[int, tuple[int, np.ndarray] | None] = {}  # stretch -> (S, counts)
+
+    def _period(self, p: int) -> tuple[int, np.ndarray] | None:
+        """``(S, c)`` of stretch ``p``'s tree, ``S`` the sum of its integer weights and ``c`` every
+        source's count before each position of one period, ``(S + 1, K)``: the root gives its
+        left child ``a`` of every ``S`` positions, and each node its children's weights of
+        every run of its own weight, so ``c_k(n + S) = c_k(n) + c_k(S)``. ``None`` where the
+        table would exceed ``table`` entries (then counts go down the tree)."""
+        if p not in self._tables:
+            tree = self.pieces[p][2]
+            S = tree.nodes[0][tree.root] + tree.nodes[1][tree.root]  # a leaf root: 1 + 0
+            fits = S * self.K <= self.table
+            self._tables[p] = (S, _counts(tree, np.arange(S + 1), self.K)) if fits else None
+        return self._tables[p]
+
+    def _count_in(self, p: int, k: int, n: Any) -> Any:
+        """``c_k(n)``, source ``k``'s count before tree positions ``n`` (an array) in stretch
+        ``p``'s tree: by its period's table (a division and a look-up), else down its path."""
+        period = self._period(p)
+        if period is None:
+            return _count(self.pieces[p][2], k, n)
+        S, c = period
+        q = n // S  # whole periods before n
+        return q * c[S, k] + c[n - q * S, k]
 
     def _piece(self, step: int) -> int:
         """The stretch holding ``step`` (the last that starts at or before it)."""
@@ -144,20 +170,25 @@ class ReaderGrid:
         rho, o = self.offsets(q)  # (Q,) each
         out = np.zeros((len(q), self.K), np.int64)
         every = len(q) == self.W * self.n and bool((q == np.arange(len(q))).all())
-        for p, (lo, hi, tree) in enumerate(self.pieces):
+        for p, (lo, hi, _) in enumerate(self.pieces):
             if lo >= step:
                 break
             m = own_steps(lo, step if hi is None else min(step, hi), rho, self.n)  # (Q,)
             if every and p not in self._bases:  # every reader's c(o·b): made once a stretch
-                self._bases[p] = self._at(tree, o)
-            out += self._at(tree, m + o) - (self._bases[p] if every else self._at(tree, o))
+                self._bases[p] = self._at(p, o)
+            out += self._at(p, m + o) - (self._bases[p] if every else self._at(p, o))
         return out
 
-    def _at(self, tree: Any, t: np.ndarray) -> np.ndarray:
-        """``c(t·b)``, ``(len(t), K)``: each source's count before grid points ``t``. Points
-        that span a range of about their number (a step's readers: consecutive windows) are
-        counted by routing the range's positions once and summing window by window; others
-        down the tree, all sources at each point."""
+    def _at(self, p: int, t: np.ndarray) -> np.ndarray:
+        """``c(t·b)``, ``(len(t), K)``: each source's count before grid points ``t`` in stretch
+        ``p``'s tree: by its period's table where it has one; else points that span a range of
+        about their number (a step's readers: consecutive windows) by routing the range's
+        positions once and summing window by window, others down the tree."""
+        tree, period = self.pieces[p][2], self._period(p)
+        if period is not None:
+            S, c = period
+            q = t * self.b // S  # (len(t),) whole periods before each point
+            return q[:, None] * c[S] + c[t * self.b - q * S]
         if len(t) < 64:  # a few: each down the tree
             return _counts(tree, t * self.b, self.K)
         lo, hi = int(t.min()), int(t.max())
@@ -174,27 +205,31 @@ class ReaderGrid:
         """``(R,)``: every reader's ``c_k(o·b)`` in stretch ``p``: every source's made at once
         (the readers' windows are consecutive: routed once), once a stretch."""
         if p not in self._bases:
-            self._bases[p] = self._at(self.pieces[p][2], self._every[1])
+            self._bases[p] = self._at(p, self._every[1])
         return self._bases[p][:, k]
 
     def reader_counts(self, k: int, step: int) -> np.ndarray:
         """``(R,)``: every reader's draws of source ``k`` before ``step``, ``O(R·depth)`` a
         stretch (readers ``q = r·n + ρ``)."""
-        rho, o = self._every  # (R,) each
         out = np.zeros(self.W * self.n, np.int64)
-        for p, (lo, hi, tree) in enumerate(self.pieces):
+        for p, (lo, hi, _) in enumerate(self.pieces):
             if lo >= step:
                 break
-            m = own_steps(lo, step if hi is None else min(step, hi), rho, self.n)  # (R,)
-            out += _count(tree, k, (m + o) * self.b) - self._base(p, k)
+            at = self._points(lo, step if hi is None else min(step, hi))  # (R,)
+            out += self._count_in(p, k, at) - self._base(p, k)
         return out
+
+    def _points(self, lo: int, steps: Any) -> np.ndarray:
+        """``(..., R)``: every reader's tree position ``(m + o)·b`` before each of ``steps`` in
+        a stretch from step ``lo`` (its own steps ``m`` there counted once a ``ρ``)."""
+        rho = np.arange(self.n)
+        m = own_steps(lo, np.asarray(steps, np.int64)[..., None], rho, self.n)  # (..., n)
+        return (m[..., None, :] * self.b + self._starts).reshape(*m.shape[:-1], -1)  # (W, n)
 
     def in_stretch(self, k: int, p: int, steps: Any) -> np.ndarray:
         """``(..., R)``: every reader's draws of source ``k`` in stretch ``p`` before each of
         ``steps``, the stretch's tree taken on past its end (as if the mix did not change)."""
-        rho, o = self._every  # (R,) each
-        m = own_steps(self.pieces[p][0], np.asarray(steps, np.int64)[..., None], rho, self.n)
-        return _count(self.pieces[p][2], k, (m + o) * self.b) - self._base(p, k)
+        return self._count_in(p, k, self._points(self.pieces[p][0], steps)) - self._base(p, k)
 
     def _edges(self, k: int, p: int, steps: np.ndarray, ranks: Any) -> np.ndarray:
         """``(S, len(ranks))``: source ``k``'s count in stretch ``p``'s tree before the window
@@ -203,7 +238,7 @@ class ReaderGrid:
         rho = steps % self.n
         m = own_steps(self.pieces[p][0], steps, rho, self.n)  # (S,) its readers' own steps
         first = (m + rho * self.W) * self.b  # (S,) rank 0's window
-        return _count(self.pieces[p][2], k, first[:, None] + np.asarray(ranks) * self.b)
+        return self._count_in(p, k, first[:, None] + np.asarray(ranks) * self.b)
 
     def _step_draws(self, k: int, p: int, a: int, z: int) -> np.ndarray:
         """``(z - a,)``: every rank's draws of source ``k`` at each step of ``[a, z)`` in
@@ -340,7 +375,8 @@ class _Runs:
             sizes = self.sources[k][1]
             if len(self._layouts) > 4 * len(self.sources):
                 self._layouts.pop(next(iter(self._layouts)))
-            self._layouts[k, pass_] = order, list(accumulate((sizes[i] for i in order), initial=0))
+            starts = list(accumulate(map(sizes.__getitem__, order), initial=0))
+            self._layouts[k, pass_] = order, starts
         return self._layouts[k, pass_]
 
     def _before(self, k: int, p: int) -> np.ndarray:
@@ -376,8 +412,9 @@ class _Runs:
             return np.zeros((0, 3), np.int64), first + max(0, C - L) // max(T, 1)
         j = -1 if C < L else (C - L) // T  # the segment in flight: every reader is in it
         a, z, at = self._segments(k, p, j)  # (R,) each
-        x = np.append(at + c - a, (z - a).sum())  # (R + 1,) from: each reader's, the rest's
-        y = np.append(at + z - a, L if j < 0 else T)  # (R + 1,) to
+        turn = max(j, 0)  # the readers' parts in their order in the pass: sorted already
+        x = np.append(np.roll(at + c - a, turn), (z - a).sum())  # (R + 1,) from: parts, the rest
+        y = np.append(np.roll(at + z - a, turn), L if j < 0 else T)  # (R + 1,) to
         if j < 0:  # within the leftovers: their unread rest, then every fresh pass
             return _merge(_lead_pieces(lead, starts, x[x < y], y[x < y])), first
         return _merge(np.stack([np.full(len(x), first + j), x, y], 1)), first + j + 1
@@ -432,26 +469,73 @@ class _Runs:
             lo, hi = (lo, mid) if ends(mid) else (mid, hi)
         return hi
 
+    def _segment_of(self, k: int, p: int, q: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """``(N,)``: :meth:`_segment` of each of readers ``q``'s draws ``c`` (``(N,)`` each): the
+        first one's searched, each checked to lie between its edges (a step's readers draw
+        alike: most are in one), the others searched one by one."""
+        L, T = int(self._plan(k, p)[1][-1]), self.totals[k]
+        j = np.full(len(q), self._segment(k, p, int(q[0]), int(c[0])), np.int64)
+        edge = lambda j: self._reach(k, p, L + j * T)[q]  # noqa: E731 (each one's B_j, j >= 0)
+        wrong = np.flatnonzero((c < edge(j[0])) | (c >= edge(j[0] + 1)) if j[0] >= 0 else
+                               c >= edge(0))  # fmt: skip
+        for i in wrong.tolist():
+            j[i] = self._segment(k, p, int(q[i]), int(c[i]))
+        return j
+
+    def _draws(self, k: int, q: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, ...]:
+        """``(pass, offset in it, n)``, ``(N,)`` each, of readers ``q``'s ``c``-th draws of source
+        ``k`` (``(N,)`` each): in the stretch each is drawn in, first its reader's part of the
+        leftovers, then its part of each pass. A reader's draws ``c .. c + n - 1`` are that
+        pass's offsets from there on, one after another."""
+        pieces, N = self._grid.pieces, len(q)
+        p = np.full(N, -1, np.int64)  # the last stretch that weighs k and begins by draw c
+        for i in range(len(pieces)):
+            if k in pieces[i][2].paths:
+                p[self._before(k, i)[q] <= c] = i
+        end = np.full(N, np.iinfo(np.int64).max, np.int64)  # the reader's draws before the next
+        for i in range(len(pieces) - 1):
+            end[p == i] = self._before(k, i + 1)[q[p == i]]
+        bad = np.flatnonzero((p < 0) | (c >= end))
+        if len(bad):
+            i = int(bad[0])
+            raise IndexError(f"reader {int(q[i])} never draws source {k} a {int(c[i]) + 1}-th time")
+        pass_, o, n = np.empty(N, np.int64), np.empty(N, np.int64), np.empty(N, np.int64)
+        for i in np.unique(p).tolist():  # each stretch, then each segment in it
+            at = np.flatnonzero(p == i)
+            c0 = c[at] - self._before(k, i)[q[at]]  # their draws in the stretch before these
+            j = self._segment_of(k, i, q[at], c0)
+            lead, starts, first = self._plan(k, i)
+            for jj in np.unique(j).tolist():
+                x, qx, cx = at[j == jj], q[at[j == jj]], c0[j == jj]
+                a, z, start = self._segments(k, i, jj)
+                ox = start[qx] + cx - a[qx]  # (X,) its place in the segment
+                n[x] = np.minimum(z[qx] - cx, end[x] - c[x])  # the run left, in the stretch
+                if jj >= 0:
+                    pass_[x], o[x] = first + jj, ox
+                    continue
+                h = np.searchsorted(starts, ox, "right") - 1  # (X,) the leftover it is in
+                pass_[x], o[x] = lead[h, 0], lead[h, 1] + ox - starts[h]
+                n[x] = np.minimum(n[x], starts[h + 1] - ox)
+        return pass_, o, n
+
     def _draw(self, k: int, q: int, c: int) -> tuple[int, int, int]:
-        """``(pass, offset in it, n)`` of reader ``q``'s ``c``-th draw of source ``k``: in the
-        stretch it is drawn in, first its part of the leftovers, then its part of each pass.
-        Its draws ``c .. c + n - 1`` are that pass's offsets from there on, one after another."""
-        pieces = self._grid.pieces
-        p = max((i for i in range(len(pieces))
-                 if k in pieces[i][2].paths and self._before(k, i)[q] <= c), default=None)  # fmt: skip
-        end = None if p is None or p + 1 == len(pieces) else int(self._before(k, p + 1)[q])
-        if p is None or (end is not None and c >= end):
-            raise IndexError(f"reader {q} never draws source {k} a {c + 1}-th time")
-        c0 = c - int(self._before(k, p)[q])  # its draws in the stretch before this one
-        j = self._segment(k, p, q, c0)
-        a, z, at = self._segments(k, p, j)
-        lead, starts, first = self._plan(k, p)
-        o, n = int(at[q]) + c0 - int(a[q]), int(z[q]) - c0  # its place in the segment, run left
-        n = n if end is None else min(n, end - c)
-        if j >= 0:
-            return first + j, o, n
-        i = int(np.searchsorted(starts, o, "right")) - 1
-        return int(lead[i, 0]), int(lead[i, 1]) + o - int(starts[i]), min(n, int(starts[i + 1]) - o)
+        """:meth:`_draws` of one draw: ``(pass, offset in it, n)``, Python ints."""
+        pass_, o, n = self._draws(k, np.array([q], np.int64), np.array([c], np.int64))
+        return int(pass_[0]), int(o[0]), int(n[0])
+
+    def _reads(self, ks: np.ndarray, q: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, ...]:
+        """``(shard index, offset in the shard)``, ``(N,)`` each, of readers ``q``'s ``c``-th
+        draws of sources ``ks`` (``(N,)`` each): source by source, pass by pass."""
+        shard, offset = np.empty(len(ks), np.int64), np.empty(len(ks), np.int64)
+        for k in np.unique(ks).tolist():
+            at = np.flatnonzero(ks == k)
+            pass_, o, _ = self._draws(k, q[at], c[at])
+            for P in np.unique(pass_).tolist():
+                x = pass_ == P
+                order, starts = (np.asarray(v) for v in self._layout(k, P))
+                j = np.searchsorted(starts, o[x], "right") - 1  # (X,) the shard each is in
+                shard[at[x]], offset[at[x]] = order[j], o[x] - starts[j]
+        return shard, offset
 
     def _where(self, k: int, pass_: int, offset: int) -> tuple[int, int]:
         """``(shard index, offset in the shard)`` of a pass's ``offset``."""

@@ -142,17 +142,18 @@ def _entries(weights: object) -> list[tuple[Any, Any]]:
 def _merge(pieces: Any) -> np.ndarray:
     """``[pass, a, b]`` intervals (a list or an ``(N, 3)`` array), sorted, empty ones dropped,
     touching ones joined, ``(M, 3)`` int64: at once, a sort and a cumulative sum."""
-    x = np.asarray(pieces, np.int64).reshape(-1, 3)
-    x = x[x[:, 2] > x[:, 1]]
-    x = x[np.lexsort((x[:, 1], x[:, 0]))]  # by pass, then start
-    if not len(x):
-        return x
+    p, a, b = np.asarray(pieces, np.int64).reshape(-1, 3).T  # (N,) each
+    keep = np.flatnonzero(b > a)
+    keep = keep[np.lexsort((a[keep], p[keep]))]  # by pass, then start
+    p, a, b = p[keep], a[keep], b[keep]
+    if not len(p):
+        return np.zeros((0, 3), np.int64)
     # an interval begins a run unless it starts where the one before (of its pass) ends
-    begins = np.ones(len(x), bool)
-    begins[1:] = (x[1:, 0] != x[:-1, 0]) | (x[1:, 1] != x[:-1, 2])
+    begins = np.ones(len(p), bool)
+    begins[1:] = (p[1:] != p[:-1]) | (a[1:] != b[:-1])
     heads = np.flatnonzero(begins)
-    ends = np.append(heads[1:], len(x)) - 1  # each run's last interval
-    return np.stack([x[heads, 0], x[heads, 1], x[ends, 2]], 1)
+    ends = np.append(heads[1:], len(p)) - 1  # each run's last interval
+    return np.stack([p[heads], a[heads], b[ends]], 1)
 
 
 def _lead_pieces(lead: np.ndarray, starts: np.ndarray, a: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -299,18 +299,20 @@ class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
         at training ``step``; no data is read, nothing replayed (its readers' counts in closed
         form)."""
         step = check_int("step", step, low=self._gen["start"])
-        nw, W = self._readers(), self._gen["num_replicas"]
+        nw, W, K = self._readers(), self._gen["num_replicas"], len(self.sources)
         readers = np.arange(W, dtype=np.int64) * nw + step % nw  # (W,) the step's readers
-        counts = self._grid.counts(step, readers).tolist()  # (W, K)
-        out, sources = [], self._grid.step_sources(step).tolist()  # (W, b)
-        for r in range(W):
-            c, row = counts[r], []
-            for k in sources[r]:
-                p, o, _ = self._draw(k, r * nw + step % nw, c[k])
-                row.append((k, *self._where(k, p, o)))
-                c[k] += 1
-            out.append(row)
-        return out
+        counts = self._grid.counts(step, readers)  # (W, K) before the step
+        ks = self._grid.step_sources(step)  # (W, b)
+        # each slot's count: its rank's before the step, and its earlier slots of that source
+        key = (np.arange(W)[:, None] * K + ks).reshape(-1)  # (W·b,) rank and source
+        order = np.argsort(key, kind="stable")
+        heads = np.flatnonzero(np.append(True, key[order][1:] != key[order][:-1]))
+        earlier = np.empty_like(order)
+        earlier[order] = np.arange(len(order)) - np.repeat(heads, np.diff(heads, append=len(order)))
+        c = np.take_along_axis(counts, ks, 1).reshape(-1) + earlier  # (W·b,)
+        shard, offset = self._reads(ks.reshape(-1), np.repeat(readers, ks.shape[1]), c)
+        rows = zip(ks.tolist(), shard.reshape(ks.shape).tolist(), offset.reshape(ks.shape).tolist())
+        return [list(zip(*row)) for row in rows]
 
     # --- reading ----------------------------------------------------------------------------
 
