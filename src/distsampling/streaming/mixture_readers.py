@@ -130,6 +130,8 @@ class ReaderGrid:
         self.near = 1 << 16  # reach: the steps about a pass's edge counted one by one, at most
         self.table = 1 << 20  # a stretch's counts over one period tabulated if K·S is at most this
         self._tables: dict[int, tuple[int, np.ndarray] | None] = {}  # stretch -> (S, counts)
+        self._columns: dict[tuple[int, int], np.ndarray] = {}  # (stretch, k) -> c_k, (S + 1,)
+        self._base_columns: dict[tuple[int, int], np.ndarray] = {}  # (stretch, k) -> (R,)
 
     def _period(self, p: int) -> tuple[int, np.ndarray] | None:
         """``(S, c)`` of stretch ``p``'s tree, ``S`` the sum of its integer weights and ``c`` every
@@ -151,8 +153,11 @@ class ReaderGrid:
         if period is None:
             return _count(self.pieces[p][2], k, n)
         S, c = period
+        if (p, k) not in self._columns:  # source k's counts over a period, side by side
+            self._columns[p, k] = np.ascontiguousarray(c[:, k])
+        c = self._columns[p, k]  # (S + 1,)
         q = n // S  # whole periods before n
-        return q * c[S, k] + c[n - q * S, k]
+        return q * c[S] + c[n - q * S]
 
     def _piece(self, step: int) -> int:
         """The stretch holding ``step`` (the last that starts at or before it)."""
@@ -202,11 +207,11 @@ class ReaderGrid:
         return cum[t - lo] + _counts(tree, np.array([lo * self.b]), self.K)  # (len(t), K)
 
     def _base(self, p: int, k: int) -> np.ndarray:
-        """``(R,)``: every reader's ``c_k(o·b)`` in stretch ``p``: every source's made at once
-        (the readers' windows are consecutive: routed once), once a stretch."""
-        if p not in self._bases:
-            self._bases[p] = self._at(p, self._every[1])
-        return self._bases[p][:, k]
+        """``(R,)``: every reader's ``c_k(o·b)`` in stretch ``p`` (where its windows start),
+        made once a stretch and source."""
+        if (p, k) not in self._base_columns:
+            self._base_columns[p, k] = self._count_in(p, k, self._starts.reshape(-1))
+        return self._base_columns[p, k]
 
     def reader_counts(self, k: int, step: int) -> np.ndarray:
         """``(R,)``: every reader's draws of source ``k`` before ``step``, ``O(R·depth)`` a

@@ -166,7 +166,6 @@ class _Resume:
 
     def _elastic(self, states: list[dict[str, Any]]) -> None:
         g, loader_workers = states[0]["generation"], states[0]["num_workers"]
-        nw = g["num_workers"] or 1
         workers = sorted(s["worker"] for s in states)
         if (any(s["generation"] != g or s["num_workers"] != loader_workers for s in states)
                 or workers != list(range(max(1, loader_workers)))):  # fmt: skip
@@ -182,24 +181,22 @@ class _Resume:
         W, b = g["num_replicas"], g["batch_size"]
         self._set_generation(dict(g))  # the old grid: its readers' counts at the boundary
         S = max(min(s["step"] for s in states), g["start"])
-        counts = self.counts_at(S)  # (W, nw, K)
-        for s in states:
+        for s in states:  # each reader's counts in the state, against the mixture's
+            mixed = self._counts(S, [s["rank"]])[0]  # (nw, K) its rank's readers'
             for q, c in zip(s["readers"], s["counts"], strict=True):
-                if c != counts[s["rank"], q].tolist():
+                if c != mixed[q]:
                     raise ValueError(
                         f"state of worker {s['worker']} says reader {q} drew counts={c}, but the "
-                        f"mixture gives {counts[s['rank'], q].tolist()} at step {S}: a state of "
-                        "another run"
+                        f"mixture gives {mixed[q]} at step {S}: a state of another run"
                     )
         # every source's unread rest of its segment in flight (within the step's stretch)
-        p, R = self._grid._piece(S), W * nw
-        lead, first = [], []
+        p, lead, first, drawn = self._grid._piece(S), [], [], []
         for k in range(len(self.sources)):
-            c = counts.reshape(R, -1)[:, k] - self._before(k, p)  # (R,) drawn in the stretch
-            rest, nxt = self._rest(k, p, c)
-            lead.append(rest), first.append(nxt)
-        drawn = counts.reshape(-1, len(self.sources)).sum(0)  # (K,) C_k(S)
-        read = [int(x) + int(y) for x, y in zip(g["read"], drawn)]
+            c = self._grid.reader_counts(k, S)  # (W·nw,) every old reader's draws of k before S
+            rest, nxt = self._rest(k, p, c - self._before(k, p))  # drawn in the stretch
+            lead.append(rest), first.append(nxt), drawn.append(int(c.sum()))  # C_k(S)
+            self._segs.clear(), self._reaches.clear()  # (R,) each: this source's, not needed again
+        read = [int(x) + y for x, y in zip(g["read"], drawn, strict=True)]
         origin = g["origin"] + (S - g["start"]) * W * b
         before = (g["before"] if g.get("epoch") == self.epoch else 0) + (
             S - self._steps(self.epoch).start
