@@ -573,3 +573,9 @@ def large_changing_weights(draw: st.DrawFn) -> tuple[list[list[int]], list[int]]
     units = draw(st.lists(st.lists(weight, min_size=K, max_size=K).filter(any),
                           min_size=1, max_size=8))  # fmt: skip
     return units, draw(st.lists(st.integers(1, 6), min_size=len(units), max_size=len(units)))
+
+
+# the bytes a per-rank phase table may keep every piece in (mixing/rank_phases.py): its own
+# default (every piece kept, for these small grids) or a few hundred bytes, so that only every
+# C-th piece is kept and a read makes its rank's stream again from the one before
+rank_table_budgets = st.just(1 << 26) | st.integers(1, 600)

@@ -15,12 +15,16 @@ from strategies import (
     elastic_world_sizes,
     large_changing_weights,
     mixture_batch_sizes,
+    rank_table_budgets,
 )
 from test_phases import one_by_one
 
 
-@given(changing_weights() | large_changing_weights(), elastic_world_sizes, mixture_batch_sizes)
-def test_each_ranks_stream_is_the_one_stream_rule_started_r_b_positions_in(weighted, W, b):
+@given(
+    changing_weights() | large_changing_weights(), elastic_world_sizes, mixture_batch_sizes,
+    rank_table_budgets,
+)  # fmt: skip
+def test_each_ranks_stream_is_the_one_stream_rule_started_r_b_positions_in(weighted, W, b, budget):
     """Invariant: rank ``r``'s stream in the table (pieces of ``steps`` steps, ``b`` positions a
     step) is, source for source, the one-stream rule (``phases.py``, position by position, in
     Python ints) whose first piece is ``r·b`` positions longer, from its position ``r·b`` on; its
@@ -29,7 +33,7 @@ def test_each_ranks_stream_is_the_one_stream_rule_started_r_b_positions_in(weigh
     a node too (scale 1: every product within int64)."""
     units, steps = weighted
     K, shape = len(units[0]), _Shape(units[0])
-    table = _RankPhases(shape, np.array(units, np.int64), steps[:-1], W, b)
+    table = _RankPhases(shape, np.array(units, np.int64), steps[:-1], W, b, budget)
     piece = np.repeat(np.arange(len(steps)), np.array(steps) * b)  # (N,) each rank position's
     heads = np.concatenate([[0], np.cumsum(steps)[:-1]]) * b
     m = np.arange(sum(steps) * b) - heads[piece]  # (N,) its position after its piece's head
@@ -63,57 +67,95 @@ def test_a_residual_is_rescaled_to_the_nearest_step_of_the_new_scale_in_int64(ha
     assert got.tolist() == [want]
 
 
-@given(changing_weights() | large_changing_weights(), elastic_world_sizes, mixture_batch_sizes)
-def test_each_ranks_table_is_the_global_streams_started_r_b_positions_in(weighted, W, b):
+@given(
+    changing_weights() | large_changing_weights(), elastic_world_sizes, mixture_batch_sizes,
+    rank_table_budgets,
+)  # fmt: skip
+def test_each_ranks_table_is_the_global_streams_started_r_b_positions_in(weighted, W, b, budget):
     """Invariant: the table holds, in int64, the global stream's scaled weights (``phases.py``)
     and, from the first change on, rank ``r``'s node phases and counts are those of the global
     stream whose first piece is ``r·b`` positions longer, less its counts at ``r·b`` (a node of
     weight 0 in a piece: no phase to compare); ``sums`` adds the ranks' counts."""
     units, steps = weighted
     K, shape = len(units[0]), _Shape(units[0])
-    table = _RankPhases(shape, np.array(units, np.int64), steps[:-1], W, b)
-    assert {x.dtype for x in (table.a, table.s, table.theta, table.heads)} == {np.dtype(np.int64)}
+    table = _RankPhases(shape, np.array(units, np.int64), steps[:-1], W, b, budget)
+    pieces, total = np.arange(len(units)), 0
     for r in range(W):
+        theta, heads = table.state(pieces, np.full(len(units), r))  # (P, K - 1), (P, K)
+        assert {x.dtype for x in (table.a, table.s, theta, heads)} == {np.dtype(np.int64)}
+        total = total + heads
         lengths = [(steps[0] + r) * b] + [x * b for x in steps[1:-1]]
         one = _Phases(shape, np.array(units, np.int64), lengths, [0] * K)
         assert table.a.tolist() == one.a.tolist() and table.s.tolist() == one.s.tolist()
         on = table.s[1:] > 1  # (P - 1, K - 1) the nodes of positive weight after the first piece
-        assert table.theta[1:, r][on].tolist() == one.theta[1:][on].tolist()
+        assert theta[1:][on].tolist() == one.theta[1:][on].tolist()
         skipped = one.counts(0, np.array([r * b]))[0]  # (K,) the global stream's first r·b
-        assert (table.heads[1:, r] + skipped).tolist() == one.heads[1:, :K].tolist()
-    assert table.sums.tolist() == table.heads.sum(1).tolist()
+        assert (heads[1:] + skipped).tolist() == one.heads[1:, :K].tolist()
+    assert table.sums.tolist() == total.tolist()
 
 
 @given(
     changing_weights() | large_changing_weights(), elastic_world_sizes, mixture_batch_sizes,
-    st.integers(0, 2**50),
+    st.integers(0, 2**50), rank_table_budgets,
 )  # fmt: skip
-def test_far_into_a_piece_a_position_reads_the_source_whose_count_rises(weighted, W, b, far):
+def test_far_into_a_piece_a_position_reads_the_source_whose_count_rises(
+    weighted, W, b, far, budget
+):
     """Invariant: at any position of a piece, far past a node's scaled weights (``m = q·s + ρ``,
     ``q > 0``), ``route`` names the one source whose ``counts`` rise from ``m`` to ``m + 1``, its
     count before the read the one at ``m``; the counts add up to the head's plus ``m``."""
     units, steps = weighted
     K = len(units[0])
-    table = _RankPhases(_Shape(units[0]), np.array(units, np.int64), steps[:-1], W, b)
+    table = _RankPhases(_Shape(units[0]), np.array(units, np.int64), steps[:-1], W, b, budget)
     for p in range(len(units)):
         for r in range(W):
             piece, rank = np.array([p, p]), np.array([r, r])
             before, after = table.counts(piece, rank, np.array([far, far + 1]))
             k, c = table.route(piece[:1], rank[:1], np.array([far]))
             assert (after - before).tolist() == np.eye(K, dtype=np.int64)[k[0]].tolist()
-            assert c.tolist() == [before[k[0]]] and before.sum() == table.heads[p, r].sum() + far
+            head = table.state(piece[:1], rank[:1])[1][0]
+            assert c.tolist() == [before[k[0]]] and before.sum() == head.sum() + far
 
 
-@given(changing_weights(), elastic_world_sizes, mixture_batch_sizes, st.integers(2**53, 2**55))
-def test_changes_far_apart_keep_every_count_at_a_head_exact(weighted, W, b, far):
+@given(
+    changing_weights(), elastic_world_sizes, mixture_batch_sizes, st.integers(2**53, 2**55),
+    rank_table_budgets,
+)  # fmt: skip
+def test_changes_far_apart_keep_every_count_at_a_head_exact(weighted, W, b, far, budget):
     """Invariant: with pieces of more than ``2**53`` steps (no float holds such counts exactly),
     each rank's counts at a piece's head are its counts at the last piece's end, to the sample,
     and add up to every position read before it."""
     units, steps = weighted
     steps = [far + x for x in steps]
-    table = _RankPhases(_Shape(units[0]), np.array(units, np.int64), steps[:-1], W, b)
+    table = _RankPhases(_Shape(units[0]), np.array(units, np.int64), steps[:-1], W, b, budget)
     for p in range(len(units) - 1):
         for r in range(W):
             end = table.counts(np.array([p]), np.array([r]), np.array([steps[p] * b]))[0]
-            assert table.heads[p + 1, r].tolist() == end.tolist()
-            assert int(table.heads[p + 1, r].sum()) == sum(steps[: p + 1]) * b
+            head = table.state(np.array([p + 1]), np.array([r]))[1][0]
+            assert head.tolist() == end.tolist()
+            assert int(head.sum()) == sum(steps[: p + 1]) * b
+
+
+@given(
+    changing_weights() | large_changing_weights(), elastic_world_sizes, mixture_batch_sizes,
+    rank_table_budgets,
+)  # fmt: skip
+def test_a_table_keeps_every_piece_while_they_fit_else_stays_within_its_budget(
+    weighted, W, b, budget
+):
+    """Invariant: every rank's phases and counts at every piece (``W·(2K - 1)`` int64 a piece)
+    are kept exactly when they fit in ``budget`` bytes; past it the kept pieces (every
+    ``every``-th, with their residuals) take at most ``budget`` bytes and one piece more,
+    whatever ``W``, and the summed counts stay one row a piece."""
+    units, steps = weighted
+    P, K = len(units), len(units[0])
+    table = _RankPhases(_Shape(units[0]), np.array(units, np.int64), steps[:-1], W, b, budget)
+    piece = W * (2 * K - 1) * 8
+    kept = sum(x.nbytes for x in (table.theta, table.R, table.D, table.heads))
+    assert (table.every == 1) == (P * piece <= budget)
+    if table.every == 1:
+        assert kept == P * piece and table.theta.shape[0] == P
+    else:
+        assert kept <= budget + piece + -(-P // table.every) * (K - 1) * 8
+        assert table.heads.shape[0] == -(-P // table.every) < P or P == 1
+    assert table.sums.shape == (P, K)

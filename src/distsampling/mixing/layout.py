@@ -21,8 +21,10 @@ at each change every node of every rank carries its rounding (``rank_phases.py``
 reads stay within ``2·bound()`` of the schedule's cumulative share over its steps, however many
 changes (``bound()``: the global stream's phase bound, ``phases.py``); a global batch, the ranks'
 micro-batches of phases no longer one window, within ``2·W·bound()``; the run's count within
-``2·W·bound()``. The table is every rank's phases and counts at each change, ``O(W × changes ×
-K)``; a read is numbered from the ranks' counts at its step's ends, ``O(W·K)`` a step. An elastic
+``2·W·bound()``. The table is every rank's phases and counts at each change while they fit in
+64 MiB, else at every ``C``-th change (a read makes the streams again from the one kept before):
+``O(changes × K)`` in memory whatever ``W``; a read is numbered from the ranks' counts at its
+step's ends, ``O(W·K)`` a step. An elastic
 resume (another grid) starts the new grid's ranks afresh at its first step, each source going on
 from its count.
 

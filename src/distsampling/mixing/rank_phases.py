@@ -25,13 +25,17 @@ the ranks' micro-batches, within ``2W·E_k`` (the ranks' phases are not one wind
 change that all ranks entered alike, each micro-batch errs alike); with one weight it is a
 window of the one tree, within ``β_k``.
 
-The table, per piece of the grid: each node's ``(a, s)`` scaled, ``(P, K - 1)``, and per rank
-each node's ``θ`` and each source's count at the piece's head, ``(P, W, K - 1)`` and ``(P, W,
-K)``: ``O(W × pieces × K)``, not the global stream's ``O(pieces × K)`` (``W·(2K - 1)`` int64
-a change: about 9 MB for ``W = 8``, ``K = 4`` and 20,000 changes, 1.6 MB a change at ``W =
-1024``, ``K = 100``), made once, in order, every rank at once. A rank's read is numbered by the
-ranks' counts at its step's two ends (``Σ_{r'<r} c_{r'}((τ+1)·b) + Σ_{r'>r} c_{r'}(τ·b)`` of the
-others, reads numbered step by step, rank by rank): ``W`` counts down the table, ``O(W·K)``.
+The table, per piece of the grid: each node's ``(a, s)`` scaled, ``(P, K - 1)``, and each
+source's count summed over the ranks at each head, ``(P, K)``. Each rank's own phases and counts
+are ``W·(2K - 1)`` int64 a piece (1.6 MB at ``W = 1024``, ``K = 100``): kept for every piece
+while all of them fit in ``budget`` bytes (64 MiB: 20,000 changes at ``W = 8``, ``K = 4`` take
+9 MB), else only every ``C``-th piece's, ``C`` the fewest pieces apart that fit, with each node's
+residual ``R / D``. A read in another piece makes its rank's stream again from the piece kept
+before it, at most ``C - 1`` pieces: the table stays ``O(pieces × K)`` in memory whatever ``W``
+(at most ``budget`` besides), and a read costs ``C - 1`` pieces' steps more. The table is made
+once, in order, every rank at once. A rank's read is numbered by the ranks' counts at its step's
+two ends (``Σ_{r'<r} c_{r'}((τ+1)·b) + Σ_{r'>r} c_{r'}(τ·b)`` of the others, reads numbered step
+by step, rank by rank): ``W`` counts down the table, ``O(W·K)``.
 
 References:
     distsampling/mixing/phases.py (one stream's carried phases, its bound)
@@ -57,42 +61,58 @@ def _rescale(R: np.ndarray, D: np.ndarray, S: np.ndarray) -> np.ndarray:
     return np.minimum(out, 2 * S - 1)
 
 
+BUDGET = 1 << 26  # bytes: every rank's phases and counts at every piece, while they fit
+NEAR = 8  # pieces made again kept for the next reads (every rank's streams at each)
+
+
 class _RankPhases:
     """The grid's pieces (``P``, their steps ``steps``: all but the last) in one tree
     ``shape`` (the grid's first weights'), every rank's stream over them: ``a``, ``s``
-    ``(P, K - 1)`` (a node of weight 0 in a piece: ``a = 0, s = 1``), ``theta`` ``(P, W, K - 1)``
-    and each rank's counts at each piece's head ``heads`` ``(P, W, K)`` (from the grid's first
-    step, each rank's own), their sum over the ranks ``sums`` ``(P, K)``."""
+    ``(P, K - 1)`` (a node of weight 0 in a piece: ``a = 0, s = 1``), the ranks' counts at each
+    head summed ``sums`` ``(P, K)``; each rank's node phases and counts at every ``every``-th
+    head (module docstring), ``state`` at any head."""
 
-    def __init__(self, shape: _Shape, units: np.ndarray, steps: list[int], W: int, b: int):
+    def __init__(self, shape: _Shape, units: np.ndarray, steps: list[int], W: int, b: int,
+                 budget: int = BUDGET):  # fmt: skip
         P, K, n_in = len(units), shape.K, shape.inner
         self.shape, self.W, self.K = shape, W, K
         self.left, self.right = np.array(shape.left), np.array(shape.right)  # (K - 1,) each
         wa, wb = shape.weights(units)  # (P, K - 1) each
-        on = wa + wb > 0  # (P, K - 1) the nodes some position comes to
-        M = np.maximum(1, SCALE // np.where(on, wa + wb, 1))  # (P, K - 1) scaled to ~2**30
-        self.a, self.s = wa * M, np.where(on, (wa + wb) * M, 1)  # weight 0: a = 0, s = 1
-        self.theta = np.zeros((P, W, n_in), np.int64)
-        self.heads = np.zeros((P, W, K), np.int64)
+        self.on = wa + wb > 0  # (P, K - 1) the nodes some position comes to
+        M = np.maximum(1, SCALE // np.where(self.on, wa + wb, 1))  # (P, K - 1) scaled to ~2**30
+        self.a, self.s = wa * M, np.where(self.on, (wa + wb) * M, 1)  # weight 0: a = 0, s = 1
+        self.lengths = np.array([*steps, 0], np.int64) * b  # (P,) a rank's positions a piece
+        # every piece's phases and counts while they fit; else every C-th's, with R and D
+        whole = P * W * (2 * K - 1) * 8
+        self.every = C = 1 if whole <= budget else -(-whole // budget)
+        kept = -(-P // C)
+        self.theta = np.zeros((kept, W, n_in) if C == 1 else (0, W, n_in), np.int64)
+        self.R = np.zeros((0, W, n_in) if C == 1 else (kept, W, n_in), np.int64)
+        self.D = np.zeros((0, n_in) if C == 1 else (kept, n_in), np.int64)
+        self.heads = np.zeros((kept, W, K), np.int64)
+        self.sums = np.zeros((P, K), np.int64)
         # each rank's start: the fresh tree (θ = s) of the first piece after r·b positions. Its
-        # residual R there is its θ in that piece, its φ = R / 2s (weight 0: R = 1 of 2, φ = 1/2)
-        _, R = self._advance(0, np.arange(W) * b, np.broadcast_to(self.s[0], (W, n_in)))
-        D = 2 * self.s[0][:, None]  # (K - 1, 1) each node's φ = R / D
-        theta, n = R.T, np.zeros((W, K), np.int64)  # (W, K - 1), (W, K)
+        # residual R there is its θ in that piece, its φ = R / D (weight 0: R = 1 of D = 2)
+        ranks = np.zeros(W, np.int64)  # (W,) every rank in piece p
+        _, R = self._advance(ranks, np.arange(W) * b, np.broadcast_to(self.s[0], (W, n_in)))
+        D, n = np.broadcast_to(2 * self.s[0], (W, n_in)), np.zeros((W, K), np.int64)
         for p in range(P):
-            self.theta[p], self.heads[p] = theta, n
-            if p + 1 == P:
-                break
-            counts, r = self._advance(p, np.full(W, steps[p] * b), theta)
-            n = n + counts.T  # (W, K)
-            R = np.where(on[p][:, None], r, R)  # a node of weight 0 here: its phase waits
-            D = np.where(on[p][:, None], 2 * self.s[p][:, None], D)
-            theta = _rescale(R, D, self.s[p + 1][:, None]).T  # (W, K - 1) in the next scale
-        self.sums = self.heads.sum(1)  # (P, K)
+            self.sums[p] = n.sum(0)
+            theta = _rescale(R, D, self.s[p])  # (W, K - 1) each rank's phases in piece p
+            if p % C == 0:  # a piece kept: its phases (every piece) or residuals (every C-th)
+                self.heads[p // C] = n
+                if C == 1:
+                    self.theta[p] = theta
+                else:
+                    self.R[p // C], self.D[p // C] = R, D[0]
+            if p + 1 < P:
+                n, R, D = self._step(ranks + p, n, R, D, theta)
+        self._near: dict[int, tuple] = {}  # pieces made again lately (``state``), oldest first
 
-    def _advance(self, p: int, m: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _advance(self, p: np.ndarray, m: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, ...]:
         """``(each source's count, each node's residual numerator over 2s)`` after ``m``
-        positions of piece ``p`` from phases ``theta`` ``(W, K - 1)``: ``(K, W)``, ``(K - 1, W)``."""
+        positions of pieces ``p`` ``(N,)`` from phases ``theta`` ``(N, K - 1)``: ``(N, K)``,
+        ``(N, K - 1)``."""
         K, n_in = self.K, self.shape.inner
         cnt = np.zeros((K + n_in, len(m)), np.int64)
         cnt[self.shape.root] = m
@@ -103,21 +123,62 @@ class _RankPhases:
             left, R[i] = np.divmod(2 * rho * a + theta[:, i], 2 * s)
             left += q * a
             cnt[self.left[i]], cnt[self.right[i]] = left, x - left
-        return cnt[:K], R
+        return cnt[:K].T, R.T
+
+    def _step(self, p: np.ndarray, n: np.ndarray, R: np.ndarray, D: np.ndarray,
+              theta: np.ndarray) -> tuple[np.ndarray, ...]:  # fmt: skip
+        """Streams at the heads of pieces ``p`` ``(N,)`` (counts ``n`` ``(N, K)``, each node's
+        residual ``R / D`` and phase there ``theta`` ``(N, K - 1)``) at the next heads: a node
+        of weight 0 in its piece keeps its residual (its phase waits), the others take their
+        new one over ``2s``."""
+        counts, r = self._advance(p, self.lengths[p], theta)
+        on = self.on[p]  # (N, K - 1)
+        return n + counts, np.where(on, r, R), np.where(on, 2 * self.s[p], D)
+
+    def state(self, piece: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each node's ``θ`` and each source's count at the head of ``piece`` in ``rank``'s
+        stream, ``(N, K - 1)`` and ``(N, K)``: the table's, or every rank's stream made again
+        from the piece kept before, or from a piece made lately if nearer (``_near``: the last
+        ``NEAR`` pieces' streams, every rank's), the distinct pieces in order."""
+        C, W = self.every, self.W
+        if C == 1:
+            return self.theta[piece, rank], self.heads[piece, rank]
+        pieces, which = np.unique(piece, return_inverse=True)  # (U,), (N,)
+        theta = np.empty((len(pieces), W, self.shape.inner), np.int64)  # (U, W, K - 1)
+        heads = np.empty((len(pieces), W, self.K), np.int64)  # (U, W, K)
+        for u, p in enumerate(pieces.tolist()):
+            at = max((q for q in self._near if p // C * C <= q <= p), default=p // C * C)
+            if at in self._near:  # a piece made lately, nearer than the one kept
+                n, R, D, th = self._near[at]
+            else:
+                n, R = self.heads[at // C], self.R[at // C]
+                D = np.broadcast_to(self.D[at // C], R.shape)  # (W, K - 1) alike for all
+                th = _rescale(R, D, self.s[at])
+            while at < p:
+                n, R, D = self._step(np.full(W, at), n, R, D, th)
+                at += 1
+                th = _rescale(R, D, self.s[at])
+            self._near[p] = (n, R, D, th)  # the newest last; the oldest out past NEAR
+            if len(self._near) > NEAR:
+                del self._near[next(iter(self._near))]
+            theta[u], heads[u] = th, n
+        which = which.reshape(-1)
+        return theta[which, rank], heads[which, rank]
 
     def route(self, piece: np.ndarray, rank: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, ...]:
         """``(source, rank's count of it before)`` at position ``m`` after the head of ``piece``
-        of ``rank``'s stream, ``(N,)`` each: every position down its own table at once (the
-        tables flat: a node's row ``piece·(K-1)``, its phase's ``(piece·W + rank)·(K-1)``)."""
-        K, n_in = self.K, self.shape.inner
-        A, S, TH = self.a.ravel(), self.s.ravel(), self.theta.ravel()
-        row, th_row = piece * n_in, (piece * self.W + rank) * n_in  # (N,) each
+        of ``rank``'s stream, ``(N,)`` each: every position down its own phases at once (those
+        of each distinct head made once, ``which`` of them each position's)."""
+        K = self.K
+        heads, which = np.unique(piece * self.W + rank, return_inverse=True)  # (U,), (N,)
+        which = which.reshape(-1)
+        theta, counts = self.state(heads // self.W, heads % self.W)  # (U, K - 1), (U, K)
         node = np.full(len(m), self.shape.root, np.int64)
         m = np.asarray(m, np.int64).copy()
         at = np.flatnonzero(node >= K)  # (N',) those still above a leaf
         while len(at):
-            i, x = node[at] - K, m[at]
-            a, s, th = A[row[at] + i], S[row[at] + i], TH[th_row[at] + i]
+            i, x, row = node[at] - K, m[at], piece[at]
+            a, s, th = self.a[row, i], self.s[row, i], theta[which[at], i]
             q, rho = np.divmod(x, s)
             left_n, r = np.divmod(2 * rho * a + th, 2 * s)
             left_n += q * a
@@ -125,24 +186,21 @@ class _RankPhases:
             node[at] = down = np.where(is_left, self.left[i], self.right[i])
             m[at] = np.where(is_left, left_n, x - left_n)
             at = at[down >= K]
-        return node, self.heads[piece, rank, node] + m
+        return node, counts[which, node] + m
 
     def counts(self, piece: np.ndarray, rank: np.ndarray, m: np.ndarray) -> np.ndarray:
         """Each source's count in ``rank``'s stream at ``m`` positions after ``piece``'s head,
         ``(N, K)`` (``m`` up to the piece's length: the next head); at a head (``m = 0``) the
-        table's counts, the others down the nodes."""
+        head's counts, the others down the nodes."""
         K, n_in = self.K, self.shape.inner
-        out = self.heads[piece, rank]  # (N, K) a copy
+        theta, out = self.state(piece, rank)  # (N, K - 1), (N, K) copies
         live = np.flatnonzero(m)
         if not len(live):
             return out
-        piece, rank = piece[live], rank[live]
         cnt = np.zeros((K + n_in, len(live)), np.int64)
         cnt[self.shape.root] = m[live]
-        A, S, TH = self.a.ravel(), self.s.ravel(), self.theta.ravel()
-        row, th_row = piece * n_in, (piece * self.W + rank) * n_in  # (N',) each
         for i in reversed(range(n_in)):  # parents before children
-            a, s, th = A[row + i], S[row + i], TH[th_row + i]
+            a, s, th = self.a[piece[live], i], self.s[piece[live], i], theta[live, i]
             q, rho = np.divmod(cnt[K + i], s)
             left = q * a + (2 * rho * a + th) // (2 * s)
             cnt[self.left[i]], cnt[self.right[i]] = left, cnt[K + i] - left
@@ -152,5 +210,5 @@ class _RankPhases:
     def position(self, p: int, r: int, k: int, c: int) -> int:
         """The position after piece ``p``'s head in rank ``r``'s stream of its ``c``-th read of
         source ``k`` (counted from the grid's start): up its path by the inverse of ``ℓ``."""
-        row = (self.a[p], self.s[p], self.theta[p, r])
-        return _climb(self.shape, row, k, c - int(self.heads[p, r, k]))
+        theta, heads = self.state(np.array([p]), np.array([r]))
+        return _climb(self.shape, (self.a[p], self.s[p], theta[0]), k, c - int(heads[0, k]))
