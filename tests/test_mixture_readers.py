@@ -43,7 +43,8 @@ def make(a: dict, **kwargs) -> ShardedMixtureDataset:
 def test_counts_by_a_trees_period_are_the_counts_down_the_tree(a, step, G):
     """Invariant: ``c_k(n + S) = c_k(n) + c_k(S)`` (``S`` a tree's total weight): every count a
     grid makes from its stretches' tables (each reader's before a step, all sources' or one's,
-    a stretch's, and ``reach``) is the count down the tree, point by point."""
+    a stretch's at one step or several, and ``reach``) is the count down the tree, point by
+    point."""
     with_table, down = make(a)._grid, make(a)._grid
     down.table = 0  # no table: every count down the tree
     assert all(down._period(p) is None for p in range(len(down.pieces)))
@@ -56,6 +57,8 @@ def test_counts_by_a_trees_period_are_the_counts_down_the_tree(a, step, G):
             if n is not None:  # three periods and past them
                 assert with_table._count_in(p, k, n).tolist() == _count(tree, k, n).tolist()
             assert (with_table.in_stretch(k, p, step) == down.in_stretch(k, p, step)).all()
+            several = with_table.in_stretch(k, p, [step, step + 3])  # (2, R): each step's
+            assert several.tolist() == [down.in_stretch(k, p, s).tolist() for s in (step, step + 3)]
             assert (with_table.reach(k, p, G) == down.reach(k, p, G)).all()
     for k in range(with_table.K):
         assert (with_table.reader_counts(k, step) == down.reader_counts(k, step)).all()
@@ -125,7 +128,8 @@ def test_a_step_placed_at_once_is_every_slot_placed_one_by_one(a, step):
     """Invariant: ``batch_at(step)`` (every slot's count from its rank's counts and its earlier
     slots of the same source, placed source by source at once) is each rank's slots placed one
     by one: slot ``i`` of source ``k`` is its reader's draw ``counts[k]``, then ``counts[k]``
-    goes up by one."""
+    goes up by one; each ``(source, shard, offset)`` of Python ints (as printed, and as JSON
+    writes them)."""
     ds = make(a)
     grid, nw = ds._grid, ds._readers()
     counts = ds.counts_at(step)  # (W, nw, K)
@@ -137,4 +141,6 @@ def test_a_step_placed_at_once_is_every_slot_placed_one_by_one(a, step):
             row.append((k, *ds._where(k, p, o)))
             c[k] += 1
         want.append(row)
-    assert ds.batch_at(step) == want
+    got = ds.batch_at(step)
+    assert got == want
+    assert all(type(x) is int for row in got for slot in row for x in slot)
