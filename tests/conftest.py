@@ -6,7 +6,8 @@ Profiles (pick one with ``HYPOTHESIS_PROFILE=...``; ``make test`` uses ``ci``):
   every run, so a red CI is reproducible and a green one is not luck. 50, not Hypothesis's
   default 100, keeps ``make test`` near 5 minutes on a 2-core CI machine.
 - ``mutate``: as ``ci`` with 100 examples a property, for ``make mutate``: a mutant must be
-  killed by a deeper search than one CI run makes.
+  killed by a deeper search than one CI run makes. No shrinking: a mutant is killed by the first
+  failing example, and shrinking it would only run the mutant into its timeout.
 - ``dev``: a smaller budget and a random seed, for quick local loops.
 - ``thorough``: 1000 examples a property (twenty times ``ci``) with a random seed, for a deep search before a release.
 
@@ -30,7 +31,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.differing_executors]
 
@@ -38,8 +39,9 @@ settings.register_profile(
     "ci", max_examples=50, deadline=None, derandomize=True, suppress_health_check=_SUPPRESS
 )
 settings.register_profile(
-    "mutate", max_examples=100, deadline=None, derandomize=True, suppress_health_check=_SUPPRESS
-)
+    "mutate", max_examples=100, deadline=None, derandomize=True, suppress_health_check=_SUPPRESS,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+)  # fmt: skip
 settings.register_profile(
     "dev", max_examples=30, deadline=None, print_blob=True, suppress_health_check=_SUPPRESS
 )
