@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from distsampling.mixing.phases import _Phases, _Shape
-from distsampling.mixing.rank_phases import _RankPhases, _rescale
+from distsampling.mixing.rank_phases import NEAR, _RankPhases, _rescale
 from strategies import (
     changing_weights,
     elastic_world_sizes,
@@ -151,6 +151,9 @@ def test_a_table_keeps_every_piece_while_they_fit_else_stays_within_its_budget(
     P, K = len(units), len(units[0])
     table = _RankPhases(_Shape(units[0]), np.array(units, np.int64), steps[:-1], W, b, budget)
     piece = W * (2 * K - 1) * 8
+    for edge in (P * piece, P * piece - 1):  # just fits, one byte short
+        short = _RankPhases(_Shape(units[0]), np.array(units, np.int64), steps[:-1], W, b, edge)
+        assert (short.every == 1) == (edge == P * piece)
     kept = sum(x.nbytes for x in (table.theta, table.R, table.D, table.heads))
     assert (table.every == 1) == (P * piece <= budget)
     if table.every == 1:
@@ -158,4 +161,35 @@ def test_a_table_keeps_every_piece_while_they_fit_else_stays_within_its_budget(
     else:
         assert kept <= budget + piece + -(-P // table.every) * (K - 1) * 8
         assert table.heads.shape[0] == -(-P // table.every) < P or P == 1
-    assert table.sums.shape == (P, K)
+    assert table.sums.shape == (P, K) and table.sums.dtype == np.int64
+
+
+@given(changing_weights(), elastic_world_sizes, mixture_batch_sizes, st.data())
+def test_a_read_makes_again_only_the_pieces_since_the_nearest_kept_or_lately_made(
+    weighted, W, b, data
+):
+    """Invariant: past its budget (every ``C``-th piece kept, ``C`` from 2 up), reading piece
+    ``p`` steps every rank's streams through exactly the pieces from the nearest piece before it
+    that is kept or among the last ``NEAR`` made (read again: none); the streams it gives are
+    the whole table's."""
+    units, steps = weighted
+    P, K = len(units), len(units[0])
+    whole = P * W * (2 * K - 1) * 8
+    C = data.draw(st.integers(2, max(2, P)), label="C")
+    table = _RankPhases(_Shape(units[0]), np.array(units, np.int64), steps[:-1], W, b,
+                        -(-whole // C))  # fmt: skip
+    full = _RankPhases(_Shape(units[0]), np.array(units, np.int64), steps[:-1], W, b)
+    C, made, stepped = table.every, [], []
+    real = table._step
+    table._step = lambda p, *rest: stepped.append(1) or real(p, *rest)
+    # a few pieces forward, then back (each within the last NEAR made), then any order
+    forward = list(range(1, min(P, NEAR + 1)))
+    reads = forward + forward[::-1] + data.draw(st.lists(st.integers(0, P - 1), max_size=20))
+    for p in reads:
+        stepped.clear()
+        theta, heads = table.state(np.full(W, p), np.arange(W))
+        want_theta, want_heads = full.state(np.full(W, p), np.arange(W))
+        assert theta.tolist() == want_theta.tolist() and heads.tolist() == want_heads.tolist()
+        assert len(stepped) == p - max([p // C * C, *(q for q in made if q <= p)])
+        if p not in made:  # the newest last, the oldest out past NEAR
+            made = (made + [p])[-NEAR:]

@@ -348,7 +348,6 @@ class _PerRankLayout:
         tau = steps - self._firsts_array[piece]
         ks, own = self._ranks.route(piece, rank, tau * b + slot)  # (P,) each
         uniq, which = np.unique(steps, return_inverse=True)  # (U,) the steps, (P,) each's
-        which = which.reshape(-1)
         js = own + np.array(self._read0, np.int64)[ks]
         chunk = max(1, (1 << 19) // (2 * W * K))
         for lo in range(0, len(uniq), chunk):  # steps lo .. lo + chunk: their ends at once

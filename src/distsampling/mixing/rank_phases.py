@@ -79,12 +79,12 @@ class _RankPhases:
         self.left, self.right = np.array(shape.left), np.array(shape.right)  # (K - 1,) each
         wa, wb = shape.weights(units)  # (P, K - 1) each
         self.on = wa + wb > 0  # (P, K - 1) the nodes some position comes to
-        M = np.maximum(1, SCALE // np.where(self.on, wa + wb, 1))  # (P, K - 1) scaled to ~2**30
+        M = np.maximum(1, SCALE // np.maximum(wa + wb, 1))  # (P, K - 1) scaled to ~2**30
         self.a, self.s = wa * M, np.where(self.on, (wa + wb) * M, 1)  # weight 0: a = 0, s = 1
-        self.lengths = np.array([*steps, 0], np.int64) * b  # (P,) a rank's positions a piece
+        self.lengths = np.array(steps, np.int64) * b  # (P - 1,) a rank's positions a piece
         # every piece's phases and counts while they fit; else every C-th's, with R and D
         whole = P * W * (2 * K - 1) * 8
-        self.every = C = 1 if whole <= budget else -(-whole // budget)
+        self.every = C = -(-whole // budget)  # 1 while they fit
         kept = -(-P // C)
         self.theta = np.zeros((kept, W, n_in) if C == 1 else (0, W, n_in), np.int64)
         self.R = np.zeros((0, W, n_in) if C == 1 else (kept, W, n_in), np.int64)
@@ -147,7 +147,7 @@ class _RankPhases:
         theta = np.empty((len(pieces), W, self.shape.inner), np.int64)  # (U, W, K - 1)
         heads = np.empty((len(pieces), W, self.K), np.int64)  # (U, W, K)
         for u, p in enumerate(pieces.tolist()):
-            at = max((q for q in self._near if p // C * C <= q <= p), default=p // C * C)
+            at = max([p // C * C, *(q for q in self._near if q <= p)])  # the nearest before
             if at in self._near:  # a piece made lately, nearer than the one kept
                 n, R, D, th = self._near[at]
             else:
@@ -162,7 +162,6 @@ class _RankPhases:
             if len(self._near) > NEAR:
                 del self._near[next(iter(self._near))]
             theta[u], heads[u] = th, n
-        which = which.reshape(-1)
         return theta[which, rank], heads[which, rank]
 
     def route(self, piece: np.ndarray, rank: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -171,7 +170,6 @@ class _RankPhases:
         of each distinct head made once, ``which`` of them each position's)."""
         K = self.K
         heads, which = np.unique(piece * self.W + rank, return_inverse=True)  # (U,), (N,)
-        which = which.reshape(-1)
         theta, counts = self.state(heads // self.W, heads % self.W)  # (U, K - 1), (U, K)
         node = np.full(len(m), self.shape.root, np.int64)
         m = np.asarray(m, np.int64).copy()
