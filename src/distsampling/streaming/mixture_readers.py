@@ -48,6 +48,12 @@ it (``O(depth)`` a step, a doubling stretch of them, closed-form probes and a bi
 they are many) find ``σ``; then every reader's count at ``σ`` and step ``σ``'s ranks before
 ``G``. A few ``O(R·depth)`` counts a pass edge, at any step.
 
+Counts by the period: a tree of integer weights summing to ``S`` has ``c_k(n + S) = c_k(n) +
+c_k(S)`` (the root gives its left child ``a`` of every ``S`` positions, each node its children
+their weights of every run of its own), so where ``K·S`` is at most ``2**20`` a stretch keeps
+every source's count over one period, and a count is a division and a look-up instead of
+``depth`` of them. A step's draws of a source are placed at once (:meth:`_Runs._draws`).
+
 No overlap at a pass boundary. At a step boundary ``s`` the readers have drawn the first
 ``C = C_k(s)`` draws of the global order (every step before ``s``, whole), so with ``B_j <= C <
 B_{j+1}`` each reader has ``n_q(B_j) <= c_q <= n_q(B_{j+1})``: it has read its part of every
