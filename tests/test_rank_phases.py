@@ -73,7 +73,7 @@ def test_a_residual_is_rescaled_to_the_nearest_step_of_the_new_scale_in_int64(ha
 )  # fmt: skip
 def test_each_ranks_table_is_the_global_streams_started_r_b_positions_in(weighted, W, b, budget):
     """Invariant: the table holds, in int64, the global stream's scaled weights (``phases.py``)
-    and, from the first change on, rank ``r``'s node phases and counts are those of the global
+    and its pieces' lengths, and, from the first change on, rank ``r``'s node phases and counts are those of the global
     stream whose first piece is ``r·b`` positions longer, less its counts at ``r·b`` (a node of
     weight 0 in a piece: no phase to compare); ``sums`` adds the ranks' counts."""
     units, steps = weighted
@@ -82,7 +82,8 @@ def test_each_ranks_table_is_the_global_streams_started_r_b_positions_in(weighte
     pieces, total = np.arange(len(units)), 0
     for r in range(W):
         theta, heads = table.state(pieces, np.full(len(units), r))  # (P, K - 1), (P, K)
-        assert {x.dtype for x in (table.a, table.s, theta, heads)} == {np.dtype(np.int64)}
+        dtypes = {x.dtype for x in (table.a, table.s, table.lengths, theta, heads)}
+        assert dtypes == {np.dtype(np.int64)}
         total = total + heads
         lengths = [(steps[0] + r) * b] + [x * b for x in steps[1:-1]]
         one = _Phases(shape, np.array(units, np.int64), lengths, [0] * K)
