@@ -838,6 +838,32 @@ def test_a_state_of_another_configuration_is_refused_naming_the_field():
             sampler.load_state_dict({**state, **change})
 
 
+def test_a_per_rank_state_saves_phase_0_and_refuses_another_naming_it():
+    """Invariant: a per-rank state's ``phase`` is 0 (each rank's stream from its own start), a
+    state with 0 loads and goes on, and any other phase is refused naming ``phase`` and its
+    value: a negative one, a positive one, a global state's pairs, a string."""
+    s = MixtureSampler([9, 9], [1, 1], 2, 2, 0, layout="per_rank")
+    it = iter(s)
+    list(islice(it, 4))  # 2 steps
+    state = s.state_dict()
+    assert state["phase"] == 0
+    again = MixtureSampler([9, 9], [1, 1], 2, 2, 0, layout="per_rank")
+    again.load_state_dict(state)
+    assert list(again) == list(it)
+    refused = [
+        (-1, ValueError, "phase should be 0 in a per_rank state (each rank's stream starts at its "
+         "own position r·b), but got phase=-1"),
+        (1, ValueError, "phase should be 0 in a per_rank state (each rank's stream starts at its "
+         "own position r·b), but got phase=1"),
+        ([[1, 2]], TypeError, "phase should be an integer, but got phase=[[1, 2]] of type list"),
+        ("0", TypeError, "phase should be an integer, but got phase='0' of type str"),
+    ]  # fmt: skip
+    for phase, error, message in refused:
+        fresh = MixtureSampler([9, 9], [1, 1], 2, 2, 0, layout="per_rank")
+        with pytest.raises(error, match=f"^{re.escape(message)}$"):
+            fresh.load_state_dict({**state, "phase": phase})
+
+
 # --- bad input ---------------------------------------------------------------------------------
 
 

@@ -128,7 +128,14 @@ class _PerRankLayout:
         return 0
 
     def _check_phase(self, phase: object) -> int:
-        return check_int("phase", phase, low=0)
+        """A per-rank state's phase: 0, the only one it saves (each rank's stream from its start
+        ``r·b``); another is a state of another layout or of none."""
+        if check_int("phase", phase) != 0:
+            raise ValueError(
+                f"phase should be 0 in a per_rank state (each rank's stream starts at its own "
+                f"position r·b), but got phase={phase!r}"
+            )
+        return 0
 
     def _piece_of(self, k: int, j: int) -> int:
         """The last piece whose first step finds source ``k``'s count at ``j`` or below."""
