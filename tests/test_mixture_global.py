@@ -332,3 +332,25 @@ def test_a_state_whose_grid_starts_at_a_phase_of_0_loads_and_goes_on():
     again = MixtureSampler([9, 9], [1, 1], 2, 1, 0)
     again.load_state_dict(state)
     assert list(again) == list(wide)
+
+
+@given(
+    weights=st.lists(st.lists(st.integers(0, 6), min_size=3, max_size=3).filter(any),
+                     min_size=2, max_size=5),
+    gap=st.integers(1, 4), world=elastic_world_sizes, b=mixture_batch_sizes,
+)  # fmt: skip
+def test_per_rank_under_a_schedule_reads_alike_whatever_the_chunks_of_its_steps(
+    weights, gap, world, b
+):
+    """Invariant: per rank, under a schedule, each position's source and item number are the
+    same whether the steps' ends are counted all at once or one step a chunk (``ENDS``: the
+    counts a chunk holds), positions given in any order."""
+    from distsampling.mixing import layout
+
+    plan = [(g * gap, w) for g, w in enumerate(weights)]
+    s = MixtureSampler([9] * 3, plan, b, world, 0, layout="per_rank")
+    n = np.random.default_rng(len(plan) * world + b).permutation((len(plan) * gap + 2) * world * b)
+    whole = [x.tolist() for x in s.sources(n)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(layout, "ENDS", 1)  # one step a chunk
+        assert [x.tolist() for x in s.sources(n)] == whole

@@ -53,6 +53,8 @@ from .tree import _count, _counts, _position, _route, _split
 
 __all__: list[str] = []
 
+ENDS = 1 << 19  # the ranks' counts one chunk of steps' ends may hold (``_rank_sources``)
+
 
 class _Window:
     """A block's window of routed tree positions (their sources ``ks``, ``(P,)``), sorted by
@@ -346,7 +348,7 @@ class _PerRankLayout:
         """``_sources`` under a schedule: each position down its rank's table; its item number
         ``read0 + Σ_{r'<r} c_{r'}((τ+1)·b) + Σ_{r'>r} c_{r'}(τ·b)`` (the others' counts at its
         step's two ends) plus its rank's own count before it. The steps' ends in chunks of
-        about 2**19 counts."""
+        about ``ENDS`` counts."""
         W, b, K = self.num_replicas, self.batch_size, len(self.sizes)
         t, within = np.divmod(positions - self._origin, b * W)
         rank, slot = np.divmod(within, b)  # (P,) each
@@ -356,7 +358,7 @@ class _PerRankLayout:
         ks, own = self._ranks.route(piece, rank, tau * b + slot)  # (P,) each
         uniq, which = np.unique(steps, return_inverse=True)  # (U,) the steps, (P,) each's
         js = own + np.array(self._read0, np.int64)[ks]
-        chunk = max(1, (1 << 19) // (2 * W * K))
+        chunk = max(1, ENDS // (2 * W * K))  # steps a chunk: their ends' counts
         for lo in range(0, len(uniq), chunk):  # steps lo .. lo + chunk: their ends at once
             u = uniq[lo : lo + chunk]
             at = slice(None) if len(u) == len(uniq) else (which >= lo) & (which < lo + len(u))
