@@ -251,10 +251,22 @@ def merge(old: dict | None, new: dict) -> dict:
     by_function = {f: c for f, c in earlier.items() if not set(f.split(", ")) & ran}
     by_function.update(new["by_function"])
     kept = {name for f in by_function for name in f.split(", ")}
+    carried, known = [], equivalents()
+    for u in old["unexplained"]:
+        name = u["function"].split(".", 1)[1]
+        if name not in kept - ran:
+            continue
+        if (u["function"], u["line"].strip()) in known and name in by_function:
+            # listed as equivalent since its run: counted so, not carried as unexplained
+            counts = by_function[name] = dict(by_function[name])
+            counts["survived"], counts["equivalent"] = (
+                counts["survived"] - 1,
+                counts["equivalent"] + 1,
+            )
+        else:
+            carried.append(u)
     row = {**total(by_function), "by_function": by_function}
-    row["unexplained"] = [
-        u for u in old["unexplained"] if u["function"].split(".", 1)[1] in kept - ran
-    ] + new["unexplained"]
+    row["unexplained"] = carried + new["unexplained"]
     if "functions" in old:  # a row of some functions (now of these too), not of the module
         row["functions"] = [name for f in by_function for name in f.split(", ")]
     return row

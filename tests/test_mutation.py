@@ -7,6 +7,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 
 from strategies import mutation_counts_by_function
@@ -115,6 +116,23 @@ def test_a_run_of_some_functions_updates_only_their_counts_in_the_row(old, new):
         assert sorted(u["mutant"] for u in row["unexplained"]) == survivors
         assert row["survived"] == len(row["unexplained"])
         assert ("functions" not in row) if whole else sorted(row["functions"]) == sorted(latest)
+
+
+def test_a_kept_survivor_listed_as_equivalent_since_its_run_counts_as_equivalent():
+    """Invariant: a survivor kept from the last run of a function that did not run again counts
+    as equivalent, no longer unexplained, once ``equivalent.md`` lists its line; one it does
+    not list stays unexplained; the columns still add up."""
+    run = driver()
+    f = {"mutants": 4, "killed": 1, "equivalent": 0, "timeout": 1, "survived": 2}
+    old = _row(run, {"f": f}, ["f"])
+    old["unexplained"][0]["line"] = "x = 1"
+    g = {"mutants": 2, "killed": 2, "equivalent": 0, "timeout": 0, "survived": 0}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(run, "equivalents", lambda: {("m.f", "x = 1"): "the same x"})
+        row = run.merge(old, _row(run, {"g": g}, ["g"]))
+    assert row["by_function"]["f"] == {**f, "equivalent": 1, "survived": 1}
+    assert [u["mutant"] for u in row["unexplained"]] == ["f#1"]
+    assert (row["mutants"], row["equivalent"], row["survived"]) == (6, 1, 1)
 
 
 def test_a_row_without_counts_per_function_is_kept_until_one_of_its_functions_runs_again():
