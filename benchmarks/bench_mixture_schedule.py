@@ -24,6 +24,24 @@ import numpy as np
 from ._harness import Comparison
 
 
+def _timed(timer, make, step: int, reads: int) -> tuple[object, dict[str, float]]:
+    """The sampler ``make()`` builds (the timer's first mark), ``batch_at(step)`` and each of
+    ``reads`` indices of its iterator, timed: ``(sampler, figures)``."""
+    timer.start()
+    s = make()
+    timer.first()
+    t0 = time.perf_counter()
+    s.batch_at(step)
+    out = {"batch_at_ms": (time.perf_counter() - t0) * 1e3}
+    it = iter(s)
+    t0 = time.perf_counter()
+    for _, _ in zip(range(reads), it):
+        pass
+    out["per_index_us"] = (time.perf_counter() - t0) / reads * 1e6
+    timer.stop()
+    return s, out
+
+
 def ramp(changes: int) -> list:
     """4 sources from .6/.25/.1/.05 to .3/.3/.2/.2, a change every step for ``changes`` steps."""
     a, z = np.array([0.6, 0.25, 0.1, 0.05]), np.array([0.3, 0.3, 0.2, 0.2])
@@ -37,18 +55,9 @@ def schedule_cost(timer, layout: str, changes: int) -> dict[str, float]:
     from distsampling import MixtureSampler
 
     plan = ramp(changes)
-    timer.start()
-    s = MixtureSampler([10**6] * 4, plan, 4, 8, 0, layout=layout, epoch_length=10**12)
-    timer.first()
-    t0 = time.perf_counter()
-    s.batch_at(min(15000, changes - 1))
-    out = {"batch_at_ms": (time.perf_counter() - t0) * 1e3}
-    it, reads = iter(s), 1 << 15
-    t0 = time.perf_counter()
-    for _, _ in zip(range(reads), it):
-        pass
-    out["per_index_us"] = (time.perf_counter() - t0) / reads * 1e6
-    timer.stop()
+    s, out = _timed(timer, lambda: MixtureSampler([10**6] * 4, plan, 4, 8, 0, layout=layout,
+                                                  epoch_length=10**12),
+                    min(15000, changes - 1), 1 << 15)  # fmt: skip
     steps, B = 1000, 32
     plan = ramp(steps)  # the whole ramp within the steps measured
     s = MixtureSampler([10**6] * 4, plan, 4, 8, 0, layout=layout, epoch_length=10**12)
@@ -85,18 +94,9 @@ def schedule_at_scale(timer, layout: str, changes: int) -> dict[str, float]:
     rng = np.random.default_rng(0)
     a, z = rng.random(K) + 0.1, rng.random(K) + 0.1
     plan = [(t, [round(float(x), 6) for x in a + (z - a) * t / changes]) for t in range(changes)]
-    timer.start()
-    s = MixtureSampler([10**6] * K, plan, 4, W, 0, layout=layout, epoch_length=10**12)
-    timer.first()
-    t0 = time.perf_counter()
-    s.batch_at(changes * 3 // 4)
-    out = {"batch_at_ms": (time.perf_counter() - t0) * 1e3}
-    it, reads = iter(s), 1 << 11
-    t0 = time.perf_counter()
-    for _, _ in zip(range(reads), it):
-        pass
-    out["per_index_us"] = (time.perf_counter() - t0) / reads * 1e6
-    timer.stop()
+    s, out = _timed(timer, lambda: MixtureSampler([10**6] * K, plan, 4, W, 0, layout=layout,
+                                                  epoch_length=10**12),
+                    changes * 3 // 4, 1 << 11)  # fmt: skip
     ranks = getattr(s, "_ranks", None)
     out["every"] = float(ranks.every) if ranks is not None else 1.0
     return out
