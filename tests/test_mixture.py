@@ -1356,6 +1356,37 @@ def test_weights_as_a_float32_tensor_are_the_mix_they_print_as_or_refused_in_wor
         MixtureSampler(sizes, torch.tensor(computed), 2, 2, 0).load_state_dict(listed.state_dict())
 
 
+def test_weights_one_by_one_as_tensors_or_numpy_scalars_are_the_numbers_they_hold():
+    """Invariant: a list of weights given one by one (0-d tensors of any dtype, bfloat16 too,
+    one-element arrays, numpy scalars) is the mix of the numbers they hold, each float the
+    decimal its dtype prints; a Python float is its own repr; a numpy bool or a tensor of two
+    elements is refused by name."""
+    import torch
+
+    from distsampling.mixing.weights import _scalars
+
+    got, texts = _scalars("weights", [torch.tensor(0.5, dtype=torch.bfloat16),
+                                      torch.tensor(0.3), np.array([2]), np.float32(0.2),
+                                      np.int64(3), 0.1, 7, torch.tensor(4)])  # fmt: skip
+    assert got == [0.5, float(np.float32(0.3)), 2, float(np.float32(0.2)), 3, 0.1, 7, 4]
+    assert texts == ["0.5", "0.3", None, "0.2", None, "0.1", None, None]
+    assert [type(x) for x in got] == [float, float, int, float, int, float, int, int]
+    flags, _ = _scalars("weights", [np.bool_(True), True])
+    assert flags == [True, True] and all(type(x) is bool for x in flags)
+    listed = MixtureSampler([9] * 3, [0.5, 0.3, 0.2], 1, 1, 0)
+    one_by_one = MixtureSampler(
+        [9] * 3, [torch.tensor(0.5, dtype=torch.bfloat16), torch.tensor(0.3), np.float32(0.2)],
+        1, 1, 0,
+    )  # fmt: skip
+    assert one_by_one.units == listed.units
+    with pytest.raises(TypeError, match=r"^weights\[1\] should be a real number, but got "
+                       r"weights\[1\]=True$"):  # fmt: skip
+        MixtureSampler([9, 9], [1, np.bool_(True)], 1, 1, 0)
+    with pytest.raises(TypeError, match=r"^weights\[0\] should be a real number \(a tensor of "
+                       r"one element\), but got weights\[0\]=tensor\(\[1\., 2\.\]\)$"):  # fmt: skip
+        MixtureSampler([9, 9], [torch.tensor([1.0, 2.0]), 1], 1, 1, 0)
+
+
 def test_a_mixture_is_one_ranks_share_that_lightnings_check_leaves_alone():
     """Invariant: a MixtureSampler is a torch ``DistributedSampler`` (one rank's share), so
     Lightning's own check in a distributed Trainer with its default setting does not wrap it,
