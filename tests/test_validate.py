@@ -729,6 +729,43 @@ def test_under_a_lightning_fit_persistent_workers_train_every_epochs_plan(which,
         assert hasattr(loader.sampler, "set_epoch") == persistent
 
 
+def _slow_to_begin(dataset, seconds: float = 0.5):
+    """``dataset`` as one whose DataLoader workers are slow to begin each pass (a loaded
+    machine): its class's ``__iter__`` waits ``seconds`` first in a worker, so the main
+    process goes on past ``iter(loader)`` (Lightning then counts the loader's batches again)."""
+    import time
+
+    from torch.utils.data import get_worker_info
+
+    class Slow(type(dataset)):
+        def __iter__(self):
+            if get_worker_info() is not None:
+                time.sleep(seconds)
+            return super().__iter__()
+
+    dataset.__class__ = Slow
+    return dataset
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_a_persistent_worker_slow_to_begin_its_pass_trains_on_the_epoch_lightning_set(which):
+    """Invariant: under a Lightning fit with persistent workers and no ``set_epoch`` anywhere,
+    each epoch trains on exactly its plan even where a worker begins its pass only after the
+    ``Trainer`` has counted the loader's batches again (it does so after each epoch's
+    ``iter(loader)``): that count, by the fit that set the epoch, keeps the epoch it set."""
+    from torch.utils.data import DataLoader
+
+    from loops_frameworks import _recorder
+
+    plans = [_plan(_sharded_datasets()[which], e, 2) for e in range(3)]
+    dataset = _slow_to_begin(_sharded_datasets()[which])
+    model = _recorder(dataset, epoch_hook=False)
+    loader = DataLoader(dataset, batch_size=2, num_workers=2, persistent_workers=True)
+    _fit(model, loader, max_epochs=3)
+    epochs = {e: [x for batch in b for x in batch] for e, b in model.epochs.items()}
+    assert epochs == dict(enumerate(plans))
+
+
 @pytest.mark.parametrize(("which", "workers"), [(0, 0), (1, 2)])
 def test_a_loader_the_trainer_cycles_within_an_epoch_reads_that_epoch_again_without_a_word(
     which, workers
@@ -961,8 +998,9 @@ def test_a_fit_loop_gives_a_persistent_loaders_sampler_a_shared_epoch_never_over
 ):
     """Invariant: counted by a fit loop, a loader of persistent workers whose sampler has a
     ``set_epoch`` of its own keeps it; one with none gets a ``SharedEpoch``, which shares the
-    epoch Lightning sets with the workers; counted again (a new count), it gets one again, and
-    no epoch is set for that count yet."""
+    epoch Lightning sets with the workers; counted again by the same ``Trainer`` (its data
+    fetcher counts after each epoch's ``iter(loader)``), it keeps the epoch that fit set; counted
+    by another ``Trainer`` (a new fit), no epoch is set for that fit yet."""
     from torch.utils.data import DataLoader
 
     from distsampling.resume.state import SharedEpoch
@@ -979,6 +1017,10 @@ def test_a_fit_loop_gives_a_persistent_loaders_sampler_a_shared_epoch_never_over
     assert isinstance(shared, SharedEpoch)
     shared(2)
     assert int(dataset._passes[4]) == 2
+    loop.setup_data(loader)
+    assert isinstance(loader.sampler.set_epoch, SharedEpoch) and int(dataset._passes[4]) == 2
+    loop.trainer = type(loop.trainer)()  # a new fit's Trainer
+    loop.trainer.__dict__.update(max_epochs=3, current_epoch=0, training=True)
     loop.setup_data(loader)
     assert isinstance(loader.sampler.set_epoch, SharedEpoch) and int(dataset._passes[4]) == -1
 

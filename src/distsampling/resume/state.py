@@ -391,8 +391,12 @@ class TrainerEpoch:
         # whether it counts the loader's batches again each epoch (else once, and cuts there)
         self.recounts = getattr(trainer, "reload_dataloaders_every_n_epochs", 0) == 1
 
+    def trainer(self) -> object:
+        """The ``Trainer`` (None: none, or gone)."""
+        return None if self._ref is None else self._ref()
+
     def __call__(self) -> int:
-        trainer = None if self._ref is None else self._ref()
+        trainer = self.trainer()
         if trainer is not None:
             self._last = int(trainer.current_epoch)  # type: ignore[attr-defined]
             self._training = bool(trainer.training)  # type: ignore[attr-defined]
@@ -446,12 +450,15 @@ class SharedEpoch:
         return f"SharedEpoch(set={int(self.marks[4])})"
 
 
-def note_trainer(marks: torch.Tensor) -> TrainerEpoch | None:
+def note_trainer(marks: torch.Tensor, noted: TrainerEpoch | None = None) -> TrainerEpoch | None:
     """In ``__len__``: the Lightning ``Trainer`` whose fit loop counts the loader's batches, found
     up the caller's stack (it counts them before the first epoch's pass, and uses that count
     for every epoch unless it ``recounts``), with its ``max_epochs`` noted in ``marks``; None
     where no fit loop of Lightning counts them. The ``DataLoader`` it counts is on that stack
-    too (its ``__len__``): where its workers persist, its sampler gets a :class:`SharedEpoch`."""
+    too (its ``__len__``): where its workers persist, its sampler gets a :class:`SharedEpoch`.
+    ``noted``: what the dataset noted last; a count by that same ``Trainer`` keeps the epoch it
+    set (its data fetcher counts again after each epoch's ``iter(loader)``, while a persistent
+    worker may not have begun its pass yet)."""
     if "lightning" not in sys.modules and "pytorch_lightning" not in sys.modules:
         return None
     # from here up: __len__, its callers (the DataLoader's __len__), the loop
@@ -470,7 +477,8 @@ def note_trainer(marks: torch.Tensor) -> TrainerEpoch | None:
     epochs = trainer.max_epochs
     if isinstance(epochs, int) and epochs != 1:  # -1: no limit (0: nothing to train)
         marks[1] = epochs
-    marks[4] = -1  # this fit's count: no epoch set yet (an earlier fit's is not this one's)
+    if noted is None or noted.trainer() is not trainer:  # a new fit: no epoch set by it yet
+        marks[4] = -1  # (an earlier fit's is not this one's)
     if loader is not None and loader.persistent_workers:  # workers that keep the Trainer's copy
         # torch's placeholder sampler has no set_epoch; a sampler's own is never replaced
         current = getattr(loader.sampler, "set_epoch", None)

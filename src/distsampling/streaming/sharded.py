@@ -259,7 +259,7 @@ class ShardedIterableDataset(IterableDataset[T]):
 
     def __len__(self) -> int:
         # a Lightning fit that counts the batches: its epoch is ours from now on (never behind)
-        fit = note_trainer(self._passes)
+        fit = note_trainer(self._passes, self._trainer)
         self._trainer = fit or self._trainer
         # this rank's samples of the whole epoch: read before a resume on another world, then left
         n = self._before + self._rank_length(self._current())

@@ -558,7 +558,7 @@ class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
 
     def __len__(self) -> int:
         # a Lightning fit that counts the batches: its epoch is ours from now on (never behind)
-        fit = note_trainer(self._passes)
+        fit = note_trainer(self._passes, self._trainer)
         self._trainer = fit or self._trainer
         g = self._gen
         before = g["before"] if g.get("epoch") == self.epoch else 0
