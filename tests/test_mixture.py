@@ -625,6 +625,31 @@ def test_when_read_and_bound_follow_a_schedule(layout, schedule, world, b):
         assert s.bound() == MixtureSampler(sizes, plan, b, world, 0).bound()
 
 
+@given(schedule=mixture_schedules(), world=elastic_world_sizes, world2=elastic_world_sizes,
+       b=mixture_batch_sizes, b2=mixture_batch_sizes, steps=st.integers(1, 30))  # fmt: skip
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_when_read_follows_a_schedule_on_a_grid_resumed_elastically(
+    layout, schedule, world, world2, b, b2, steps
+):
+    """Invariant: under a schedule, after an elastic resume at a step boundary (another
+    num_replicas and batch_size), when_read of the sample read at each position of the new
+    grid is that position, with its step, rank and slot on the new grid: each source's count at
+    the resume (read before it) is where its reads on the new grid go on from."""
+    sizes, plan = schedule
+    M = partial(MixtureSampler, layout=layout, shuffle=False, epoch_length=600)
+    old = M(sizes, plan, b, world, 0)
+    steps = min(steps, 300 // (world * b))  # within the first half of the epoch
+    list(islice(iter(old), steps * b))  # this rank's first `steps` micro-batches
+    new = M(sizes, plan, b2, world2, 0)
+    new.load_state_dict(roundtrip(old.state_dict()))
+    origin, B = steps * world * b, world2 * b2
+    ks, js = new.sources(range(origin, origin + 8 * B))
+    for p, k, j in zip(range(origin, origin + 8 * B), ks.tolist(), js.tolist()):
+        step, (m, slot) = steps + (p - origin) // B, divmod((p - origin) % B, b2)
+        rank = (m - step * (layout == "global")) % world2
+        assert new.when_read(k, j % sizes[k], j // sizes[k]) == Read(p, step, rank, slot)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_when_read_answers_in_ints(layout):
     """Invariant: every field of when_read's answer is an int (a log or a CLI prints it as one),
