@@ -9,7 +9,7 @@ import bisect
 import json
 from collections import Counter
 from fractions import Fraction
-from itertools import pairwise
+from itertools import islice, pairwise
 
 import numpy as np
 import pytest
@@ -354,3 +354,29 @@ def test_per_rank_under_a_schedule_reads_alike_whatever_the_chunks_of_its_steps(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(layout, "ENDS", 1)  # one step a chunk
         assert [x.tolist() for x in s.sources(n)] == whole
+
+
+@pytest.mark.parametrize(
+    ("layout", "plan", "W", "b", "epoch"),
+    [("global", [(0, [1, 2]), (5, [3, 1])], 2, 3, 0),
+     ("per_rank", [(0, [1, 2]), (5, [3, 1])], 2, 3, 0),
+     ("per_rank", [(0, [1, 2])], 2, 3, 0),
+     ("per_rank", [(0, [1, 2]), (5, [3, 1])], 33, 1, 1)],
+)  # fmt: skip
+def test_a_long_read_reads_its_positions_whatever_its_blocks(layout, plan, W, b, epoch):
+    """Invariant: iterating reads steps in blocks that double up to about 2**14 indices (fewer
+    with many ranks under a schedule); over 40,000 steps, enough to reach blocks of that most
+    (b = 3 does not divide it), from step 0 or from an epoch past step 2**53 (where a float
+    loses steps), the indices read are, in order, those of the rank's positions' sources and
+    item numbers, computed at once."""
+    sizes, rank, n = [7, 5], 1, 40000
+    s = MixtureSampler(sizes, plan, b, W, rank, shuffle=False, layout=layout,
+                       epoch_length=2**59 if epoch else n * W * b)  # fmt: skip
+    s.set_epoch(epoch)
+    first = -(-(2**59) // (W * b)) * epoch  # the epoch's first step
+    steps = first + np.arange(n, dtype=np.int64)[:, None]
+    batch = (rank + steps * (layout == "global")) % W  # the micro-batch the rank reads (rotated)
+    positions = (steps * (W * b) + batch * b + np.arange(b)).ravel()  # (n b,) the rank's
+    ks, js = s.sources(positions)
+    offsets = np.array([0, sizes[0]], np.int64)
+    assert list(islice(s, n * b)) == (offsets[ks] + js % np.array(sizes)[ks]).tolist()
