@@ -650,6 +650,35 @@ def test_when_read_follows_a_schedule_on_a_grid_resumed_elastically(
         assert new.when_read(k, j % sizes[k], j // sizes[k]) == Read(p, step, rank, slot)
 
 
+@given(sources=mixture_sources(), world=elastic_world_sizes, world2=elastic_world_sizes,
+       b=mixture_batch_sizes, b2=mixture_batch_sizes, steps=st.integers(1, 30),
+       rank=st.integers(0, 7))  # fmt: skip
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_after_an_elastic_resume_each_epoch_reads_the_batches_of_its_steps(
+    layout, sources, world, world2, b, b2, steps, rank
+):
+    """Invariant: after an elastic resume at a step boundary (another num_replicas and
+    batch_size), a rank of the new grid reads the rest of the epoch, and the whole next one,
+    as ``batch_at`` gives its micro-batch at each of their training steps (the new grid's,
+    from the resume's step on)."""
+    sizes, weights = sources
+    L = 240  # the epoch's length, in samples
+    M = partial(MixtureSampler, layout=layout, epoch_length=L)
+    old = M(sizes, weights, b, world, 0)
+    steps = min(steps, L // 2 // (world * b))  # within the first half of the epoch
+    list(islice(iter(old), steps * b))  # this rank's first `steps` micro-batches
+    rank %= world2
+    new = M(sizes, weights, b2, world2, rank)
+    new.load_state_dict(roundtrip(old.state_dict()))
+    origin, B = steps * world * b, world2 * b2
+    for epoch in (0, 1):
+        new.set_epoch(epoch)
+        # the grid steps that start in the epoch's positions [epoch·L, (epoch + 1)·L)
+        first = max(0, -(-(epoch * L - origin) // B))
+        stop = max(first, -(-((epoch + 1) * L - origin) // B))
+        assert list(new) == [i for g in range(first, stop) for i in new.batch_at(steps + g)[rank]]
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_when_read_answers_in_ints(layout):
     """Invariant: every field of when_read's answer is an int (a log or a CLI prints it as one),
