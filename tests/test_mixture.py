@@ -1589,6 +1589,26 @@ def test_a_doctored_past_is_refused_in_words():
         batches.state_dict(consumed=3)
 
 
+def test_a_batch_samplers_state_counts_the_samples_of_whole_batches_from_0():
+    """Invariant: ``MixtureBatchSampler.state_dict(consumed=n)`` counts samples, as the
+    sampler's does: at each batch's end (0 before the first) it is the sampler's state at ``n``;
+    between two ends it is refused, naming both; ``bound()`` is exact and prints as a decimal
+    of six digits."""
+    from distsampling.mixing.sampler import MixtureBatchSampler
+
+    batches = MixtureBatchSampler(MixtureSampler([9, 9], [1, 1], 2, 1, 0))
+    it = iter(batches)
+    for _ in range(3):
+        next(it)
+    for n in (0, 2, 4, 6):
+        assert batches.state_dict(consumed=n) == batches.sampler.state_dict(consumed=n)
+    message = "consumed should be the samples of whole batches (a batch is a step: 2 or 4 here), "
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}but got consumed=3$"):
+        batches.state_dict(consumed=3)
+    bound = MixtureSampler([9] * 3, [1, 2, 4], 1, 1, 0).bound()
+    assert bound == Fraction(5, 6) and repr(bound) == str(bound) == "0.833333"
+
+
 def test_an_elastic_resume_that_changes_the_micro_batch_keeps_the_batch_samplers_len():
     """Invariant: 8 ranks of 4 read 10 steps, then 6 ranks of 3 the rest of the epoch: the
     batch sampler's len() is the epoch's steps, the 10 read and those left, whatever the
