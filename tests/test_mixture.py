@@ -981,10 +981,47 @@ def test_bad_arguments_of_the_methods_are_named():
         (lambda: s.positions(-1), "step should be >= 0, but got step=-1"),
         (lambda: s.positions(0, rank=1), "rank should be in the interval [0, 0], but got rank=1"),
         (lambda: s.positions(0, rank=-1), "rank should be in the interval [0, 0], but got rank=-1"),
+        # past int64: the last step is 2**62 - 1 (2 global positions a step), epoch_length
+        # at most the steps that fit, and the last epoch whose positions fit (1 of 2**62)
+        (lambda: s.positions(2**62), f"step should be <= {2**62 - 1}, the last step whose global "
+         f"positions fit in int64 (< 2**63), but got step={2**62}"),
+        (lambda: s.batch_at(2**64), f"step should be <= {2**62 - 1}, the last step whose global "
+         f"positions fit in int64 (< 2**63), but got step={2**64}"),
+        (lambda: MixtureSampler([3, 3], [1, 1], 3, 1, 0, epoch_length=2**63 - 1),
+         f"epoch_length should be <= {2**63 - 2}, so that its steps' global positions "
+         "(batch_size * num_replicas = 3 a step) fit in int64 (< 2**63), but got "
+         f"epoch_length={2**63 - 1}"),
+        (lambda: MixtureSampler([3, 3], [1, 1], 1, 1, 0, epoch_length=2**63),
+         f"epoch_length should be < 2**63 (stored as int64), but got epoch_length={2**63}"),
+        (lambda: MixtureSampler([3, 3], [1, 1], 2, 1, 0, epoch_length=2**62).set_epoch(2),
+         "epoch should be <= 1, the last epoch whose global positions fit in int64 (< 2**63; "
+         f"epoch_length={2**62}), but got epoch=2"),
     ]  # fmt: skip
     for call, message in calls:
         with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
             call()
+    # at the edge: the last step's positions end at 2**63 - 1, and the last epoch is read
+    assert s.positions(2**62 - 1).tolist() == [2**63 - 2, 2**63 - 1]
+    assert len(s.batch_at(2**62 - 1)[0]) == 2
+    last = MixtureSampler([3, 3], [1, 1], 2, 1, 0, epoch_length=2**62)
+    last.set_epoch(1)
+    assert len(list(islice(last, 4))) == 4 and len(last) == 2**62
+
+
+@given(world=elastic_world_sizes, b=mixture_batch_sizes,
+       length=st.one_of(st.integers(1, 50), st.integers(1, 2**62)))  # fmt: skip
+def test_the_last_epoch_whose_positions_fit_in_int64_is_set_and_the_next_refused(world, b, length):
+    """Invariant: ``set_epoch`` takes the last epoch whose global positions all fit in int64
+    (its steps end at ``stop·B <= 2**63``; the next epoch's would end past it) and refuses the
+    next, naming the last; that epoch's last step answers ``batch_at``."""
+    s = MixtureSampler([9, 9], [1, 1], b, world, 0, epoch_length=length)
+    B, steps_end = world * b, lambda e: -(-((e + 1) * length) // B)  # an epoch's steps' stop
+    last = (2**63 // B * B) // length - 1
+    assert steps_end(last) * B <= 2**63 < steps_end(last + 1) * B
+    s.set_epoch(last)
+    assert len(s.batch_at(steps_end(last) - 1)[0]) == b
+    with pytest.raises(ValueError, match=rf"^epoch should be <= {last}, the last epoch whose "):
+        s.set_epoch(last + 1)
 
 
 def test_positions_default_to_this_rank_and_start_at_the_first_step_of_the_grid():

@@ -702,6 +702,28 @@ def test_a_read_returning_no_samples_and_a_size_past_int64_are_named():
                                   2, num_replicas=1, rank=0)  # fmt: skip
 
 
+def test_a_step_or_an_epoch_past_int64_positions_is_refused_naming_the_last_that_fits():
+    """Invariant: ``batch_at``, ``counts_at`` and ``set_epoch`` refuse a step or an epoch past
+    the last whose global positions fit in int64 (below 2**63), naming that last, never a
+    wrapped position's answer; far steps below it answer."""
+    read = lambda shard: iter(range(4))  # noqa: E731
+    ds = ShardedMixtureDataset([(["a"], [4], read), (["b"], [4], read)], [1, 1], 2,
+                               num_replicas=1, rank=0, epoch_length=2**62)  # fmt: skip
+    last = 2**62 - 1  # a step of 2 positions: the last ends at 2**63 - 1
+    assert len(ds.batch_at(2**40)[0]) == 2 and ds.counts_at(2**40).sum() == 2**41
+    for step in (last + 1, 2**64):
+        for call in (ds.batch_at, ds.counts_at):
+            message = (f"step should be <= {last}, the last step whose global positions fit in "
+                       f"int64 (< 2**63), but got step={step}")  # fmt: skip
+            with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+                call(step)
+    ds.set_epoch(1)  # positions [2**62, 2**63): the last that fits
+    message = ("epoch should be <= 1, the last epoch whose global positions fit in int64 "
+               f"(< 2**63; epoch_length={2**62}), but got epoch=2")  # fmt: skip
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        ds.set_epoch(2)
+
+
 def _named(shards, sizes=(3, 2), key=None):
     """Source 0's shards as given (their names), source 1 one shard ``"x0"``: a dataset."""
     sizes = list(sizes)
@@ -962,9 +984,10 @@ def test_a_state_that_is_not_this_datasets_is_refused_in_its_words(change):
 
 @pytest.mark.parametrize("epoch", [-1, 2**62 + 1])
 def test_set_epoch_refuses_an_epoch_outside_0_to_2_to_the_62_naming_it(epoch):
-    """Invariant: set_epoch takes any epoch in [0, 2**62] (the last one too) and refuses one
-    outside it with ValueError naming ``epoch`` and the value."""
-    ds = make(SHARDS, [1, 1, 1], 2)
+    """Invariant: set_epoch takes any epoch in [0, 2**62] (the last one too, where an epoch's
+    positions fit in int64: an epoch of one position) and refuses one outside it with
+    ValueError naming ``epoch`` and the value."""
+    ds = make(SHARDS, [1, 1, 1], 2, epoch_length=1)
     ds.set_epoch(2**62)
     assert ds.epoch == 2**62
     ds.set_epoch(2**62 - 1)  # kept exactly (int64, never a float's 24 or 53 bits)

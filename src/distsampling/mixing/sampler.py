@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch.utils.data import DistributedSampler, Sampler
 
-from .._checks import check_bool, check_int, check_seed, resolve_world
+from .._checks import check_bool, check_int, check_int64, check_seed, resolve_world
 from ..guards import refuse_split_again
 from ..resume.state import note_trainer
 from ..scale.cipher import index_unshuffle
@@ -150,7 +150,7 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
         self.num_replicas, self.rank = resolve_world(num_replicas, rank)
         self.seed, self.shuffle = check_seed(seed), check_bool("shuffle", shuffle)
         length = sum(self.sizes) if epoch_length is None else epoch_length
-        self.epoch_length = check_int("epoch_length", length, low=1)
+        self.epoch_length = check_int64("epoch_length", length, low=1)
         if layout not in LAYOUTS:
             raise ValueError(f"layout should be one of {LAYOUTS}, but got layout={layout!r}")
         self.layout = layout
@@ -162,6 +162,13 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
         self._read0 = [0] * len(self.sizes)  # each source's count at the grid's first step
         self._phase0: Any = None  # global: each node's phase at the grid's first position
         self._steps_before = 0  # the epoch's steps read on earlier grids (``_before`` indices)
+        B = self.batch_size * self.num_replicas
+        if self._last_epoch() < 0:  # epoch 0's last step would end past 2**63 - 1
+            raise ValueError(
+                f"epoch_length should be <= {2**63 // B * B}, so that its steps' global positions "
+                f"(batch_size * num_replicas = {B} a step) fit in int64 (< 2**63), but got "
+                f"epoch_length={self.epoch_length}"
+            )
         self._counter: _Counting | None = None
         self._place()
 
@@ -210,7 +217,7 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
             >>> MixtureSampler([6, 4], [1, 1], batch_size=2, num_replicas=2, rank=1).positions(1)
             array([4, 5])
         """
-        step = check_int("step", step, low=self._step0)
+        step = self._check_last(check_int("step", step, low=self._step0))
         r = (
             self.rank
             if rank is None
@@ -246,6 +253,7 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
                 f"{self.num_replicas}, batch_size={b}); the earlier ones were read on another "
                 f"grid, but got step={step}"
             )
+        self._check_last(step)
         ranks = np.arange(self.num_replicas, dtype=np.int64)  # (W,)
         first = self._first_positions(np.full(self.num_replicas, step, np.int64), ranks)
         flat = self._indices(*self._sources((first[:, None] + np.arange(b)).ravel())).tolist()
@@ -290,9 +298,30 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
         first = max(0, -(-(epoch * L - self._origin) // B))
         return range(first, max(first, -(-((epoch + 1) * L - self._origin) // B)))
 
+    def _check_last(self, step: int) -> int:
+        """``step``, refused where its global positions would pass ``2**63 - 1`` (int64)."""
+        last = self._step0 + (2**63 - self._origin) // (self.batch_size * self.num_replicas) - 1
+        if step > last:
+            raise ValueError(
+                f"step should be <= {last}, the last step whose global positions fit in int64 "
+                f"(< 2**63), but got step={step}"
+            )
+        return step
+
+    def _last_epoch(self) -> int:
+        """The last epoch whose every global position fits in int64 (-1: none): its steps end
+        at the last step boundary ``origin + S·B <= 2**63`` or before, ``(e + 1)·L <= it``."""
+        B = self.batch_size * self.num_replicas
+        return ((2**63 - self._origin) // B * B + self._origin) // self.epoch_length - 1
+
     def set_epoch(self, epoch: int) -> None:
         r"""Set the epoch (the same on every rank); a position loaded for another one is dropped."""
         epoch = check_int("epoch", epoch, low=0)
+        if epoch > (last := self._last_epoch()):
+            raise ValueError(
+                f"epoch should be <= {last}, the last epoch whose global positions fit in int64 "
+                f"(< 2**63; epoch_length={self.epoch_length}), but got epoch={epoch}"
+            )
         if epoch != self.epoch:
             self.epoch, self._skip, self._counter, self._before = epoch, 0, None, 0
             self._steps_before = 0

@@ -238,6 +238,16 @@ class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
         g = self._gen
         return self._origin + (step - g["start"]) * g["batch_size"] * g["num_replicas"]
 
+    def _checked_step(self, step: object) -> int:
+        """``step``, on this grid and with its global positions in int64 (< 2**63)."""
+        g = self._gen
+        step = check_int("step", step, low=g["start"])
+        last = g["start"] + (2**63 - self._origin) // (g["batch_size"] * g["num_replicas"]) - 1
+        if step > last:
+            raise ValueError(f"step should be <= {last}, the last step whose global positions fit "
+                             f"in int64 (< 2**63), but got step={step}")  # fmt: skip
+        return step
+
     def _steps(self, epoch: int) -> range:
         """The steps of ``epoch`` on this grid (those before its start were read on another)."""
         g, start = self._gen, self._gen["start"]
@@ -281,14 +291,14 @@ class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
         of source ``k`` each reader drew before training ``step`` (steps of this grid only), in
         closed form: the step's windows routed once, ``O(readers × (b + K))`` at any step,
         nothing replayed."""
-        step = check_int("step", step, low=self._gen["start"])
+        step = self._checked_step(step)
         W, nw = self._gen["num_replicas"], self._readers()
         return self._grid.counts(step, np.arange(W * nw)).reshape(W, nw, len(self.sources))
 
     def _counts(self, step: int, ranks: Sequence[int]) -> list[list[list[int]]]:
         """:meth:`counts_at` of ``ranks`` only: each reader's window of every stretch's tree
         (``mixture_readers.py``), ``c((m + o)·b) - c(o·b)``."""
-        step = check_int("step", step, low=self._gen["start"])
+        step = self._checked_step(step)
         nw = self._readers()
         readers = (np.asarray(list(ranks), np.int64)[:, None] * nw + np.arange(nw)).reshape(-1)
         out = self._grid.counts(step, readers)  # (ranks × nw, K)
@@ -298,7 +308,7 @@ class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
         r"""``[rank][slot]``: the ``(source, shard index, offset in the shard)`` every rank reads
         at training ``step``; no data is read, nothing replayed (its readers' counts in closed
         form)."""
-        step = check_int("step", step, low=self._gen["start"])
+        step = self._checked_step(step)
         nw, W, K = self._readers(), self._gen["num_replicas"], len(self.sources)
         readers = np.arange(W, dtype=np.int64) * nw + step % nw  # (W,) the step's readers
         counts = self._grid.counts(step, readers)  # (W, K) before the step
@@ -547,7 +557,13 @@ class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
     def set_epoch(self, epoch: int) -> None:
         r"""Set the epoch, the same on every rank: its steps, as :class:`MixtureSampler`'s.
         Under Lightning's ``Trainer`` the epoch is never behind its ``current_epoch``."""
-        self._set = self._epoch[0] = check_int("epoch", epoch, low=0, high=2**62)
+        epoch = check_int("epoch", epoch, low=0, high=2**62)
+        B, L = self._gen["batch_size"] * self._gen["num_replicas"], self.mixture.epoch_length
+        last = ((2**63 - self._origin) // B * B + self._origin) // L - 1  # as MixtureSampler's
+        if self.until_exhausted is None and epoch > last:  # its last positions past int64
+            raise ValueError(f"epoch should be <= {last}, the last epoch whose global positions fit "
+                             f"in int64 (< 2**63; epoch_length={L}), but got epoch={epoch}")  # fmt: skip
+        self._set = self._epoch[0] = epoch
         self._passes[0] = 1  # the next pass is this epoch's; accelerate's dispatcher calls this
         refuse_split_again(self, ("DataLoaderDispatcher",))
 
