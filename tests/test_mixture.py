@@ -1614,6 +1614,15 @@ def test_a_doctored_past_is_refused_in_words():
     for past in ([[-1, ["1/2", "1/2"]]], [[0, ["x"]]], [[0, ["1/0"]]]):
         with pytest.raises(ValueError, match=r"^past should be the \[step, shares\] of a "):
             MixtureSampler([9, 9], [1, 1], 2, 1, 0).load_state_dict({**state, "past": past})
+    # a state saved before anything was read has no past: one that claims a mix is refused
+    fresh = MixtureSampler([9, 9], [1, 1], 2, 1, 0).state_dict()
+    message = ("weights should agree with the mix read before step 0, where this state was "
+               "saved, but from step 0 it read shares 0.5, 0.5 and these weights give none; "
+               "change the mix at step 0 or later")  # fmt: skip
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        MixtureSampler([9, 9], [1, 1], 2, 1, 0).load_state_dict(
+            {**fresh, "past": [[0, ["1/2", "1/2"]]]}
+        )
     flat = [a.tolist() for a in s.sources(np.arange(4).reshape(2, 2))]
     assert flat == [a.tolist() for a in s.sources(range(4))]
     from distsampling.mixing.sampler import MixtureBatchSampler
@@ -1661,6 +1670,8 @@ def test_an_elastic_resume_that_changes_the_micro_batch_keeps_the_batch_samplers
         rest = list(batches)
         assert len(batches) == 10 + len(rest) == 10 + -(-(900 - 10 * 32) // 18)
         assert len(new) == 10 * 4 + len(rest) * 3
+        batches.set_epoch(1)  # a whole epoch on the new grid: none of its steps read before
+        assert len(batches) == len(list(batches)) and len(new) == 3 * len(batches)
 
 
 def test_sizes_past_int64_and_weights_as_0_d_tensors_or_numpy_scalars():
