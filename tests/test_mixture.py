@@ -1707,6 +1707,14 @@ def test_float32_weights_given_as_python_floats_on_resume_are_refused_with_a_hin
         "Python floats? give both the same form); change the mix at step 2 or later"
     )
     MixtureSampler([9, 9], list(w32), 2, 1, 0).load_state_dict(s.state_dict())  # its scalars
+    # the hint only where the shares are within 1e-6 (strictly): 8e-7 apart, not 1e-6 or more
+    s = MixtureSampler([9, 9], [0.5, 0.5], 2, 1, 0)
+    list(islice(iter(s), 3))
+    for weights, hint in (([0.5000008, 0.4999992], True), ([0.500001, 0.499999], False),
+                          ([0.5000015, 0.4999985], False), ([0.50001, 0.49999], False)):  # fmt: skip
+        with pytest.raises(ValueError) as err:
+            MixtureSampler([9, 9], weights, 2, 1, 0).load_state_dict(s.state_dict())
+        assert ("(shares within 1e-6: float32 weights" in str(err.value)) == hint, weights
 
 
 @given(seed=seeds, k=st.integers(0, 40), passes=st.lists(st.integers(0, 2**62), min_size=1))
