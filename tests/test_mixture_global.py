@@ -79,19 +79,23 @@ def test_every_prefix_of_the_stream_keeps_the_single_rank_bound_at_any_scale(sou
 
 
 @given(sources=mixture_sources(), w1=elastic_world_sizes, w2=elastic_world_sizes,
-       b1=mixture_batch_sizes, b2=mixture_batch_sizes, steps=st.integers(0, 5), seed=seeds)  # fmt: skip
+       w3=elastic_world_sizes, b1=mixture_batch_sizes, b2=mixture_batch_sizes,
+       b3=mixture_batch_sizes, steps=st.integers(0, 5), steps2=st.integers(0, 5), seed=seeds)  # fmt: skip
 def test_an_elastic_resume_reads_the_stream_the_uninterrupted_run_reads(
-    sources, w1, w2, b1, b2, steps, seed
+    sources, w1, w2, w3, b1, b2, b3, steps, steps2, seed
 ):
-    """Invariant: after ``steps`` steps on W1 × b1, a resume on W2 × b2 reads the stream on: the
-    run's indices, in stream order, are those a single rank reads of the same stream."""
+    """Invariant: after ``steps`` steps on W1 × b1, a resume on W2 × b2 reads the stream on, and
+    after ``steps2`` more a resume of that on W3 × b3 (from a grid whose first position is not
+    the stream's: each node's phase there carried in the state): the run's indices, in stream
+    order, are those a single rank reads of the same stream."""
     sizes, weights = sources
-    before = global_batches(sizes, weights, [(w1, b1, steps), (w2, b2, 4)], seed, 10**9)
+    grids = [(w1, b1, steps), (w2, b2, steps2), (w3, b3, 4)]
+    before = global_batches(sizes, weights, grids, seed, 10**9)
     flat = [i for batch in before for i in batch]
     one = MixtureSampler(sizes, weights, 1, 1, 0, seed=seed, epoch_length=10**9)
-    n = steps * w1 * b1 + 4 * w2 * b2
+    n = steps * w1 * b1 + steps2 * w2 * b2 + 4 * w3 * b3
     stream = one._indices(*one.sources(np.arange(n))).tolist()
-    cuts = [w1 * b1] * steps + [w2 * b2] * 4
+    cuts = [w1 * b1] * steps + [w2 * b2] * steps2 + [w3 * b3] * 4
     at = np.cumsum([0, *cuts]).tolist()
     assert [sorted(stream[a:z]) for a, z in pairwise(at)] == before
     assert sorted(flat) == sorted(stream)
