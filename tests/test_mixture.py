@@ -1024,6 +1024,31 @@ def test_the_last_epoch_whose_positions_fit_in_int64_is_set_and_the_next_refused
         s.set_epoch(last + 1)
 
 
+def test_after_an_elastic_resume_the_last_step_and_epoch_that_fit_count_from_its_origin():
+    """Invariant: on a grid resumed 3 steps into epoch 1 (of 2**61 positions; at position
+    2**61 + 6, step 2**60 + 3, 3 positions a step from there), the last step whose positions fit
+    in int64 is the grid's first step + ``(2**63 - origin) // 3 - 1`` (its last position below
+    2**63) and the last epoch is the last whose steps end at or below 2**63: the next of each is
+    refused, naming them."""
+    L = 2**61
+    old = MixtureSampler([9, 9], [1, 1], 2, 1, 0, epoch_length=L)
+    old.set_epoch(1)
+    list(islice(iter(old), 6))  # 3 steps of 2
+    new = MixtureSampler([9, 9], [1, 1], 3, 1, 0, epoch_length=L)
+    new.load_state_dict(old.state_dict())
+    origin, step0 = L + 6, L // 2 + 3
+    last = step0 + (2**63 - origin) // 3 - 1
+    assert int(new.positions(last)[-1]) <= 2**63 - 1
+    with pytest.raises(ValueError, match=rf"^step should be <= {last}, the last step whose "):
+        new.positions(last + 1)
+    # each epoch's steps' end on this grid: the first step boundary at or past (e + 1)·L
+    ends = [origin + -(-((e + 1) * L - origin) // 3) * 3 for e in range(1, 6)]
+    epoch = max(e for e, end in enumerate(ends, 1) if end <= 2**63)
+    new.set_epoch(epoch)
+    with pytest.raises(ValueError, match=rf"^epoch should be <= {epoch}, the last epoch whose "):
+        new.set_epoch(epoch + 1)
+
+
 def test_positions_default_to_this_rank_and_start_at_the_first_step_of_the_grid():
     """Invariant: positions(step) is this sampler's rank's; the last rank is a rank; after an
     elastic load, the grid starts at the saved step: an earlier step is refused, naming it."""
