@@ -58,6 +58,25 @@ _WALK = 8  # cycle walks left to _cipher's arrays past this many; as few, one Py
 _UNREAD = torch.tensor([1, 0, -1, 0, -1])
 
 
+def _fitting_step(step: int, first: int, origin: int, B: int) -> int:
+    """``step`` of a grid from step ``first`` at position ``origin``, ``B`` positions a step;
+    refused where its global positions would pass ``2**63 - 1`` (int64)."""
+    last = first + (2**63 - origin) // B - 1
+    if step > last:
+        raise ValueError(
+            f"step should be <= {last}, the last step whose global positions fit in int64 "
+            f"(< 2**63), but got step={step}"
+        )
+    return step
+
+
+def _last_epoch(origin: int, B: int, L: int) -> int:
+    """The last epoch (of ``L`` positions) whose every global position fits in int64 on a grid
+    at ``origin``, ``B`` a step (-1: none): its steps end at the last step boundary
+    ``origin + S·B <= 2**63`` or before, ``(e + 1)·L <= it``."""
+    return ((2**63 - origin) // B * B + origin) // L - 1
+
+
 class Bound(Fraction):
     """``bound()``: an exact fraction (of up to ~90 digits), printed as a decimal."""
 
@@ -299,20 +318,10 @@ class MixtureSampler(_GlobalLayout, _Samples, DistributedSampler):
         return range(first, max(first, -(-((epoch + 1) * L - self._origin) // B)))
 
     def _check_last(self, step: int) -> int:
-        """``step``, refused where its global positions would pass ``2**63 - 1`` (int64)."""
-        last = self._step0 + (2**63 - self._origin) // (self.batch_size * self.num_replicas) - 1
-        if step > last:
-            raise ValueError(
-                f"step should be <= {last}, the last step whose global positions fit in int64 "
-                f"(< 2**63), but got step={step}"
-            )
-        return step
+        return _fitting_step(step, self._step0, self._origin, self.batch_size * self.num_replicas)
 
     def _last_epoch(self) -> int:
-        """The last epoch whose every global position fits in int64 (-1: none): its steps end
-        at the last step boundary ``origin + S·B <= 2**63`` or before, ``(e + 1)·L <= it``."""
-        B = self.batch_size * self.num_replicas
-        return ((2**63 - self._origin) // B * B + self._origin) // self.epoch_length - 1
+        return _last_epoch(self._origin, self.batch_size * self.num_replicas, self.epoch_length)
 
     def set_epoch(self, epoch: int) -> None:
         r"""Set the epoch (the same on every rank); a position loaded for another one is dropped."""

@@ -49,7 +49,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from .._checks import check_bool, check_int
 from ..guards import refuse_split_again
-from ..mixing.sampler import MixtureSampler
+from ..mixing.sampler import MixtureSampler, _fitting_step, _last_epoch
 from ..resume.state import TrainerEpoch, begin_pass, note_trainer, pass_marks
 from .mixture_readers import ReaderGrid, _Runs, schedule_trees
 from .mixture_resume import _Resume
@@ -242,11 +242,7 @@ class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
         """``step``, on this grid and with its global positions in int64 (< 2**63)."""
         g = self._gen
         step = check_int("step", step, low=g["start"])
-        last = g["start"] + (2**63 - self._origin) // (g["batch_size"] * g["num_replicas"]) - 1
-        if step > last:
-            raise ValueError(f"step should be <= {last}, the last step whose global positions fit "
-                             f"in int64 (< 2**63), but got step={step}")  # fmt: skip
-        return step
+        return _fitting_step(step, g["start"], self._origin, g["batch_size"] * g["num_replicas"])
 
     def _steps(self, epoch: int) -> range:
         """The steps of ``epoch`` on this grid (those before its start were read on another)."""
@@ -559,7 +555,7 @@ class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
         Under Lightning's ``Trainer`` the epoch is never behind its ``current_epoch``."""
         epoch = check_int("epoch", epoch, low=0, high=2**62)
         B, L = self._gen["batch_size"] * self._gen["num_replicas"], self.mixture.epoch_length
-        last = ((2**63 - self._origin) // B * B + self._origin) // L - 1  # as MixtureSampler's
+        last = _last_epoch(self._origin, B, L)
         if self.until_exhausted is None and epoch > last:  # its last positions past int64
             raise ValueError(f"epoch should be <= {last}, the last epoch whose global positions fit "
                              f"in int64 (< 2**63; epoch_length={L}), but got epoch={epoch}")  # fmt: skip
