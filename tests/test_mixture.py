@@ -1006,6 +1006,11 @@ def test_bad_arguments_of_the_methods_are_named():
     last = MixtureSampler([3, 3], [1, 1], 2, 1, 0, epoch_length=2**62)
     last.set_epoch(1)
     assert len(list(islice(last, 4))) == 4 and len(last) == 2**62
+    # the longest epoch that fits is built, and it is the only epoch: epoch 1 is refused
+    longest = MixtureSampler([3, 3], [1, 1], 3, 1, 0, epoch_length=2**63 - 2)
+    assert len(longest) == 2**63 - 2 and len(longest.batch_at(2**63 // 3 - 1)[0]) == 3
+    with pytest.raises(ValueError, match=r"^epoch should be <= 0, the last epoch whose "):
+        longest.set_epoch(1)
 
 
 @given(world=elastic_world_sizes, b=mixture_batch_sizes,
@@ -1470,6 +1475,20 @@ def test_weights_as_a_float32_tensor_are_the_mix_they_print_as_or_refused_in_wor
         r"0\.4444444444, 0\.3333333333, 0\.2222222222 and these weights give ",
     ):
         MixtureSampler(sizes, torch.tensor(computed), 2, 2, 0).load_state_dict(listed.state_dict())
+
+
+def test_a_weight_of_a_float_subclass_is_the_decimal_it_prints_as_a_float():
+    """Invariant: a weight whose type subclasses ``float`` (not a numpy scalar) is read as the
+    float it holds, the decimal its repr prints: the same mix as the plain floats, never its
+    binary fraction and never an error."""
+
+    class Share(float):
+        pass
+
+    plain = MixtureSampler([5, 5, 0], [0.3, 0.7, 0.0], 2, 1, 0)
+    shares = MixtureSampler([5, 5, 0], [Share(0.3), Share(0.7), 0.0], 2, 1, 0)
+    assert shares.schedule == plain.schedule == [(0, [Fraction(3, 10), Fraction(7, 10), 0])]
+    assert list(shares) == list(plain)
 
 
 def test_weights_one_by_one_as_tensors_or_numpy_scalars_are_the_numbers_they_hold():
