@@ -22,6 +22,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from distsampling.mixing.sampler import LAYOUTS, MixtureSampler, Read
+from distsampling.mixing.tree import _count, _counts, _integer_mix, _route
+from distsampling.mixing.weights import _weights
 from distsampling.scale.index_shuffle import epoch_key, index_shuffle
 from strategies import (
     elastic_world_sizes,
@@ -285,6 +287,26 @@ def test_the_stream_is_the_divisor_merge_of_the_docstring_at_every_node(sources)
     assert ks == reference_sources(reference_tree(s.units[0]), 120)
     for k in set(ks):
         assert [j for kk, j in zip(ks, js) if kk == k] == list(range(ks.count(k)))
+
+
+@given(sources=mixture_sources(), n=st.integers(0, 200))
+@example(sources=([9, 0, 9], [1, 0, 2]), n=7)  # a source of weight 0: no path in the tree
+def test_a_sources_count_down_its_path_is_its_count_in_the_stream_and_0_at_weight_0(sources, n):
+    """Invariant: ``_count(tree, k, n)``, source ``k``'s count before tree position ``n`` walked
+    down its own path, is the number of ``k``'s among the stream's first ``n`` positions and the
+    level-by-level count's column, for an int and an array of positions; a source of weight 0
+    has no path and counts 0 before any position (an int 0, or an array of zeros)."""
+    sizes, weights = sources
+    units, tree = _integer_mix(_weights("weights", weights, sizes))
+    ks = _route(tree, np.arange(n, dtype=np.int64))[0]  # (n,) the stream's sources
+    upto = np.arange(n + 1, dtype=np.int64)  # (n + 1,) every prefix's end
+    table = _counts(tree, upto, len(sizes))  # (n + 1, K)
+    for k, unit in enumerate(units):
+        assert _count(tree, k, n) == np.count_nonzero(ks == k)
+        assert _count(tree, k, upto).tolist() == table[:, k].tolist()
+        if unit == 0:
+            assert _count(tree, k, n) == 0 and type(_count(tree, k, n)) is int
+            assert _count(tree, k, upto).tolist() == [0] * (n + 1)
 
 
 @given(sources=mixture_sources(most=12))
