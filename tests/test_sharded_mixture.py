@@ -2021,7 +2021,8 @@ def test_after_a_look_a_loaders_state_resumes_exactly_or_names_the_workers_and_t
     the loader's readers (the look fixed nothing); ``state_dict()`` with no ``consumed`` refuses
     once workers read, naming them, StatefulDataLoader and ``consumed=``; ``state_dict(consumed
     =c)``, any ``c`` the loop used, resumes exactly: what the loop used then what a fresh dataset
-    resumed from it yields is the uninterrupted epoch."""
+    resumed from it yields is the uninterrupted epoch (read by the main process, or at ``c = 0``,
+    where no worker may have begun, by the same loader)."""
     shards, weights = data.draw(sharded_mixtures(), label="mix")
     b, world = data.draw(mixture_batch_sizes, label="b"), data.draw(st.integers(1, 2))
 
@@ -2049,7 +2050,11 @@ def test_after_a_look_a_loaders_state_resumes_exactly_or_names_the_workers_and_t
     del it
     resumed = fresh()
     resumed.load_state_dict(state)
-    rest = [x for batch in DataLoader(resumed, batch_size=None) for x in [batch]]
+    # a state saved before any worker began (nothing used: a race with their start) fixes no
+    # readers, as a fresh epoch: the loader that resumes it fixes them, read as the loop read
+    # it; once a worker began, the state fixes them and the main process reads the same stream
+    loader = read(resumed, workers) if c == 0 else DataLoader(resumed, batch_size=None)
+    rest = [x for batch in loader for x in (batch if c == 0 else [batch])]
     assert [tuple(x) for x in got[:c] + rest] == [tuple(x) for x in epoch]
 
 
