@@ -14,6 +14,7 @@ import re
 import sys
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Iterator
 from itertools import accumulate, islice, pairwise
 from pathlib import Path
 
@@ -22,7 +23,7 @@ import pytest
 import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from distsampling import MixtureSampler, ShardedMixtureDataset, loader_dataset_states, run_nodes
@@ -1948,12 +1949,24 @@ def as_list(batch: list) -> list:
     return list(batch)
 
 
+class Delegating(IterableDataset):
+    """A user's wrapper dataset: its ``__iter__`` delegates to the mixture's (``yield from``)."""
+
+    def __init__(self, inner: ShardedMixtureDataset) -> None:
+        self.inner = inner
+
+    def __iter__(self) -> Iterator:
+        yield from self.inner
+
+
+@pytest.mark.parametrize("wrap", [lambda ds: ds, Delegating], ids=["dataset", "wrapped"])
 @pytest.mark.parametrize("workers", [0, 2])
-def test_a_loader_batch_size_other_than_the_datasets_is_refused_naming_both(workers):
+def test_a_loader_batch_size_other_than_the_datasets_is_refused_naming_both(workers, wrap):
     """Invariant: a DataLoader whose batch_size is not the dataset's (a batch would hold parts of
-    two steps, or part of one) is refused at its first batch, naming both numbers and the fix."""
+    two steps, or part of one) is refused at its first batch, naming both numbers and the fix;
+    through a wrapper dataset that delegates to it with ``yield from`` too."""
     for loader_b, what in ((4, "parts of two or more steps"), (1, "a part of a step")):
-        ds = make(SHARDS, [1, 2, 1], 2, num_workers=max(1, workers))
+        ds = wrap(make(SHARDS, [1, 2, 1], 2, num_workers=max(1, workers)))
         with pytest.raises(Exception) as info:
             next(iter(DataLoader(ds, batch_size=loader_b, num_workers=workers, collate_fn=as_list)))
         assert (

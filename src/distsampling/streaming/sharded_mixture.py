@@ -35,6 +35,7 @@ References:
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import warnings
@@ -506,7 +507,9 @@ class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
         its fetcher (torch's ``_IterableDatasetFetcher.fetch``, the caller of this ``next()``)
         asks for ``len(possibly_batched_index)`` samples a batch, or one at a time (``batch_size
         =None``, no batching)."""
-        caller = sys._getframe(1)  # the frame that asked for the first sample
+        caller = sys._getframe(1)  # the frame that asked for the first sample, past generators
+        while caller.f_back and caller.f_code.co_flags & inspect.CO_GENERATOR:  # (yield from)
+            caller = caller.f_back  # that delegate to this one: a wrapper dataset's, a tracer's
         fetcher = caller.f_locals.get("self") if caller.f_code.co_name == "fetch" else None
         if hasattr(fetcher, "auto_collation"):
             b, index = self._gen["batch_size"], caller.f_locals.get("possibly_batched_index")
