@@ -1354,13 +1354,16 @@ def test_a_state_is_a_json_ready_copy_with_exactly_its_fields():
     assert any(state["generation"]["lead"]) and ds.state_dict() == kept
 
 
-@pytest.mark.parametrize(("world", "b", "workers"), [(1, 3, 0), (3, 2, 0), (2, 3, 2), (2, 2, 3)])
+@pytest.mark.parametrize(
+    ("world", "b", "workers"), [(1, 3, 0), (3, 2, 0), (2, 3, 2), (2, 2, 3), (2, 30, 0), (1, 60, 2)]
+)
 def test_batch_at_names_the_source_shard_and_offset_every_rank_reads_at_each_step(
     world, b, workers
 ):
     """Invariant: ``batch_at(step)[r]`` is exactly rank ``r``'s micro-batch of that step, as
     ``(source, shard, offset)``, read by no one (over passes, and with loader workers as
-    readers): what every rank's loader yields at that step."""
+    readers): what every rank's loader yields at that step; with micro-batches of 30 and 60 too,
+    where a step holds many slots of one source on one rank (each its own count, in order)."""
     weights = [1, 3, 2]
     declared = workers or None
     per_rank = [rank_batches(make(SHARDS, weights, b, world, r, num_workers=declared, epoch_length=60), workers)
