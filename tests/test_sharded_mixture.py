@@ -12,6 +12,7 @@ import copy
 import json
 import re
 import sys
+import warnings
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterator
@@ -1014,8 +1015,6 @@ def test_a_state_of_another_seed_or_epoch_is_refused_naming_both_values():
 
 def _said(run, *args) -> list[str]:
     """The messages of the FrameworkWarnings that ``run(*args)`` raised."""
-    import warnings
-
     from distsampling.guards import FrameworkWarning
 
     with warnings.catch_warnings(record=True) as caught:
@@ -1983,22 +1982,35 @@ def test_a_loader_batch_size_other_than_the_datasets_is_refused_naming_both(work
 
 def test_batch_size_none_with_two_workers_is_warned_that_steps_interleave():
     """Invariant: ``DataLoader(batch_size=None)`` with one reader hands out the steps' samples in
-    order, silently; read in the worker with 2 readers, it warns that 2 steps interleave."""
+    order, silently; read in the worker with 2 readers, it warns that 2 steps interleave. A
+    loader batching at the dataset's size says nothing, with any workers, and only torch's
+    ``fetch`` frame is read as the loader's (another frame's batch size is not its)."""
     ds = make(SHARDS, [1, 2, 1], 2, num_workers=2)
     loader = DataLoader(ds, batch_size=None)
     assert len(list(loader)) == len(ds)
-    fetcher = type("Fetch", (), {"auto_collation": False})()
+    one_at_a_time = type("Fetch", (), {"auto_collation": False})()
+    batching = type("Fetch", (), {"auto_collation": True})()
 
-    def fetch_one(samples):  # what torch's fetcher does with batch_size=None, by name
-        def fetch(self=fetcher, possibly_batched_index=None):
+    def fetch_one(samples, fetcher=one_at_a_time, index=None):  # torch's fetcher, by name
+        def fetch(self=fetcher, possibly_batched_index=index):
             return next(samples)
 
         return fetch()
 
     with pytest.warns(UserWarning, match=r"^DataLoader\(batch_size=None\) hands out samples one "
                       r"at a time, taking one from each of its 2 workers in turn: the samples of 2 "
-                      r"steps interleave; pass batch_size=2"):  # fmt: skip
+                      r"steps interleave; pass batch_size=2 \(a batch a step\) to keep each "
+                      r"step's micro-batch whole$"):  # fmt: skip
         fetch_one(ds._watched(iter([1, 2]), 2))
+
+    def collect(samples, self=batching, possibly_batched_index=(0, 1, 2)):  # not torch's fetch
+        return next(samples)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fetch_one(ds._watched(iter([1, 2]), 1)) == 1  # one worker: the steps in order
+        assert fetch_one(ds._watched(iter([1, 2]), 2), batching, [0, 1]) == 1  # whole steps
+        assert collect(ds._watched(iter([1, 2]), 2)) == 1  # another frame: nothing checked
 
 
 def test_a_source_with_fewer_shards_than_readers_unseekable_is_warned_with_its_bound():
@@ -2015,8 +2027,6 @@ def test_a_source_with_fewer_shards_than_readers_unseekable_is_warned_with_its_b
         "2.8x the samples it yields (1 + readers x (largest shard - 1) / samples a pass); pass "
         "seekable=True, with read(shard, start), to draw only what is yielded"
     ]
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         list(make(shards, [1, 1], 2, 4, 0, num_workers=1, seekable=True))
