@@ -2033,6 +2033,31 @@ def test_a_source_with_fewer_shards_than_readers_unseekable_is_warned_with_its_b
         list(make(shards, [1, 1], 2, 2, 0, num_workers=1))
 
 
+@pytest.mark.parametrize(
+    ("first", "weight", "said"),
+    [
+        ([12], 1, "sources[0] has 1 shard for 4 readers (ranks x workers) and seekable=False: "),
+        ([6, 0, 0, 6], 1, "sources[0] has 2 shards for 4 readers (ranks x workers) and "),
+        ([2, 2], 1, "sources[0] has 2 shards for 4 readers (ranks x workers) and "),
+        ([1, 1], 1, None),  # shards of one sample: no run starts inside one
+        ([1, 1, 1, 10], 1, None),  # as many shards as readers
+        ([], 0, None),  # no shard (weight 0)
+    ],
+)
+def test_the_unseekable_warning_counts_non_empty_shards_and_is_said_once(first, weight, said):
+    """Invariant: on 4 readers (4 ranks x 1 worker), a source is warned of when its non-empty
+    shards (one is "1 shard") are fewer than the readers and one holds 2 samples or more: empty
+    shards count for nothing, shards of one sample, as many shards as readers, or none, say
+    nothing; and a dataset says it once, whatever the epochs read."""
+    ds = make([first, [5] * 8], [weight, 1], 2, 4, 0, num_workers=1)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        for epoch in range(3):
+            ds.set_epoch(epoch)
+            list(ds)
+    assert [str(w.message).startswith(said) for w in record] == ([True] if said else [])
+
+
 # --- a look at the data in the main process, then a DataLoader --------------------------------
 
 
