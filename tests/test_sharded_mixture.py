@@ -380,17 +380,19 @@ def test_bad_sources_and_weights_are_named_with_their_value(sources, weights, er
     assert said.startswith(message) if message.endswith("object at") else said == message
 
 
-@pytest.mark.parametrize("seekable", [False, True])
-def test_a_read_yielding_fewer_samples_than_its_size_names_the_source_and_the_shard(seekable):
+@pytest.mark.parametrize("held", [2, 3, 0])  # b.tar's samples, of 4: it lacks a middle one,
+@pytest.mark.parametrize("seekable", [False, True])  # its last (read on or opened), or all
+def test_a_read_yielding_fewer_samples_than_its_size_names_the_source_and_the_shard(seekable, held):
     """Invariant: a shard that ends early is named with its source, its index, the sample it
-    lacks (counted in the shard) and its size, whichever shard of the pass it is."""
-    short = lambda shard, start=0: iter(range(start, {"a.tar": 3, "b.tar": 2}[shard]))  # noqa: E731
+    lacks (counted in the shard) and its size, whichever shard of the pass it is and wherever
+    it ends: before a middle sample, its last, or its first."""
+    short = lambda shard, start=0: iter(range(start, {"a.tar": 3, "b.tar": held}[shard]))  # noqa: E731
     ds = ShardedMixtureDataset([(["a.tar", "b.tar"], [3, 4], short)], [1], 4, num_replicas=1,
                                rank=0, seekable=seekable, shuffle=False)  # fmt: skip
     call = (r"read\(shard, start\) should yield samples start .. sizes\[i\] - 1" if seekable
             else r"read\(shard\) should yield exactly sizes\[i\] samples")  # fmt: skip
     with pytest.raises(ValueError, match=r"^sources\[0\]: shard 'b.tar' \(shards\[1\]\) ended "
-                       r"before its sample 2, but sizes\[1\]=4: " + call + "$"):  # fmt: skip
+                       rf"before its sample {held}, but sizes\[1\]=4: " + call + "$"):  # fmt: skip
         list(ds)
 
 
