@@ -504,9 +504,9 @@ class ShardedMixtureDataset(_Resume, _Runs, IterableDataset):
 
     def _watched(self, samples: Iterator[Any], workers: int) -> Iterator[Any]:
         """``samples``, once the loader asking for the first is seen to take a step a batch:
-        its fetcher (torch's ``_IterableDatasetFetcher.fetch``, the caller of this ``next()``)
-        asks for ``len(possibly_batched_index)`` samples a batch, or one at a time (``batch_size
-        =None``, no batching)."""
+        its fetcher (torch's ``_IterableDatasetFetcher.fetch``, the caller of this ``next()``, or
+        of generators delegating to it) asks for ``len(possibly_batched_index)`` samples a batch,
+        or one at a time (``batch_size=None``, no batching)."""
         caller = sys._getframe(1)  # the frame that asked for the first sample, past generators
         while caller.f_back and caller.f_code.co_flags & inspect.CO_GENERATOR:  # (yield from)
             caller = caller.f_back  # that delegate to this one: a wrapper dataset's, a tracer's
