@@ -1101,6 +1101,32 @@ def test_one_workers_state_on_another_world_batch_or_workers_is_refused_naming_b
     make(SHARDS, [1, 1, 1], 2, 2, 0).load_state_dict(state)  # undeclared: takes the state's
 
 
+def test_consumed_after_workers_read_an_epoch_whose_loaded_step_this_process_read_counts_from_its_start():
+    """Invariant: a state loaded inside a step, whose rest the main process read itself, hands
+    the next loader's workers nothing (they read the epoch from its first step): then
+    ``state_dict(consumed=k)`` is ``k`` samples into the epoch, and more than the epoch holds is
+    refused, naming its size."""
+
+    def fresh():
+        return make(SHARDS, [1, 3, 2], 2, 2, 1, num_workers=2)
+
+    whole = list(fresh())  # the main process reads what the two workers would, in step order
+    mid = fresh()
+    next(iter(mid))
+    ds = fresh()
+    ds.load_state_dict(mid.state_dict())  # inside step 0: slot 1
+    assert list(ds) == whole[1:]
+    ds.set_epoch(0)  # the epoch again, on purpose
+    list(DataLoader(ds, batch_size=2, num_workers=2))  # the workers: the epoch from its start
+    for k in (0, 3):
+        again = fresh()
+        again.load_state_dict(ds.state_dict(consumed=k))
+        assert list(again) == whole[k:]
+    with pytest.raises(ValueError, match=rf"^consumed should be in the interval \[0, {len(whole)}\], "
+                                         rf"but got consumed={len(whole) + 1}$"):  # fmt: skip
+        ds.state_dict(consumed=len(whole) + 1)
+
+
 @pytest.mark.parametrize(("saved_on", "loaded_on"), [(0, 0), (1, 0), (0, 1)])
 def test_right_after_a_load_the_state_is_the_loaded_place_and_consumed_counts_from_it(
     saved_on, loaded_on
@@ -1298,6 +1324,23 @@ def test_the_main_process_asked_for_its_place_while_workers_read_the_epoch_is_to
     ds.set_epoch(1)
     state = ds.state_dict()
     assert (state["epoch"], state["slot"]) == (1, 0) and state["step"] == _epoch_steps(ds)[0]
+
+
+def test_the_main_process_that_read_before_the_workers_is_told_its_own_iter_is_behind_them():
+    """Invariant: a main process that read some of the epoch itself, and whose loader's workers
+    read the epoch after it, refuses ``state_dict()`` naming its own ``iter()`` as what the
+    workers read after (its progress is not the loop's place)."""
+    ds = make(SHARDS, [1, 2, 1], 2, 2, 1, num_workers=1)
+    next(iter(ds))
+    ds.set_epoch(0)  # the epoch again, on purpose
+    list(DataLoader(ds, batch_size=2, num_workers=1))
+    with pytest.raises(RuntimeError) as info:
+        ds.state_dict()
+    assert str(info.value) == (
+        "state_dict() was called in the main process, but DataLoader workers (num_workers=1) read "
+        "this epoch (0) after this process's own iter(): resume through torchdata's "
+        "StatefulDataLoader (it asks every worker), or pass consumed= (the samples the loop used)"
+    )
 
 
 def test_the_main_process_reading_for_two_readers_saves_a_whole_step_as_the_next_one():
@@ -1688,7 +1731,8 @@ def test_two_elastic_resumes_in_one_epoch_keep_passes_intact_lengths_and_sources
     sample twice before every sample once: what all read, and what the passes in flight have
     left, is every pass up to the first not begun, in epoch 0); each last rank's ``len()`` is the samples every
     rank read before on the earlier grids plus what it reads; its sources are
-    ``MixtureSampler``'s after the same two elastic resumes."""
+    ``MixtureSampler``'s after the same two elastic resumes; the epoch's last global batch
+    holds its last position, as on one grid (each grid's origin carried on)."""
     b, weights, totals = 2, [1, 3, 2], [sum(s) for s in SHARDS]
     first = make(SHARDS, weights, b, shuffle=False)
     first.set_epoch(epoch)
@@ -1717,6 +1761,9 @@ def test_two_elastic_resumes_in_one_epoch_keep_passes_intact_lengths_and_sources
     closing.set_epoch(epoch)
     closing.load_state_dict(_states_at(last[0], workers3, len(rank_batches(last[0], workers3))))
     gen, reads = closing.state_dict()["generation"], Counter(reads)
+    # the epoch ends where it would on one grid: its last global batch holds position (e + 1)·L
+    L = first.mixture.epoch_length
+    assert (epoch + 1) * L <= gen["origin"] < (epoch + 1) * L + world3 * b
     if epoch == 0:  # epoch 0: the passes begin with it
         assert_every_pass_whole(SHARDS, reads, gen)
 

@@ -70,9 +70,10 @@ class _Resume:
         # a worker's place is its progress (every batch, under StatefulDataLoader): no search
         steps = self._steps(self.epoch) if consumed is not None or p is None else None
         if consumed is not None:
-            _, step, slot = (
-                self._begin if self._begin[0] == self.epoch else (self.epoch, steps.start, 0)
-            )
+            # the latest iter() began at this process's own place, or the workers' (a state not
+            # read here yet; once this process read it they get none: the epoch's first step)
+            began = self._begin[0] == self.epoch and not (behind and self._loaded is None)
+            _, step, slot = self._begin if began else (self.epoch, steps.start, 0)
             p = self._progress
             mine = p is not None and not p["num_workers"] and self._begin[0] == self.epoch
             if mine and not behind:
