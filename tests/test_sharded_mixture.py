@@ -616,6 +616,33 @@ def test_consumed_in_the_main_process_of_a_plain_loader_resumes_its_workers_exac
         loader()[0].state_dict(consumed=2 * len(whole) + 1)
 
 
+def test_consumed_after_workers_resumed_a_loaded_state_counts_from_the_loaded_place():
+    """Invariant: a state loaded and not read in the main process is where a plain DataLoader's
+    workers resume: ``state_dict(consumed=k)`` there is ``k`` samples past the loaded place, and
+    a second resume from it reads the rest of the epoch, batch for batch."""
+
+    def loader():
+        ds = make(SHARDS, [1, 3, 2], 2, 2, 1, num_workers=2)
+        return ds, DataLoader(ds, batch_size=2, num_workers=2)
+
+    rows = lambda batch: [t.tolist() for t in batch]  # noqa: E731
+    whole = [rows(b) for b in loader()[1]]
+    ds, dl = loader()
+    it = iter(dl)
+    head = [rows(next(it)) for _ in range(2)]
+    state = ds.state_dict(consumed=4)
+    del it
+    again, dl = loader()
+    again.load_state_dict(state)
+    it = iter(dl)
+    head += [rows(next(it))]
+    state = again.state_dict(consumed=2)
+    del it
+    last, dl = loader()
+    last.load_state_dict(state)
+    assert head + [rows(b) for b in dl] == whole
+
+
 def overlap(shards, steps: list[list]) -> int:
     """The overlap of two passes (``benchmarks/peers_sharded_mixture.py``'s): at each step
     boundary of ``steps`` (a step: every sample every reader read in it), for each source,
