@@ -1399,6 +1399,19 @@ def test_an_epoch_with_no_step_has_no_sample_to_consume():
     assert list(ds) == []
 
 
+def test_an_elastic_resume_before_any_draw_is_a_fresh_run_on_the_new_grid():
+    """Invariant: resumed on another grid at step 0 (nothing drawn), every source starts at
+    pass 0 (an int, as JSON writes it) with no leftovers, and the dataset reads what a fresh
+    one on that grid reads."""
+    import json
+
+    ds = make(SHARDS, [1, 2, 1], 2, 1, 0)
+    ds.load_state_dict(_states_at(make(SHARDS, [1, 2, 1], 2, 2, 0), 0, 0))
+    g = ds.state_dict()["generation"]
+    assert json.dumps([g["first"], g["read"], g["lead"]]) == "[[0, 0, 0], [0, 0, 0], [[], [], []]]"
+    assert list(ds) == list(make(SHARDS, [1, 2, 1], 2, 1, 0))
+
+
 def test_a_state_is_a_json_ready_copy_with_exactly_its_fields():
     """Invariant: ``state_dict()`` holds exactly its documented fields (its generation too),
     survives JSON unchanged, and is a copy: changing it (its sources, its generation's lead and
