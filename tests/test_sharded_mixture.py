@@ -1339,29 +1339,28 @@ def test_the_main_process_asked_for_its_place_while_workers_read_the_epoch_is_to
     next epoch, not read yet, has a place again, and once this process read some of it before
     the workers, the refusal names its own ``iter()`` as behind them."""
     ds = make(SHARDS, [1, 2, 1], 2, 2, 1, num_workers=1)
+    why = (
+        "state_dict() was called in the main process, but DataLoader workers (num_workers=1) read "
+        "this epoch ({}){}: resume through torchdata's StatefulDataLoader (it asks every worker), "
+        "or pass consumed= (the samples the loop used)"
+    )
+
+    def refusal() -> str:
+        with pytest.raises(RuntimeError) as info:
+            ds.state_dict()
+        return str(info.value)
+
     state = ds.state_dict()
     assert (state["step"], state["slot"], state["readers"]) == (0, 0, [0])
     list(DataLoader(ds, batch_size=2, num_workers=1))
-    with pytest.raises(RuntimeError) as info:
-        ds.state_dict()
-    assert str(info.value) == (
-        "state_dict() was called in the main process, but DataLoader workers (num_workers=1) read "
-        "this epoch (0): resume through torchdata's StatefulDataLoader (it asks every worker), or "
-        "pass consumed= (the samples the loop used)"
-    )
+    assert refusal() == why.format(0, "")
     ds.set_epoch(1)
     state = ds.state_dict()
     assert (state["epoch"], state["slot"]) == (1, 0) and state["step"] == _epoch_steps(ds)[0]
     next(iter(ds))  # this process reads some of epoch 1 itself, then the workers read it
     ds.set_epoch(1)  # the epoch again, on purpose
     list(DataLoader(ds, batch_size=2, num_workers=1))
-    with pytest.raises(RuntimeError) as info:
-        ds.state_dict()
-    assert str(info.value) == (
-        "state_dict() was called in the main process, but DataLoader workers (num_workers=1) read "
-        "this epoch (1) after this process's own iter(): resume through torchdata's "
-        "StatefulDataLoader (it asks every worker), or pass consumed= (the samples the loop used)"
-    )
+    assert refusal() == why.format(1, " after this process's own iter()")
 
 
 def test_the_main_process_reading_for_two_readers_saves_a_whole_step_as_the_next_one():
