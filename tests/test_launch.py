@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -55,8 +56,9 @@ def _marked(mark: str) -> list[int]:
 @world
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds processes through /proc")
 def test_a_hung_multi_node_run_times_out_and_leaves_no_process_behind(monkeypatch):
-    """Invariant: run_nodes past its timeout raises TimeoutError, and every agent, rank and
-    process they started is gone."""
+    """Invariant: run_nodes past its timeout raises TimeoutError showing where each rank
+    waited (its Python stack, in its node's log), and every agent, rank and process they
+    started is gone."""
     mark = uuid.uuid4().hex
     monkeypatch.setenv("LAUNCH_TEST_MARK", mark)  # inherited by every process of the run
     # 6 s: the ranks hang from about 4 s after the start on 2 busy cores (agents, then ranks,
@@ -66,8 +68,15 @@ def test_a_hung_multi_node_run_times_out_and_leaves_no_process_behind(monkeypatc
         TimeoutError,
         match=r"run_nodes\('worlds:hang_on_rank_1', nnodes=2, "
         r"nproc_per_node=1\): did not finish within timeout=6s",
-    ):
+    ) as raised:
         run_nodes("worlds:hang_on_rank_1", 2, 1, timeout=6, pythonpath=[TESTS])
+    # faulthandler's dump, innermost call first: node 0's rank in its collective, node 1's
+    # asleep in the target itself (time.sleep has no Python frame)
+    target = r'  File .*worlds\.py", line \d+ in hang_on_rank_1\n'
+    waits = [r"(?:  File .*\n)*?  File .* in barrier\n(?:  File .*\n)*?" + target, target]
+    nodes = str(raised.value).split("--- node ")[1:]
+    for node, wait in zip(nodes, waits, strict=True):
+        assert re.search(r"Current thread .*\n" + wait, node), node
     deadline = time.monotonic() + 10  # SIGKILLed processes vanish once reaped by init
     while _marked(mark) and time.monotonic() < deadline:
         time.sleep(0.1)

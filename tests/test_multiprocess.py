@@ -7,6 +7,7 @@ bounded by a timeout, and ``run_world`` kills all ranks on failure.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from itertools import islice
 from pathlib import Path
@@ -192,12 +193,32 @@ def test_rank_consistency_check_names_each_provoked_cause(world):
     assert "likely cause: ranks resumed from different checkpoints" in resumed
 
 
-def test_the_harness_kills_a_hung_world_and_reports_it():
-    """Invariant: a rank stuck in a collective does not hang the suite: the world is killed at the timeout."""
+def test_the_harness_kills_a_hung_world_and_reports_where_each_rank_waits():
+    """Invariant: a rank stuck in a collective does not hang the suite: the world is killed at
+    the timeout, and the error shows each rank's Python stack as it was when the time ran out
+    (rank 0 in its barrier, rank 1 asleep in the target)."""
     # 4 s: both ranks are in (or past) init_process_group about 2 s after the start on 2 busy
     # cores, so rank 1 is asleep and rank 0 waits in its barrier when the timeout strikes
-    with pytest.raises(TimeoutError, match=r"did not finish within timeout=4s"):
+    with pytest.raises(TimeoutError, match=r"did not finish within timeout=4s") as raised:
         run_world("worlds:hang_on_rank_1", 2, timeout=4, pythonpath=[TESTS])
+    # faulthandler's dump, innermost call first: rank 0 in its collective, rank 1 asleep in
+    # the target itself (time.sleep has no Python frame)
+    target = r'  File .*worlds\.py", line \d+ in hang_on_rank_1\n'
+    rank0, rank1 = str(raised.value).split("--- rank 1 ")
+    barrier = r"(?:  File .*\n)*?  File .* in barrier\n(?:  File .*\n)*?"
+    assert re.search(r"Current thread .*\n" + barrier + target, rank0), rank0
+    assert re.search(r"Current thread .*\n" + target, rank1), rank1
+
+
+def test_a_world_hung_on_a_loader_worker_shows_the_workers_stack_too():
+    """Invariant: where a rank waits for its DataLoader worker, the timeout's error shows the
+    worker's stack (forked from the rank, it answers the same request) beside the rank's."""
+    with pytest.raises(TimeoutError, match=r"did not finish within timeout=8s") as raised:
+        run_world("worlds:hang_in_a_loader_worker", 2, timeout=8, pythonpath=[TESTS])
+    rank1 = str(raised.value).split("--- rank 1 ")[1]
+    waits = r"Current thread .*\n(?:  File .*\n)*?  File .* in {}\n"
+    assert re.search(waits.format("_try_get_data"), rank1), rank1  # the rank, in the loader
+    assert re.search(waits.format("__getitem__"), rank1), rank1  # its worker, in the item
 
 
 def test_worlds_module_lists_every_public_sampler():

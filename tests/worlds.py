@@ -273,6 +273,27 @@ def hang_on_rank_1() -> None:
         time.sleep(600)
 
 
+class _Stuck(torch.utils.data.Dataset):
+    """A dataset whose every item sleeps: a DataLoader worker that never delivers."""
+
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int) -> int:
+        import time
+
+        time.sleep(600)
+        return i
+
+
+def hang_in_a_loader_worker() -> None:
+    """Rank 1 waits for a batch its DataLoader worker never delivers; rank 0 in a collective."""
+    if dist.get_rank() == 0:
+        dist.barrier()
+    else:
+        next(iter(torch.utils.data.DataLoader(_Stuck(), num_workers=1)))
+
+
 def evaluate_everywhere(n: int) -> dict[str, Any]:
     """On every rank: 'evaluate' (correct iff i % 3 == 0) with a padded and an unpadded sampler."""
     from distsampling import gather_by_index

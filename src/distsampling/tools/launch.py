@@ -4,7 +4,9 @@ r"""Run a function on every rank of a real ``torch.distributed`` group, and neve
 processes, joins them in one process group (gloo on localhost, a free port), calls the same
 function in each, and returns what every rank returned, in rank order. If a rank fails, or the
 whole run outlasts ``timeout``, every rank is killed (their whole process groups) and the error
-shows each rank's last output: no orphan processes, no hung test.
+shows each rank's last output: no orphan processes, no hung test. Before a timeout's kill, each
+rank and each process it forked (a DataLoader worker) writes its threads' Python stacks to that
+output (``faulthandler``, asked by ``SIGUSR2``): the error says where each one waited.
 
 On Linux, gloo ranks are forked from a *zygote*: a Python process, started once with the
 caller's environment and import path, that imported torch and this package and nothing else.
@@ -29,6 +31,7 @@ References:
 from __future__ import annotations
 
 import atexit
+import faulthandler
 import gc
 import importlib
 import json
@@ -120,6 +123,8 @@ def run_world(
             logs.append(log)
         try:
             failed = _wait_all(procs, time.monotonic() + timeout)
+            if failed == "timeout":  # before the kill: where each hung rank waits, in its log
+                _dump_stacks([p.pid for p in procs if p.poll() is None])
         finally:
             for p in procs:  # no orphans, whatever happened
                 if p.poll() is None:
@@ -195,6 +200,9 @@ def run_nodes(
             logs.append(log)
         try:
             failed = _wait_all(agents, time.monotonic() + timeout)
+            if failed == "timeout":  # before the kill: where each hung rank waits, in its log
+                ranks, alive = [int(f.read_text()) for f in work.glob("pid*")], _marked(mark)
+                _dump_stacks([pid for pid in ranks if pid in alive])
         finally:
             for agent in agents:  # SIGTERM: the agent stops its workers (own sessions) itself
                 if agent.poll() is None:
@@ -221,7 +229,7 @@ def _start(cmd: list[str], env: dict[str, str], log: Any) -> subprocess.Popen:
     )
 
 
-def _read_logs(logs: list, keep: int = 3000) -> list[str]:
+def _read_logs(logs: list, keep: int = 8000) -> list[str]:
     """The last ``keep`` characters of each process's log; the logs are closed."""
     outputs = []
     for log in logs:
@@ -249,18 +257,58 @@ def _failure(
     return RuntimeError(f"{call}: {unit} {failed} failed\n{tails}")
 
 
-def _kill_marked(mark: str) -> None:
-    """SIGKILL every process whose environment holds ``DISTSAMPLING_RUN=mark`` (Linux ``/proc``)."""
-    needle = f"DISTSAMPLING_RUN={mark}".encode()
+def _marked(mark: str) -> list[int]:
+    """Every process whose environment holds ``DISTSAMPLING_RUN=mark`` (Linux ``/proc``)."""
+    needle, found = f"DISTSAMPLING_RUN={mark}".encode(), []
     for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
                 if needle in f.read().split(b"\0"):
-                    os.kill(int(pid), signal.SIGKILL)
-        except (OSError, ProcessLookupError):  # gone already, or not ours to read
+                    found.append(int(pid))
+        except OSError:  # gone already, or not ours to read
             continue
+    return found
+
+
+def _kill_marked(mark: str) -> None:
+    """SIGKILL every process whose environment holds ``DISTSAMPLING_RUN=mark``."""
+    for pid in _marked(mark):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:  # ended since it was found
+            continue
+
+
+def _with_children(pids: list[int]) -> list[int]:
+    """``pids`` and every process below them (Linux ``/proc``: each process's parent)."""
+    parent = {}
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        try:
+            with open(f"/proc/{pid}/stat") as f:  # "pid (name) state ppid ..."
+                parent[int(pid)] = int(f.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):  # gone already
+            continue
+    found, todo = list(pids), list(pids)
+    while todo:
+        above = todo.pop()
+        below = [child for child, p in parent.items() if p == above]
+        found += below
+        todo += below
+    return found
+
+
+def _dump_stacks(ranks: list[int]) -> None:
+    """Ask each rank still running, and each process it forked (a DataLoader worker inherits
+    the handler), for its threads' Python stacks (``faulthandler``, on ``SIGUSR2``, written to
+    the rank's log), one after the other so that the dumps do not interleave in a shared log."""
+    for pid in _with_children(ranks):
+        try:
+            os.kill(pid, signal.SIGUSR2)
+        except ProcessLookupError:  # it ended since it was found
+            continue
+        time.sleep(0.2)  # its dump is written in the handler, at once
 
 
 def _check_target(target: object) -> None:
@@ -301,6 +349,10 @@ def _wait_all(procs: list[subprocess.Popen], deadline: float) -> int | str | Non
 def _rank_main(target: str, work: str, backend: str, timeout: str) -> None:
     import torch.distributed as dist  # imported here: the parent never needs torch.distributed
 
+    # a run that times out asks its ranks where they wait (SIGUSR2): each thread's stack, to
+    # the log, which the error shows; the pid file tells run_nodes, whose children are agents
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
+    Path(work, f"pid{os.environ['RANK']}").write_text(str(os.getpid()))
     module, function = target.split(":")
     fn = getattr(importlib.import_module(module), function)
     args = pickle.loads(Path(work, "args.pkl").read_bytes())
