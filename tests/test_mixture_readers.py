@@ -111,14 +111,21 @@ def test_many_draws_placed_at_once_are_each_one_placed_alone(a, step, data):
 def test_the_segments_of_many_draws_at_once_are_each_ones_searched_alone(a, data):
     """Invariant: ``_segment_of`` (the first draw's segment searched, the others checked
     against its edges, those outside searched alone) is each draw's :meth:`_segment`: the
-    leftovers (``-1``) or the pass its reader's draw of the stretch falls in."""
+    leftovers (``-1``) or the pass its reader's draw of the stretch falls in; draws anywhere,
+    and draws on either side of an edge (a reader's last draw of the leftovers or of a pass,
+    its first of the next pass), beside other readers' draws."""
     ds = make(a)
     grid = ds._grid
     R = grid.W * grid.n
     for p, (_, _, tree) in enumerate(grid.pieces):
         for k in sorted(tree.paths):
             q = data.draw(st.lists(st.integers(0, R - 1), min_size=1, max_size=8))
-            c = data.draw(st.lists(st.integers(0, 300), min_size=len(q), max_size=len(q)))
+            # each reader's edges below 120: the draws on either side of a change of segment
+            edges = {x: [z for y in range(1, 120) if ds._segment(k, p, x, y - 1)
+                         != ds._segment(k, p, x, y) for z in (y - 1, y)] for x in set(q)}  # fmt: skip
+            near = [st.sampled_from(edges[x][:2]) | st.sampled_from(edges[x]) if edges[x]
+                    else st.nothing() for x in q]  # the first edge most often: the leftovers'  # fmt: skip
+            c = [data.draw(near[i] | st.integers(0, 300)) for i in range(len(q))]
             got = ds._segment_of(k, p, np.array(q, np.int64), np.array(c, np.int64))
             assert got.tolist() == [ds._segment(k, p, x, y) for x, y in zip(q, c, strict=True)]
 
