@@ -51,6 +51,11 @@ def test_counts_by_a_trees_period_are_the_counts_down_the_tree(a, step, G):
     R = with_table.W * with_table.n
     assert (with_table.counts(step, np.arange(R)) == down.counts(step, np.arange(R))).all()
     for p, (_, _, tree) in enumerate(with_table.pieces):
+        # many points at once (64 or more), consecutive (the range routed once) or spread
+        # wide (each down the tree): each point's counts as the point alone
+        for t in (step + np.arange(70), step + 9 * np.arange(70)):
+            alone = np.concatenate([down._at(p, t[i : i + 7]) for i in range(0, len(t), 7)])
+            assert down._at(p, t).tolist() == alone.tolist()
         period = with_table._period(p)
         n = np.arange(0, 3 * period[0] + 2, max(1, period[0] // 300)) if period else None
         for k in range(with_table.K):
