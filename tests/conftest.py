@@ -21,7 +21,10 @@ tests that took over ``DISTSAMPLING_SLOW_TEST_SECONDS`` (10 by default) are list
 
 from __future__ import annotations
 
+import json
+import math
 import os
+from pathlib import Path
 
 # One torch thread per test process, set before anything imports torch and inherited by every
 # rank, torchrun agent and server a test starts. `make test` already runs two pytest workers a
@@ -98,7 +101,13 @@ def pytest_collection_modifyitems(config, items):
 
     xdist (3.8) renames ``item._nodeid``; pytest 9.2 keeps the id in ``item._id`` instead, so
     xdist's renaming is lost and every group is spread over the workers. Renamed here, once.
+
+    Under mutmut (``make mutate``), a mutant's tests run fastest first, by the durations its
+    stats run recorded: with ``-x`` a mutant is killed by its first failing test, and mutmut's
+    fork server hands pytest the tests in no order (its fork runner sorts them; this does the
+    same for both).
     """
+    _fastest_first_under_mutmut(items)
     worker = getattr(config, "workerinput", {})  # what the controller sent this worker
     if not worker.get("loadgroup"):
         return
@@ -114,6 +123,16 @@ def pytest_collection_modifyitems(config, items):
             item._id = type(item._id).parse(item.nodeid + suffix)
         else:
             item._nodeid = item.nodeid + suffix
+
+
+def _fastest_first_under_mutmut(items: list) -> None:
+    # mutmut names the mutant under test in the environment and runs pytest in its work tree,
+    # beside the stats file of each test's duration; elsewhere nothing changes
+    stats = Path("mutmut-stats.json")
+    if "__mutmut_" not in os.environ.get("MUTANT_UNDER_TEST", "") or not stats.is_file():
+        return
+    seconds = json.loads(stats.read_text()).get("duration_by_test", {})
+    items.sort(key=lambda item: seconds.get(item.nodeid, math.inf))  # stable: ties as collected
 
 
 # --- a guard on the suite's speed: tests over 10 s are named at the end under CI -----------------

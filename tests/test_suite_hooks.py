@@ -1,11 +1,13 @@
 """The suite's own hooks (tests/conftest.py), run on a tiny suite in a fresh pytest.
 
 Grouped tests share one worker under ``pytest -n 2`` (xdist's own renaming is lost with pytest
-9.2, so the conftest does it), and under ``CI=true`` the slow tests are named at the end.
+9.2, so the conftest does it), under ``CI=true`` the slow tests are named at the end, and
+under mutmut a mutant's tests run fastest first.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -73,3 +75,22 @@ def test_under_ci_the_slow_tests_are_named_at_the_end(tmp_path):
     assert len(re.findall(r"^\s*\d+\.\d+s test_tiny\.py::test_", section, re.M)) == 8, out
     quiet = run_tiny(tmp_path, "-n", "0", CI="", DISTSAMPLING_SLOW_TEST_SECONDS="0")
     assert "tests over" not in quiet
+
+
+def test_under_mutmut_a_mutants_tests_run_fastest_first(tmp_path):
+    """Invariant: with a mutant under test and mutmut's stats beside the suite, the tests run
+    in the order of their recorded durations (unrecorded ones last, as collected); with no
+    mutant under test, as collected."""
+    seconds = {f"test_tiny.py::test_free[{k}]": 4 - k for k in range(4)}  # the last fastest
+    (tmp_path / "mutmut-stats.json").write_text(json.dumps({"duration_by_test": seconds}))
+    ran = r"test_tiny\.py::(test_\w+\[\d\]) PASSED"
+    out = run_tiny(tmp_path, "-n", "0", MUTANT_UNDER_TEST="m.x_f__mutmut_1")
+    frees, grouped = (
+        [f"test_free[{k}]" for k in (3, 2, 1, 0)],
+        [f"test_grouped[{k}]" for k in range(4)],
+    )
+    assert re.findall(ran, out) == frees + grouped, out
+    assert (
+        re.findall(ran, run_tiny(tmp_path, "-n", "0", MUTANT_UNDER_TEST=""))
+        == grouped + frees[::-1]
+    )
