@@ -156,3 +156,20 @@ def test_a_step_placed_at_once_is_every_slot_placed_one_by_one(a, step):
     got = ds.batch_at(step)
     assert got == want
     assert all(type(x) is int for row in got for slot in row for x in slot)
+
+
+@given(grids, st.integers(0, 60), st.data())
+def test_the_counts_of_any_readers_are_their_rows_of_every_readers_counts(a, step, data):
+    """Invariant: a grid's counts for any readers (a prefix ``0 .. k - 1``, any other list, all
+    of them in order or turned), asked in any order on one grid, are those readers' rows of every reader's counts
+    on a fresh grid: what a call keeps for later (every reader's base) never leaks into
+    another's."""
+    R = make(a)._grid.W * make(a)._grid.n
+    every = make(a)._grid.counts(step, np.arange(R))  # (R, K)
+    grid = make(a)._grid
+    asks = data.draw(st.lists(st.one_of(st.integers(1, R).map(lambda k: list(range(k))),
+                                        st.lists(st.integers(0, R - 1), min_size=1, max_size=6)),
+                              min_size=2, max_size=5))  # fmt: skip
+    turned = [[(q + s) % R for q in range(R)] for s in (1, 2)]  # every reader, none in place
+    for readers in [*asks, list(range(R)), *turned, *asks]:
+        assert grid.counts(step, readers).tolist() == every[readers].tolist(), readers
