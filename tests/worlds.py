@@ -273,6 +273,18 @@ def hang_on_rank_1() -> None:
         time.sleep(600)
 
 
+def waited_in(log: str, *calls: str, innermost: bool = False) -> bool:
+    """Whether ``log`` holds a thread's stack (faulthandler's dump, innermost call first) with
+    these calls in it, in this order from the innermost (``innermost``: the first one is the
+    innermost Python frame, as in ``time.sleep``): where a hung process waited."""
+    import re
+
+    frames = "".join(rf"(?:  File .*\n)*?  File .* in {c}\n" for c in calls)
+    if innermost:
+        frames = frames.removeprefix(r"(?:  File .*\n)*?")
+    return re.search(r"Current thread .*\n" + frames, log) is not None
+
+
 class _Stuck(torch.utils.data.Dataset):
     """A dataset whose every item sleeps: a DataLoader worker that never delivers."""
 
