@@ -13,7 +13,7 @@ import pytest
 
 from distsampling import run_nodes, run_world
 from distsampling.tools import launch
-from worlds import waited_in
+from worlds import timed_out_waiting, waited_in
 
 TESTS = str(Path(__file__).parent)
 
@@ -55,23 +55,26 @@ def _marked(mark: str) -> list[int]:
 
 @world
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds processes through /proc")
-def test_a_hung_multi_node_run_times_out_and_leaves_no_process_behind(monkeypatch):
+def test_a_hung_multi_node_run_times_out_and_leaves_no_process_behind(monkeypatch, tmp_path):
     """Invariant: run_nodes past its timeout raises TimeoutError showing where each rank
     waited (its Python stack, in its node's log), and every agent, rank and process they
     started is gone."""
     mark = uuid.uuid4().hex
     monkeypatch.setenv("LAUNCH_TEST_MARK", mark)  # inherited by every process of the run
-    # 6 s: the ranks hang from about 4 s after the start on 2 busy cores (agents, then ranks,
-    # import torch), so the timeout ends agents, ranks in their own sessions and rank 0's
-    # collective, not a run still starting up
-    with pytest.raises(
-        TimeoutError,
-        match=r"run_nodes\('worlds:hang_on_rank_1', nnodes=2, "
-        r"nproc_per_node=1\): did not finish within timeout=6s",
-    ) as raised:
-        run_nodes("worlds:hang_on_rank_1", 2, 1, timeout=6, pythonpath=[TESTS])
+    monkeypatch.setenv("HANG_READY_DIR", str(tmp_path))
+    # the first timeout (4, 8, ... s) that strikes once both ranks wait: agents, then ranks,
+    # start and import torch in a few seconds, or many more on 2 cores busy with other tests
+    error, timeout = timed_out_waiting(
+        lambda t: run_nodes("worlds:hang_on_rank_1", 2, 1, timeout=t, pythonpath=[TESTS]),
+        tmp_path,
+        waiters=2,
+    )
+    assert str(error).startswith(
+        "run_nodes('worlds:hang_on_rank_1', nnodes=2, nproc_per_node=1): "
+        f"did not finish within timeout={timeout}s"
+    ), str(error)
     # node 0's rank in its collective, node 1's asleep in the target (no Python frame below)
-    node0, node1 = str(raised.value).split("--- node ")[1:]
+    node0, node1 = str(error).split("--- node ")[1:]
     assert waited_in(node0, "barrier", "hang_on_rank_1"), node0
     assert waited_in(node1, "hang_on_rank_1", innermost=True), node1
     deadline = time.monotonic() + 10  # SIGKILLed processes vanish once reaped by init

@@ -192,26 +192,36 @@ def test_rank_consistency_check_names_each_provoked_cause(world):
     assert "likely cause: ranks resumed from different checkpoints" in resumed
 
 
-def test_the_harness_kills_a_hung_world_and_reports_where_each_rank_waits():
+def test_the_harness_kills_a_hung_world_and_reports_where_each_rank_waits(
+    monkeypatch, tmp_path
+):
     """Invariant: a rank stuck in a collective does not hang the suite: the world is killed at
     the timeout, and the error shows each rank's Python stack as it was when the time ran out
     (rank 0 in its barrier, rank 1 asleep in the target)."""
-    # 4 s: both ranks are in (or past) init_process_group about 2 s after the start on 2 busy
-    # cores, so rank 1 is asleep and rank 0 waits in its barrier when the timeout strikes
-    with pytest.raises(TimeoutError, match=r"did not finish within timeout=4s") as raised:
-        run_world("worlds:hang_on_rank_1", 2, timeout=4, pythonpath=[TESTS])
+    monkeypatch.setenv("HANG_READY_DIR", str(tmp_path))  # a timeout that strikes once both wait
+    error, timeout = worlds.timed_out_waiting(
+        lambda t: run_world("worlds:hang_on_rank_1", 2, timeout=t, pythonpath=[TESTS]),
+        tmp_path,
+        waiters=2,
+    )
+    assert f"did not finish within timeout={timeout}s" in str(error)
     # rank 0 in its collective, rank 1 asleep in the target (time.sleep has no Python frame)
-    rank0, rank1 = str(raised.value).split("--- rank 1 ")
+    rank0, rank1 = str(error).split("--- rank 1 ")
     assert worlds.waited_in(rank0, "barrier", "hang_on_rank_1"), rank0
     assert worlds.waited_in(rank1, "hang_on_rank_1", innermost=True), rank1
 
 
-def test_a_world_hung_on_a_loader_worker_shows_the_workers_stack_too():
+def test_a_world_hung_on_a_loader_worker_shows_the_workers_stack_too(monkeypatch, tmp_path):
     """Invariant: where a rank waits for its DataLoader worker, the timeout's error shows the
     worker's stack (forked from the rank, it answers the same request) beside the rank's."""
-    with pytest.raises(TimeoutError, match=r"did not finish within timeout=8s") as raised:
-        run_world("worlds:hang_in_a_loader_worker", 2, timeout=8, pythonpath=[TESTS])
-    rank1 = str(raised.value).split("--- rank 1 ")[1]
+    monkeypatch.setenv("HANG_READY_DIR", str(tmp_path))  # both ranks and rank 1's worker
+    error, timeout = worlds.timed_out_waiting(
+        lambda t: run_world("worlds:hang_in_a_loader_worker", 2, timeout=t, pythonpath=[TESTS]),
+        tmp_path,
+        waiters=3,
+    )
+    assert f"did not finish within timeout={timeout}s" in str(error)
+    rank1 = str(error).split("--- rank 1 ")[1]
     assert worlds.waited_in(rank1, "_try_get_data", "hang_in_a_loader_worker"), rank1
     assert worlds.waited_in(rank1, "__getitem__"), rank1  # its worker, in the item
 

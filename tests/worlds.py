@@ -263,14 +263,52 @@ def provoke_mismatches(names: list[str]) -> dict[str, str]:
     return outcome
 
 
+def _mark_waiting(name: str) -> None:
+    """Note when this process reached the call it will wait in (a file ``name`` holding the
+    time, in ``$HANG_READY_DIR``): :func:`timed_out_waiting` waits out a slow start with it."""
+    import os
+    import time
+
+    if "HANG_READY_DIR" in os.environ:
+        with open(os.path.join(os.environ["HANG_READY_DIR"], name), "w") as f:
+            f.write(repr(time.time()))
+
+
 def hang_on_rank_1() -> None:
     """Rank 1 never joins the collective that rank 0 waits in: a hang the harness must end."""
+    _mark_waiting(f"rank{dist.get_rank()}")
     if dist.get_rank() == 0:
         dist.barrier()
     else:
         import time
 
         time.sleep(600)
+
+
+def timed_out_waiting(
+    run: Callable[[int], Any], ready_dir: Any, waiters: int
+) -> tuple[TimeoutError, int]:
+    """The ``TimeoutError`` of ``run(timeout)``, and that timeout, for the first of 4, 8, ..., 64
+    s by which all ``waiters`` processes had reached their waiting point (each marks it in
+    ``ready_dir``, exported as ``$HANG_READY_DIR``, by :func:`_mark_waiting`): on busy cores a
+    run may take longer to start, and a timeout that strikes during the start shows no wait."""
+    import time
+    from pathlib import Path
+
+    for timeout in (4, 8, 16, 32, 64):
+        for mark in Path(ready_dir).iterdir():
+            mark.unlink()
+        start = time.time()
+        try:
+            run(timeout)
+        except TimeoutError as error:
+            marks = [float(m.read_text()) for m in Path(ready_dir).iterdir()]
+            # 0.5 s before the earliest the timeout can strike: the wait had begun
+            if len(marks) == waiters and max(marks) < start + timeout - 0.5:
+                return error, timeout
+        else:
+            raise AssertionError(f"run(timeout={timeout}) returned: the hang did not hang")
+    raise AssertionError(f"{waiters} processes did not all reach their wait within 64 s")
 
 
 def waited_in(log: str, *calls: str, innermost: bool = False) -> bool:
@@ -294,12 +332,14 @@ class _Stuck(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> int:
         import time
 
+        _mark_waiting("worker")
         time.sleep(600)
         return i
 
 
 def hang_in_a_loader_worker() -> None:
     """Rank 1 waits for a batch its DataLoader worker never delivers; rank 0 in a collective."""
+    _mark_waiting(f"rank{dist.get_rank()}")
     if dist.get_rank() == 0:
         dist.barrier()
     else:
