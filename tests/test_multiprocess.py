@@ -192,9 +192,7 @@ def test_rank_consistency_check_names_each_provoked_cause(world):
     assert "likely cause: ranks resumed from different checkpoints" in resumed
 
 
-def test_the_harness_kills_a_hung_world_and_reports_where_each_rank_waits(
-    monkeypatch, tmp_path
-):
+def test_the_harness_kills_a_hung_world_and_reports_where_each_rank_waits(monkeypatch, tmp_path):
     """Invariant: a rank stuck in a collective does not hang the suite: the world is killed at
     the timeout, and the error shows each rank's Python stack as it was when the time ran out
     (rank 0 in its barrier, rank 1 asleep in the target)."""
