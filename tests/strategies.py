@@ -518,6 +518,18 @@ mixture_worker_counts = st.integers(min_value=0, max_value=3)
 
 
 @st.composite
+def light_among_heavy_weights(draw: st.DrawFn) -> tuple[list[int], int]:
+    """``(weights, k)``: 2 to 6 integer weights, source ``k`` light (1 to 7) beside at least
+    one heavy source (100 to 1000): a share of a few thousandths, whose readers' small
+    departures from it add up to many steps."""
+    weights = draw(st.lists(st.one_of(st.integers(1, 7), st.integers(100, 1000)), max_size=4))
+    weights += [draw(st.integers(100, 1000))]  # one heavy at least
+    k = draw(st.integers(0, len(weights)))
+    weights.insert(k, draw(st.integers(1, 7)))
+    return weights, k
+
+
+@st.composite
 def mutation_counts_by_function(draw: st.DrawFn) -> dict[str, dict[str, int]]:
     """One mutation run's counts per function (``f`` or ``Class.method``) of a module, as
     mutation/run.py keeps them: ``mutants`` the sum of the other four."""

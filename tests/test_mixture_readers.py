@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from distsampling import ShardedMixtureDataset
-from distsampling.mixing.tree import _count
-from strategies import mixture_batch_sizes, mixture_worker_counts, sharded_mixtures
+from distsampling.mixing.tree import _count, _route
+from distsampling.streaming.mixture_readers import own_steps
+from strategies import (
+    light_among_heavy_weights,
+    mixture_batch_sizes,
+    mixture_worker_counts,
+    sharded_mixtures,
+)
 
 
 def sources_of(shards: list[list[int]]) -> list[tuple]:
@@ -173,3 +179,45 @@ def test_the_counts_of_any_readers_are_their_rows_of_every_readers_counts(a, ste
     turned = [[(q + s) % R for q in range(R)] for s in (1, 2)]  # every reader, none in place
     for readers in [*asks, list(range(R)), *turned, *asks]:
         assert grid.counts(step, readers).tolist() == every[readers].tolist(), readers
+
+
+def draw_by_draw(grid, k: int, G: int) -> np.ndarray:
+    """``(R,)``: how many of the first ``G`` draws of source ``k`` in ``grid``'s first stretch
+    each reader makes, routed slot by slot in the global order (step by step, a step's ranks in
+    order, a rank's slots in order), 4,096 steps at a time."""
+    W, n, b, tree = grid.W, grid.n, grid.b, grid.pieces[0][2]
+    want, left, lo = np.zeros(W * n, np.int64), G, grid.pieces[0][0]
+    for s0 in range(lo, 2**62, 4096):
+        s = np.arange(s0, s0 + 4096)  # (S,) steps
+        rho = s % n  # (S,) the reader of each rank at each step
+        u = ((own_steps(lo, s, rho, n) + rho * W) * b)[:, None] + np.arange(W * b)  # (S, W·b)
+        slots = np.flatnonzero(_route(tree, u.ravel())[0] == k)[:left]  # k's, in global order
+        np.add.at(want, (slots // b) % W * n + rho[slots // (W * b)], 1)  # reader r·n + ρ
+        left -= len(slots)
+        if not left:
+            return want
+
+
+@given(
+    light_among_heavy_weights(),
+    st.integers(1, 16),
+    mixture_batch_sizes,
+    st.sampled_from([4, 16, 64]),
+    st.integers(0, 60),
+    st.sampled_from([64, 300, 1 << 16]),
+)
+@example(([1, 2, 1, 3, 1000, 1000], 3), 8, 3, 16, 5, 1 << 16)  # on forward past the first scan
+@example(([3, 1, 3, 997, 2], 0), 5, 1, 16, 33, 1 << 16)  # on back past the first scan
+def test_reach_of_a_light_source_among_many_readers_is_its_draw_by_draw_count(
+    mix, world, b, workers, G, near
+):
+    """Invariant: where the guess of the step holding draw ``G`` (the line of the source's
+    share) misses by more than the first scan about it (a light source among heavy ones, read
+    by many readers, whose departures from the share add up), the scan goes on, forward or
+    back, and still ends at that step: ``reach`` is the draw-by-draw count."""
+    weights, k = mix
+    ds = ShardedMixtureDataset(sources_of([[1]] * len(weights)), weights, b, num_replicas=world,
+                               rank=0, num_workers=workers, epoch_length=10**6)  # fmt: skip
+    grid = ds._grid
+    grid.near = near  # the steps scanned one by one, at most
+    assert grid.reach(k, 0, G).tolist() == draw_by_draw(grid, k, G).tolist()
