@@ -204,10 +204,11 @@ def draw_by_draw(grid, k: int, G: int) -> np.ndarray:
     mixture_batch_sizes,
     st.sampled_from([4, 16, 64]),
     st.integers(0, 60),
-    st.sampled_from([64, 300, 1 << 16]),
+    st.sampled_from([1, 5, 64, 300, 1 << 16]),
 )
 @example(([1, 2, 1, 3, 1000, 1000], 3), 8, 3, 16, 5, 1 << 16)  # on forward past the first scan
 @example(([3, 1, 3, 997, 2], 0), 5, 1, 16, 33, 1 << 16)  # on back past the first scan
+@example(([1000, 1], 1), 1, 5, 16, 44, 5)  # probes back, one at draw G, then a bisection
 def test_reach_of_a_light_source_among_many_readers_is_its_draw_by_draw_count(
     mix, world, b, workers, G, near
 ):
