@@ -8,8 +8,12 @@ sampler that leans on them is caught), iterates each sampler for some epochs, an
 
 from __future__ import annotations
 
+import os
 import random
+import re
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -266,9 +270,6 @@ def provoke_mismatches(names: list[str]) -> dict[str, str]:
 def _mark_waiting(name: str) -> None:
     """Note when this process reached the call it will wait in (a file ``name`` holding the
     time, in ``$HANG_READY_DIR``): :func:`timed_out_waiting` waits out a slow start with it."""
-    import os
-    import time
-
     if "HANG_READY_DIR" in os.environ:
         with open(os.path.join(os.environ["HANG_READY_DIR"], name), "w") as f:
             f.write(repr(time.time()))
@@ -280,8 +281,6 @@ def hang_on_rank_1() -> None:
     if dist.get_rank() == 0:
         dist.barrier()
     else:
-        import time
-
         time.sleep(600)
 
 
@@ -292,9 +291,6 @@ def timed_out_waiting(
     s by which all ``waiters`` processes had reached their waiting point (each marks it in
     ``ready_dir``, exported as ``$HANG_READY_DIR``, by :func:`_mark_waiting`): on busy cores a
     run may take longer to start, and a timeout that strikes during the start shows no wait."""
-    import time
-    from pathlib import Path
-
     for timeout in (4, 8, 16, 32, 64):
         for mark in Path(ready_dir).iterdir():
             mark.unlink()
@@ -315,8 +311,6 @@ def waited_in(log: str, *calls: str, innermost: bool = False) -> bool:
     """Whether ``log`` holds a thread's stack (faulthandler's dump, innermost call first) with
     these calls in it, in this order from the innermost (``innermost``: the first one is the
     innermost Python frame, as in ``time.sleep``): where a hung process waited."""
-    import re
-
     frames = "".join(rf"(?:  File .*\n)*?  File .* in {c}\n" for c in calls)
     if innermost:
         frames = frames.removeprefix(r"(?:  File .*\n)*?")
@@ -330,8 +324,6 @@ class _Stuck(torch.utils.data.Dataset):
         return 4
 
     def __getitem__(self, i: int) -> int:
-        import time
-
         _mark_waiting("worker")
         time.sleep(600)
         return i
