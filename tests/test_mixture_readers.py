@@ -167,9 +167,9 @@ def test_a_step_placed_at_once_is_every_slot_placed_one_by_one(a, step):
 @given(grids, st.integers(0, 60), st.data())
 def test_the_counts_of_any_readers_are_their_rows_of_every_readers_counts(a, step, data):
     """Invariant: a grid's counts for any readers (a prefix ``0 .. k - 1``, any other list, all
-    of them in order or turned), asked in any order on one grid, are those readers' rows of every reader's counts
-    on a fresh grid: what a call keeps for later (every reader's base) never leaks into
-    another's."""
+    of them in order or turned), asked in any order on one grid, are those readers' rows of
+    every reader's counts on a fresh grid: what a call keeps for later (every reader's base)
+    never leaks into another's."""
     R = make(a)._grid.W * make(a)._grid.n
     every = make(a)._grid.counts(step, np.arange(R))  # (R, K)
     grid = make(a)._grid
@@ -181,12 +181,14 @@ def test_the_counts_of_any_readers_are_their_rows_of_every_readers_counts(a, ste
         assert grid.counts(step, readers).tolist() == every[readers].tolist(), readers
 
 
-def draw_by_draw(grid, k: int, G: int) -> np.ndarray:
-    """``(R,)``: how many of the first ``G`` draws of source ``k`` in ``grid``'s first stretch
-    each reader makes, routed slot by slot in the global order (step by step, a step's ranks in
-    order, a rank's slots in order), 4,096 steps at a time."""
-    W, n, b, tree = grid.W, grid.n, grid.b, grid.pieces[0][2]
-    want, left, lo = np.zeros(W * n, np.int64), G, grid.pieces[0][0]
+def draw_by_draw(grid, k: int, p: int, G: int) -> np.ndarray:
+    """``(R,)``: how many of the first ``G`` draws of source ``k`` in ``grid``'s stretch ``p``
+    (its tree taken on past its end) each reader makes, routed slot by slot in the global order
+    (step by step from the stretch's first, a step's ranks in order, a rank's slots in order),
+    4,096 steps at a time."""
+    W, n, b = grid.W, grid.n, grid.b
+    lo, _, tree = grid.pieces[p]
+    want, left = np.zeros(W * n, np.int64), G
     for s0 in range(lo, 2**62, 4096):
         s = np.arange(s0, s0 + 4096)  # (S,) steps
         rho = s % n  # (S,) the reader of each rank at each step
@@ -221,4 +223,4 @@ def test_reach_of_a_light_source_among_many_readers_is_its_draw_by_draw_count(
                                rank=0, num_workers=workers, epoch_length=10**6)  # fmt: skip
     grid = ds._grid
     grid.near = near  # the steps scanned one by one, at most
-    assert grid.reach(k, 0, G).tolist() == draw_by_draw(grid, k, G).tolist()
+    assert grid.reach(k, 0, G).tolist() == draw_by_draw(grid, k, 0, G).tolist()

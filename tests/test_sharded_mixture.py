@@ -28,8 +28,6 @@ from torch.utils.data import DataLoader, IterableDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from distsampling import MixtureSampler, ShardedMixtureDataset, loader_dataset_states, run_nodes
-from distsampling.mixing.tree import _route
-from distsampling.streaming.mixture_readers import own_steps
 from strategies import (
     elastic_world_sizes,
     flags,
@@ -40,6 +38,7 @@ from strategies import (
     seeds,
     sharded_mixtures,
 )
+from test_mixture_readers import draw_by_draw
 
 TESTS = str(Path(__file__).resolve().parent)
 
@@ -2272,7 +2271,7 @@ def test_reach_is_each_readers_share_of_the_first_g_draws_of_a_stretchs_global_o
     grid = ds._grid
     grid.near = near
     p = data.draw(st.integers(0, len(grid.pieces) - 1))
-    lo, _, tree = grid.pieces[p]
+    tree = grid.pieces[p][2]
     for k in range(len(shards)):
         if k not in tree.paths:
             assert not grid.reach(k, p, G).any()
@@ -2280,15 +2279,4 @@ def test_reach_is_each_readers_share_of_the_first_g_draws_of_a_stretchs_global_o
         path = tree.paths[k]
         w = (path[-1][0] if path[-1][2] else path[-1][1]) / (path[0][0] + path[0][1]) if path else 1
         g = min(G, int(w * grid.W * grid.b * 2000))  # at most about 2,000 steps to count
-        want, left, s = np.zeros(grid.W * nw, np.int64), g, lo
-        while left:  # step s: rank r's slots are the tree's window m + ρW + r
-            rho = s % nw
-            m = own_steps(lo, s, rho, nw)
-            u = (m + rho * grid.W) * grid.b + np.arange(grid.W * grid.b)
-            ks = _route(tree, u)[0].reshape(grid.W, grid.b)
-            for r in range(grid.W):
-                take = min(left, int((ks[r] == k).sum()))
-                want[r * nw + rho] += take
-                left -= take
-            s += 1
-        assert grid.reach(k, p, g).tolist() == want.tolist()
+        assert grid.reach(k, p, g).tolist() == draw_by_draw(grid, k, p, g).tolist()
