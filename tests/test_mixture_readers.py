@@ -13,14 +13,14 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from distsampling import ShardedMixtureDataset
-from distsampling.mixing.tree import _count, _route
-from distsampling.streaming.mixture_readers import own_steps
+from distsampling.mixing.tree import _count
 from strategies import (
     light_among_heavy_weights,
     mixture_batch_sizes,
     mixture_worker_counts,
     sharded_mixtures,
 )
+from test_sharded_mixture import draw_by_draw
 
 
 def sources_of(shards: list[list[int]]) -> list[tuple]:
@@ -179,25 +179,6 @@ def test_the_counts_of_any_readers_are_their_rows_of_every_readers_counts(a, ste
     turned = [[(q + s) % R for q in range(R)] for s in (1, 2)]  # every reader, none in place
     for readers in [*asks, list(range(R)), *turned, *asks]:
         assert grid.counts(step, readers).tolist() == every[readers].tolist(), readers
-
-
-def draw_by_draw(grid, k: int, p: int, G: int) -> np.ndarray:
-    """``(R,)``: how many of the first ``G`` draws of source ``k`` in ``grid``'s stretch ``p``
-    (its tree taken on past its end) each reader makes, routed slot by slot in the global order
-    (step by step from the stretch's first, a step's ranks in order, a rank's slots in order),
-    4,096 steps at a time."""
-    W, n, b = grid.W, grid.n, grid.b
-    lo, _, tree = grid.pieces[p]
-    want, left = np.zeros(W * n, np.int64), G
-    for s0 in range(lo, 2**62, 4096):
-        s = np.arange(s0, s0 + 4096)  # (S,) steps
-        rho = s % n  # (S,) the reader of each rank at each step
-        u = ((own_steps(lo, s, rho, n) + rho * W) * b)[:, None] + np.arange(W * b)  # (S, W·b)
-        slots = np.flatnonzero(_route(tree, u.ravel())[0] == k)[:left]  # k's, in global order
-        np.add.at(want, (slots // b) % W * n + rho[slots // (W * b)], 1)  # reader r·n + ρ
-        left -= len(slots)
-        if not left:
-            return want
 
 
 @given(

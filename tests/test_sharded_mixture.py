@@ -28,6 +28,8 @@ from torch.utils.data import DataLoader, IterableDataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from distsampling import MixtureSampler, ShardedMixtureDataset, loader_dataset_states, run_nodes
+from distsampling.mixing.tree import _route
+from distsampling.streaming.mixture_readers import own_steps
 from strategies import (
     elastic_world_sizes,
     flags,
@@ -38,7 +40,6 @@ from strategies import (
     seeds,
     sharded_mixtures,
 )
-from test_mixture_readers import draw_by_draw
 
 TESTS = str(Path(__file__).resolve().parent)
 
@@ -2253,6 +2254,25 @@ def test_a_ranks_own_readers_counted_alone_are_its_row_of_counts_at_with_64_work
     the tree point by point, not by routing the span between them)."""
     ds = make(SHARDS, [1, 3, 2], 2, 5, 2, num_workers=64)
     assert ds._counts(step, [2])[0] == ds.counts_at(step)[2].tolist()
+
+
+def draw_by_draw(grid, k: int, p: int, G: int) -> np.ndarray:
+    """``(R,)``: how many of the first ``G`` draws of source ``k`` in ``grid``'s stretch ``p``
+    (its tree taken on past its end) each reader makes, routed slot by slot in the global order
+    (step by step from the stretch's first, a step's ranks in order, a rank's slots in order),
+    4,096 steps at a time."""
+    W, n, b = grid.W, grid.n, grid.b
+    lo, _, tree = grid.pieces[p]
+    want, left = np.zeros(W * n, np.int64), G
+    for s0 in range(lo, 2**62, 4096):
+        s = np.arange(s0, s0 + 4096)  # (S,) steps
+        rho = s % n  # (S,) the reader of each rank at each step
+        u = ((own_steps(lo, s, rho, n) + rho * W) * b)[:, None] + np.arange(W * b)  # (S, W·b)
+        slots = np.flatnonzero(_route(tree, u.ravel())[0] == k)[:left]  # k's, in global order
+        np.add.at(want, (slots // b) % W * n + rho[slots // (W * b)], 1)  # reader r·n + ρ
+        left -= len(slots)
+        if not left:
+            return want
 
 
 @given(args, st.integers(0, 3000), st.sampled_from([1, 5, 1 << 16]), st.data())
